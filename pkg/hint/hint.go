@@ -1,0 +1,92 @@
+// Package hint is the contract between the rebalancer executor and the
+// RebalanceHint scheduler plugin: before the executor evicts a pod it writes
+// these annotations, and when the scheduler sees that pod go away it steers
+// the owner's replacement pod to the planned target node.
+package hint
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Prefix is the annotation prefix owned by rebalancer.
+const Prefix = "rebalancer.dev/"
+
+// Annotation keys written on a pod before it is evicted.
+const (
+	SourceNodeAnnotation = Prefix + "source-node"
+	TargetNodeAnnotation = Prefix + "target-node"
+	PlanIDAnnotation     = Prefix + "plan-id"
+	TimeAnnotation       = Prefix + "hinted-at"
+)
+
+// Hint says where the replacement of an evicted pod should go.
+type Hint struct {
+	// Source is the node the pod is evicted from; its replacement should not return there.
+	Source string
+	// Target is the node the planner simulated the replacement onto.
+	Target string
+	// PlanID identifies the plan that decided the move.
+	PlanID string
+	// Time is when the executor wrote the hint.
+	Time time.Time
+}
+
+// Annotations renders the hint as pod annotations.
+func (h Hint) Annotations() map[string]string {
+	return map[string]string{
+		SourceNodeAnnotation: h.Source,
+		TargetNodeAnnotation: h.Target,
+		PlanIDAnnotation:     h.PlanID,
+		TimeAnnotation:       h.Time.UTC().Format(time.RFC3339),
+	}
+}
+
+// Validate reports the first problem that makes the hint unusable, naming the annotation.
+func (h Hint) Validate() error {
+	for _, f := range []struct{ key, value string }{
+		{SourceNodeAnnotation, h.Source},
+		{TargetNodeAnnotation, h.Target},
+	} {
+		if errs := validation.IsDNS1123Subdomain(f.value); len(errs) > 0 {
+			return fmt.Errorf("annotation %s: invalid node name %q: %s", f.key, f.value, strings.Join(errs, "; "))
+		}
+	}
+	if h.Source == h.Target {
+		return fmt.Errorf("annotation %s: target %q equals the source node", TargetNodeAnnotation, h.Target)
+	}
+	if h.PlanID == "" {
+		return fmt.Errorf("annotation %s: must not be empty", PlanIDAnnotation)
+	}
+	if h.Time.IsZero() {
+		return fmt.Errorf("annotation %s: must be set", TimeAnnotation)
+	}
+	return nil
+}
+
+// FromPod reads the hint a pod carries. found is false when the pod carries
+// none of the hint annotations; a pod that carries some of them but not a
+// valid hint returns found=true and an error naming the bad annotation.
+func FromPod(pod *v1.Pod) (h Hint, found bool, err error) {
+	a := pod.GetAnnotations()
+	for _, key := range []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation} {
+		if _, ok := a[key]; ok {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return Hint{}, false, nil
+	}
+	h = Hint{Source: a[SourceNodeAnnotation], Target: a[TargetNodeAnnotation], PlanID: a[PlanIDAnnotation]}
+	if raw, ok := a[TimeAnnotation]; ok {
+		if h.Time, err = time.Parse(time.RFC3339, raw); err != nil {
+			return h, true, fmt.Errorf("annotation %s: %q is not an RFC 3339 time", TimeAnnotation, raw)
+		}
+	}
+	return h, true, h.Validate()
+}

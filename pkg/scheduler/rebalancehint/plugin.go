@@ -1,0 +1,204 @@
+// Package rebalancehint is the RebalanceHint Score plugin of
+// rebalancer-scheduler. When a pod that the rebalancer annotated with a hint
+// (package hint) leaves, the plugin remembers its owner; the owner's next pod
+// scores the planned target node highest and the node it was evicted from
+// lowest, so the replacement lands where the planner simulated it. Every other
+// pod skips the plugin, and Filter plugins still decide feasibility: a target
+// that no longer fits is never chosen.
+package rebalancehint
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+)
+
+// Name is the plugin's name in a KubeSchedulerConfiguration.
+const Name = "RebalanceHint"
+
+// Scores: the target wins, the source loses, every other node sits between so
+// that the profile's own scoring orders them.
+const (
+	targetScore = fwk.MaxScore
+	otherScore  = (fwk.MaxScore + fwk.MinScore) / 2
+	sourceScore = fwk.MinScore
+)
+
+const stateKey fwk.StateKey = Name
+
+// Plugin implements PreScore, Score and Reserve.
+type Plugin struct {
+	book *book
+}
+
+var (
+	_ fwk.PreScorePlugin = &Plugin{}
+	_ fwk.ScorePlugin    = &Plugin{}
+	_ fwk.ReservePlugin  = &Plugin{}
+	_ fwk.SignPlugin     = &Plugin{}
+)
+
+// New builds the plugin and subscribes it to pod events through the
+// framework's informer factory.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return newWithClock(ctx, obj, h, clock.RealClock{})
+}
+
+func newWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock) (*Plugin, error) {
+	args, err := decodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	pl := &Plugin{book: newBook(c, args.HintTTL.Duration)}
+	logger := klog.FromContext(ctx).WithName(Name)
+	if h == nil || h.SharedInformerFactory() == nil {
+		return nil, fmt.Errorf("%s: the framework handle has no informer factory", Name)
+	}
+	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// A pod with a grace period is marked for deletion first; its owner
+		// creates the replacement right then, before the delete event.
+		UpdateFunc: func(oldObj, newObj any) {
+			oldPod, ok1 := oldObj.(*v1.Pod)
+			newPod, ok2 := newObj.(*v1.Pod)
+			if ok1 && ok2 && oldPod.DeletionTimestamp == nil && newPod.DeletionTimestamp != nil {
+				pl.podLeaving(logger, newPod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				pl.podLeaving(logger, pod)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: watching pods: %w", Name, err)
+	}
+	return pl, nil
+}
+
+// podLeaving records the hint of a pod that is going away.
+func (pl *Plugin) podLeaving(logger klog.Logger, pod *v1.Pod) {
+	h, found, err := hint.FromPod(pod)
+	if !found {
+		return
+	}
+	if err != nil {
+		logger.Error(err, "Ignoring malformed rebalance hint", "pod", klog.KObj(pod))
+		return
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
+		return
+	}
+	if pl.book.record(owner.UID, pod.UID, h) {
+		logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
+			"source", h.Source, "target", h.Target, "plan", h.PlanID)
+	} else {
+		logger.V(4).Info("Rebalance hint not recorded (stale or seen before)", "pod", klog.KObj(pod), "hintedAt", h.Time)
+	}
+}
+
+// Name returns the plugin name.
+func (pl *Plugin) Name() string { return Name }
+
+// cycleState carries the hint a pod is being scheduled with, from PreScore to Reserve.
+type cycleState struct {
+	owner    metav1.OwnerReference
+	entry    entry
+	reserved bool
+}
+
+func (s *cycleState) Clone() fwk.StateData { c := *s; return &c }
+
+// PreScore looks up a hint for the pod's owner; without one the plugin skips
+// Score, leaving the pod to the profile's own scoring.
+func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	e, ok := pl.book.next(owner.UID)
+	if !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycleState{owner: *owner, entry: e})
+	return nil
+}
+
+// Score ranks the hinted target first and the hinted source last.
+func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := readState(state)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	switch nodeInfo.Node().Name {
+	case s.entry.Target:
+		return targetScore, nil
+	case s.entry.Source:
+		return sourceScore, nil
+	default:
+		return otherScore, nil
+	}
+}
+
+// ScoreExtensions: scores are already in [MinScore, MaxScore].
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve consumes the hint once the pod has a node, wherever it went: the
+// owner's next replacement takes the next hint.
+func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return nil // no hint in this cycle
+	}
+	pl.book.setConsumed(s.owner.UID, s.entry.pod, true)
+	s.reserved = true
+	return nil
+}
+
+// Unreserve gives the hint back when the pod did not bind after all.
+func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) {
+	s, err := readState(state)
+	if err != nil || !s.reserved {
+		return
+	}
+	pl.book.setConsumed(s.owner.UID, s.entry.pod, false)
+	s.reserved = false
+}
+
+// SignPod keeps batching on for pods this plugin scores neutrally and turns it
+// off for a pod whose owner has a pending hint: two pods of that owner must
+// not share one scoring result, since each consumes its own hint.
+func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if owner := metav1.GetControllerOf(pod); owner != nil {
+		if _, ok := pl.book.next(owner.UID); ok {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "pod has a pending rebalance hint")
+		}
+	}
+	return nil, nil
+}
+
+func readState(state fwk.CycleState) (*cycleState, error) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := d.(*cycleState)
+	if !ok {
+		return nil, fmt.Errorf("%s: cycle state holds %T", Name, d)
+	}
+	return s, nil
+}

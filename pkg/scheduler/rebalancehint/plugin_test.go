@@ -1,0 +1,382 @@
+package rebalancehint
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+)
+
+const (
+	fitWeight  = 5
+	hintWeight = 50
+)
+
+var (
+	t0     = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	web    = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web", Controller: ptrTo(true)}
+	api    = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-1", UID: "uid-api", Controller: ptrTo(true)}
+	toNode = hint.Hint{Source: "full", Target: "half", PlanID: "plan-1", Time: t0}
+)
+
+func ptrTo[T any](v T) *T { return &v }
+
+func node(name string, cpu string) *v1.Node {
+	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Capacity: rl, Allocatable: rl}}
+}
+
+func pod(name, nodeName, cpu string, owner *metav1.OwnerReference) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+	}
+	if owner != nil {
+		p.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return p
+}
+
+func hinted(p *v1.Pod, h hint.Hint) *v1.Pod {
+	p.Annotations = h.Annotations()
+	return p
+}
+
+// cluster: "full" is the most allocated node, so MostAllocated prefers it;
+// "half" and "empty" have room.
+func cluster() ([]*v1.Node, []*v1.Pod) {
+	nodes := []*v1.Node{node("full", "8"), node("half", "8"), node("empty", "8")}
+	pods := []*v1.Pod{pod("a", "full", "6", &api), pod("b", "half", "3", &api)}
+	return nodes, pods
+}
+
+type env struct {
+	pl     *Plugin
+	clock  *testingclock.FakeClock
+	client *fake.Clientset
+	ctx    context.Context
+}
+
+func newEnv(t *testing.T, rawArgs string) *env {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	h, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithInformerFactory(factory))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testingclock.NewFakeClock(t0)
+	var obj runtime.Object
+	if rawArgs != "" {
+		obj = &runtime.Unknown{Raw: []byte(rawArgs), ContentType: runtime.ContentTypeJSON}
+	}
+	pl, err := newWithClock(ctx, obj, h, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	return &env{pl: pl, clock: c, client: client, ctx: ctx}
+}
+
+// schedule runs one scheduling cycle of a profile made of NodeResourcesFit
+// (MostAllocated) and the plugin under test, as kube-scheduler would: Filter,
+// PreScore, Score, pick the best node (ties by name), Reserve.
+func (e *env) schedule(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, p *v1.Pod) string {
+	t.Helper()
+	snapshot := cache.NewSnapshot(pods, nodes)
+	fit := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return noderesources.NewFit(ctx, &config.NodeResourcesFitArgs{ScoringStrategy: &config.ScoringStrategy{
+			Type:      config.MostAllocated,
+			Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+		}}, h, feature.Features{})
+	}
+	self := func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return e.pl, nil }
+	f, err := tf.NewFramework(e.ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+		tf.RegisterPluginAsExtensionsWithWeight(noderesources.Name, fitWeight, fit, "PreFilter", "Filter", "PreScore", "Score"),
+		tf.RegisterPluginAsExtensionsWithWeight(Name, hintWeight, self, "PreScore", "Score", "Reserve"),
+	}, "rebalancer-scheduler", frameworkruntime.WithSnapshotSharedLister(snapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	if _, s, _ := f.RunPreFilterPlugins(e.ctx, state, p); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	all, _ := snapshot.NodeInfos().List()
+	var feasible []fwk.NodeInfo
+	for _, ni := range all {
+		if s := f.RunFilterPlugins(e.ctx, state, p, ni); s.IsSuccess() {
+			feasible = append(feasible, ni)
+		}
+	}
+	if len(feasible) == 0 {
+		return ""
+	}
+	if s := f.RunPreScorePlugins(e.ctx, state, p, feasible); !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	scores, s := f.RunScorePlugins(e.ctx, state, p, feasible)
+	if !s.IsSuccess() {
+		t.Fatalf("Score: %v", s)
+	}
+	sort.Slice(scores, func(i, j int) bool {
+		if scores[i].TotalScore != scores[j].TotalScore {
+			return scores[i].TotalScore > scores[j].TotalScore
+		}
+		return scores[i].Name < scores[j].Name
+	})
+	best := scores[0].Name
+	if s := f.RunReservePluginsReserve(e.ctx, state, p, best); !s.IsSuccess() {
+		t.Fatalf("Reserve: %v", s)
+	}
+	return best
+}
+
+func TestWithoutHintProfileDecides(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
+		t.Fatalf("MostAllocated without a hint placed the pod on %q, want the fullest node %q", got, "full")
+	}
+}
+
+func TestHintSteersReplacementToTarget(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "half" {
+		t.Fatalf("replacement placed on %q, want hinted target %q", got, "half")
+	}
+	// The hint is consumed: the owner's next pod is scored by the profile alone.
+	if got := e.schedule(t, nodes, pods, pod("new2", "", "1", &web)); got != "full" {
+		t.Fatalf("second pod placed on %q, want %q (hint already used)", got, "full")
+	}
+}
+
+func TestOtherOwnerIsNotSteered(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	if got := e.schedule(t, nodes, pods, pod("other", "", "1", &api)); got != "full" {
+		t.Fatalf("pod of another owner placed on %q, want %q", got, "full")
+	}
+	if got := e.schedule(t, nodes, pods, pod("bare", "", "1", nil)); got != "full" {
+		t.Fatalf("bare pod placed on %q, want %q", got, "full")
+	}
+	// The hint is still there for its own owner.
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "half" {
+		t.Fatalf("replacement placed on %q, want %q", got, "half")
+	}
+}
+
+func TestHintExpires(t *testing.T) {
+	e := newEnv(t, `{"hintTTL":"2m"}`)
+	nodes, pods := cluster()
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.clock.Step(2*time.Minute + time.Second)
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
+		t.Fatalf("after expiry the pod went to %q, want %q", got, "full")
+	}
+	if n := e.pl.book.len(); n != 0 {
+		t.Fatalf("book holds %d expired entries", n)
+	}
+}
+
+func TestStaleHintIgnored(t *testing.T) {
+	e := newEnv(t, `{"hintTTL":"1m"}`)
+	nodes, pods := cluster()
+	old := toNode
+	old.Time = t0.Add(-time.Hour) // the eviction failed an hour ago; the pod leaves now for another reason
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), old))
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
+		t.Fatalf("stale hint steered the pod to %q", got)
+	}
+}
+
+func TestTargetThatNoLongerFitsLosesToFilter(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	pods = append(pods, pod("filler", "half", "5", &api)) // "half" is now full
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	got := e.schedule(t, nodes, pods, pod("new", "", "2", &web))
+	if got == "half" {
+		t.Fatal("pod placed on a target that does not fit")
+	}
+	if got == "full" {
+		t.Fatal("pod placed back on its source node")
+	}
+	if got != "empty" {
+		t.Fatalf("pod placed on %q, want %q", got, "empty")
+	}
+}
+
+func TestMalformedHintIgnored(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	bad := pod("old", "full", "1", &web)
+	bad.Annotations = map[string]string{hint.TargetNodeAnnotation: "half", hint.TimeAnnotation: "not-a-time"}
+	e.pl.podLeaving(klogger(t), bad)
+	if n := e.pl.book.len(); n != 0 {
+		t.Fatalf("malformed hint recorded (%d entries)", n)
+	}
+	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
+		t.Fatalf("pod placed on %q, want %q", got, "full")
+	}
+}
+
+func TestUnreserveGivesHintBack(t *testing.T) {
+	e := newEnv(t, "")
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	state := framework.NewCycleState()
+	p := pod("new", "", "1", &web)
+	if s := e.pl.PreScore(e.ctx, state, p, nil); !s.IsSuccess() {
+		t.Fatalf("PreScore: %v", s)
+	}
+	e.pl.Reserve(e.ctx, state, p, "half")
+	if _, ok := e.pl.book.next(web.UID); ok {
+		t.Fatal("hint still pending after Reserve")
+	}
+	e.pl.Unreserve(e.ctx, state, p, "half")
+	if _, ok := e.pl.book.next(web.UID); !ok {
+		t.Fatal("hint not given back by Unreserve")
+	}
+	// Unreserve without Reserve (allowed by the framework) changes nothing.
+	e.pl.Unreserve(e.ctx, framework.NewCycleState(), p, "half")
+	if _, ok := e.pl.book.next(web.UID); !ok {
+		t.Fatal("Unreserve without a reservation dropped the hint")
+	}
+}
+
+func TestSignPodRefusesPodsWithPendingHint(t *testing.T) {
+	e := newEnv(t, "")
+	if _, s := e.pl.SignPod(e.ctx, pod("new", "", "1", &web)); !s.IsSuccess() {
+		t.Fatalf("SignPod without hint: %v", s)
+	}
+	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	if _, s := e.pl.SignPod(e.ctx, pod("new", "", "1", &web)); s.Code() != fwk.Unschedulable {
+		t.Fatalf("SignPod with a pending hint = %v, want Unschedulable", s)
+	}
+}
+
+// TestInformerRecordsTerminatingAndDeletedPods drives the real informer path:
+// a pod marked for deletion (graceful termination) and a pod deleted outright.
+func TestInformerRecordsTerminatingAndDeletedPods(t *testing.T) {
+	e := newEnv(t, "")
+	pods := e.client.CoreV1().Pods("default")
+	graceful := hinted(pod("graceful", "full", "1", &web), toNode)
+	abrupt := hinted(pod("abrupt", "full", "1", &api), toNode)
+	for _, p := range []*v1.Pod{graceful, abrupt} {
+		if _, err := pods.Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	terminating := graceful.DeepCopy()
+	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
+	if _, err := pods.Update(e.ctx, terminating, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pods.Delete(e.ctx, abrupt.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The delete that follows the graceful termination must not record it twice.
+	if err := pods.Delete(e.ctx, graceful.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		_, okWeb := e.pl.book.next(web.UID)
+		_, okAPI := e.pl.book.next(api.UID)
+		return okWeb && okAPI, nil
+	})
+	if err != nil {
+		t.Fatalf("hints not recorded from informer events: %v", err)
+	}
+	if n := e.pl.book.len(); n != 2 {
+		t.Fatalf("book holds %d entries, want 2", n)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	cases := []struct {
+		raw     string
+		wantTTL time.Duration
+		wantErr string
+	}{
+		{raw: ``, wantTTL: DefaultHintTTL},
+		{raw: `{}`, wantTTL: DefaultHintTTL},
+		{raw: `{"hintTTL":"90s"}`, wantTTL: 90 * time.Second},
+		{raw: `{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"RebalanceHintArgs","hintTTL":"1m"}`, wantTTL: time.Minute},
+		{raw: `{"hintTtl":"1m"}`, wantErr: `unknown field "hintTtl"`},
+		{raw: `{"hintTTL":"-1m"}`, wantErr: "args.hintTTL"},
+		{raw: `{"hintTTL":"48h"}`, wantErr: "args.hintTTL"},
+		{raw: `{"hintTTL":"soon"}`, wantErr: "pluginConfig[RebalanceHint].args"},
+		{raw: `{"hintTTL":5}`, wantErr: "pluginConfig[RebalanceHint].args"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.raw, func(t *testing.T) {
+			var obj runtime.Object
+			if tc.raw != "" {
+				obj = &runtime.Unknown{Raw: []byte(tc.raw)}
+			}
+			args, err := decodeArgs(obj)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if args.HintTTL.Duration != tc.wantTTL {
+				t.Fatalf("hintTTL = %s, want %s", args.HintTTL.Duration, tc.wantTTL)
+			}
+		})
+	}
+	if _, err := decodeArgs(&config.NodeResourcesFitArgs{}); err == nil {
+		t.Fatal("args of another plugin's type accepted")
+	}
+}
+
+func klogger(t *testing.T) klog.Logger {
+	logger, _ := ktesting.NewTestContext(t)
+	return logger
+}
+
+func TestMain(m *testing.M) {
+	// The framework records per-plugin metrics; kube-scheduler registers them at start.
+	metrics.Register()
+	os.Exit(m.Run())
+}
