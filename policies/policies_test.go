@@ -1,0 +1,135 @@
+package policies
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+)
+
+func TestMain(m *testing.M) {
+	metrics.Register()
+	descheduler.SetupPlugins()
+	os.Exit(m.Run())
+}
+
+// TestSchedulerProfiles loads each shipped KubeSchedulerConfiguration the way
+// kube-scheduler does, validates it, builds its framework with our plugins and
+// checks the scoring the comments in the files promise.
+func TestSchedulerProfiles(t *testing.T) {
+	want := map[string]config.ScoringStrategyType{
+		"binpacking-scheduler.yaml": config.MostAllocated,
+		"balancing-scheduler.yaml":  config.RequestedToCapacityRatio,
+	}
+	for _, pair := range Pairs {
+		t.Run(pair.Scheduler, func(t *testing.T) {
+			logger, ctx := ktesting.NewTestContext(t)
+			cfg, err := options.LoadConfigFromFile(logger, filepath.Join(".", pair.Scheduler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "rebalancer-scheduler" {
+				t.Fatalf("want one profile named rebalancer-scheduler, got %d", len(cfg.Profiles))
+			}
+			prof := &cfg.Profiles[0]
+			for _, pc := range prof.PluginConfig {
+				if fit, ok := pc.Args.(*config.NodeResourcesFitArgs); ok && fit.ScoringStrategy.Type != want[pair.Scheduler] {
+					t.Errorf("NodeResourcesFit scoring strategy = %s, want %s", fit.ScoringStrategy.Type, want[pair.Scheduler])
+				}
+			}
+
+			scores := scorePluginWeights(ctx, t, prof)
+			hintWeight, ok := scores[rebalancehint.Name]
+			if !ok {
+				t.Fatalf("%s is not a score plugin of the profile: %v", rebalancehint.Name, scores)
+			}
+			var others int64
+			for name, w := range scores {
+				if name != rebalancehint.Name {
+					others += int64(w)
+				}
+			}
+			// A hint separates the target from the next best node by
+			// (100-50) x weight; all other plugins together can separate two
+			// nodes by at most 100 x their summed weights.
+			if hintGap, otherGap := 50*int64(hintWeight), 100*others; hintGap <= otherGap {
+				t.Errorf("a hint is worth %d but the other score plugins can add %d (%v): raise %s's weight", hintGap, otherGap, scores, rebalancehint.Name)
+			}
+			t.Logf("score weights %v: hint %d over other plugins' %d", scores, 50*int64(hintWeight), 100*others)
+			if pair.Name == "binpacking" {
+				if _, ok := scores["NodeResourcesBalancedAllocation"]; ok {
+					t.Error("the bin-packing profile scores with NodeResourcesBalancedAllocation, which spreads")
+				}
+			}
+		})
+	}
+}
+
+// scorePluginWeights builds the profile's framework, as the scheduler does at
+// start, and returns the weight of every plugin at the Score extension point.
+func scorePluginWeights(ctx context.Context, t *testing.T, prof *config.KubeSchedulerProfile) map[string]int32 {
+	t.Helper()
+	registry := plugins.NewInTreeRegistry()
+	if err := registry.Register(rebalancehint.Name, rebalancehint.New); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	fw, err := frameworkruntime.NewFramework(ctx, registry, prof,
+		frameworkruntime.WithClientSet(client),
+		frameworkruntime.WithInformerFactory(informers.NewSharedInformerFactory(client, 0)),
+		frameworkruntime.WithSnapshotSharedLister(cache.NewEmptySnapshot()),
+	)
+	if err != nil {
+		t.Fatalf("building the profile's framework: %v", err)
+	}
+	weights := map[string]int32{}
+	for _, p := range fw.ListPlugins().Score.Enabled {
+		weights[p.Name] = p.Weight
+	}
+	return weights
+}
+
+// TestDeschedulerPolicies loads each shipped DeschedulerPolicy with the
+// descheduler's own decoding, defaulting and validation.
+func TestDeschedulerPolicies(t *testing.T) {
+	for _, pair := range Pairs {
+		t.Run(pair.Policy, func(t *testing.T) {
+			p, err := descheduler.LoadPolicyConfig(filepath.Join(".", pair.Policy), fake.NewClientset(), pluginregistry.PluginRegistry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Profiles) != 1 || p.Profiles[0].Name != pair.Name {
+				t.Fatalf("want one profile named %q", pair.Name)
+			}
+			enabled := map[string]bool{}
+			for _, name := range append(p.Profiles[0].Plugins.Balance.Enabled, p.Profiles[0].Plugins.Deschedule.Enabled...) {
+				enabled[name] = true
+			}
+			balance := map[string]string{"binpacking": "HighNodeUtilization", "balancing": "LowNodeUtilization"}[pair.Name]
+			for _, name := range []string{balance, "RemovePodsViolatingNodeTaints", "RemovePodsViolatingNodeAffinity",
+				"RemovePodsViolatingInterPodAntiAffinity", "RemoveDuplicates"} {
+				if !enabled[name] {
+					t.Errorf("%s is not enabled", name)
+				}
+			}
+		})
+	}
+}
