@@ -147,13 +147,13 @@ rules:
 EOF
 
   start etcd "$BIN_DIR/etcd" --name=local --data-dir="$CLUSTER_DIR/etcd" --unsafe-no-fsync=true --log-level=warn \
-    --listen-client-urls=http://127.0.0.1:$ETCD_PORT --advertise-client-urls=http://127.0.0.1:$ETCD_PORT \
+    "--listen-client-urls=http://127.0.0.1:$ETCD_PORT" "--advertise-client-urls=http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls=http://127.0.0.1:$((ETCD_PORT + 1)) --initial-advertise-peer-urls=http://127.0.0.1:$((ETCD_PORT + 1)) \
     --initial-cluster=local=http://127.0.0.1:$((ETCD_PORT + 1)) --listen-metrics-urls=http://127.0.0.1:$((ETCD_PORT + 2))
   wait_for etcd "http://127.0.0.1:$ETCD_PORT/readyz"
 
-  start kube-apiserver "$BIN_DIR/kube-apiserver" --etcd-servers=http://127.0.0.1:$ETCD_PORT \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=$APISERVER_PORT \
+  start kube-apiserver "$BIN_DIR/kube-apiserver" "--etcd-servers=http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 "--secure-port=$APISERVER_PORT" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
@@ -164,12 +164,12 @@ EOF
 
   # Only the controllers the tests need: a faster start and less noise.
   start kube-controller-manager "$BIN_DIR/kube-controller-manager" --kubeconfig="$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
-    --bind-address=127.0.0.1 --secure-port=$KCM_PORT --leader-elect=false --use-service-account-credentials=true \
+    --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller
   start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" --config="$ROOT/hack/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-ip=10.0.0.1 --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 --server-address=127.0.0.1:$KWOK_PORT
+    --node-ip=10.0.0.1 --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 "--server-address=127.0.0.1:$KWOK_PORT"
   wait_for kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
   wait_for kwok "http://127.0.0.1:$KWOK_PORT/healthz"
 

@@ -9,12 +9,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -60,6 +64,12 @@ func setup() error {
 	}
 	if _, err := client.Discovery().ServerVersion(); err != nil {
 		return fmt.Errorf("no apiserver at %s: %w", cfg.Host, err)
+	}
+	// rebalancer-scheduler keeps its leader lease in the namespace the
+	// manifests create.
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rebalancer-system"}}
+	if _, err := client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return nil
 }

@@ -141,7 +141,7 @@ func startScheduler(config string) error {
 		}
 		// Leader election is on, as shipped: scheduling starts once it leads.
 		log, _ := os.ReadFile(scheduler.logPath)
-		return strings.Contains(string(log), `"Successfully acquired lease" lock="kube-system/rebalancer-scheduler"`), nil
+		return strings.Contains(string(log), `"Successfully acquired lease" lock="rebalancer-system/rebalancer-scheduler"`), nil
 	})
 	if err != nil {
 		return fmt.Errorf("not ready: %w\n%s", err, tail(scheduler.logPath, 40))
