@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
@@ -21,7 +23,13 @@ a pod is evicted only if the simulation places it on a better node.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand())
+	// kube-style logging flags: -v, --vmodule, --logging-format=json, ...
+	logging := logsapi.NewLoggingConfiguration()
+	logsapi.AddFlags(logging, root.PersistentFlags())
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		return logsapi.ValidateAndApply(logging, nil)
+	}
+	root.AddCommand(newPlanCommand(), newVersionCommand())
 	return root
 }
 

@@ -1,0 +1,127 @@
+// Package plan is the planner's output: which pods to move where and why,
+// which evictions were refused and why, and what the cluster looks like
+// before and after. A Plan is a plain value: the dry-run prints it, the
+// executor carries it out, tests compare it.
+package plan
+
+import (
+	"sort"
+)
+
+// Skip reasons: why an eviction a policy plugin asked for is not in the plan.
+const (
+	// ReasonPDB: a PodDisruptionBudget has no disruption left in this plan.
+	ReasonPDB = "pdb"
+	// ReasonLimit: a policy or workload limit on evictions is reached.
+	ReasonLimit = "limit"
+	// ReasonNoFit: the scheduler profile finds no node for the replacement.
+	ReasonNoFit = "no-fit"
+	// ReasonSameNode: the scheduler profile would put the replacement back
+	// on the node it left.
+	ReasonSameNode = "same-node"
+	// ReasonLowGain: the best node scores less than --min-score-gain above
+	// the current one (balance plugins only).
+	ReasonLowGain = "low-gain"
+	// ReasonProtected: the evictor's filters protect the pod (DaemonSet,
+	// mirror, bare, system-critical, local storage, priority, ...).
+	ReasonProtected = "protected"
+	// ReasonConflict: the policy and the scheduler profile pull in opposite
+	// directions for this move.
+	ReasonConflict = "conflict"
+)
+
+// Reasons lists every skip reason, in the order reports show them.
+var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict}
+
+// Plan is one planning cycle's decision.
+type Plan struct {
+	// ID identifies the plan; the executor writes it into the rebalance hint.
+	ID      string  `json:"id"`
+	Moves   []Move  `json:"moves"`
+	Skipped []Skip  `json:"skipped"`
+	Summary Summary `json:"summary"`
+}
+
+// Owner is the controller of a pod, which recreates it after the eviction.
+type Owner struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	UID  string `json:"uid"`
+}
+
+// Move is one accepted eviction and where the replacement is predicted to run.
+type Move struct {
+	// Pod is "namespace/name".
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Owner     *Owner `json:"owner,omitempty"`
+	// Profile and Strategy name the DeschedulerPolicy profile and plugin
+	// that asked for the eviction.
+	Profile  string `json:"profile"`
+	Strategy string `json:"strategy"`
+	Reason   string `json:"reason"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	// SourceScore is the source node's total score for the replacement, or
+	// nil when the replacement no longer fits there (e.g. a new taint).
+	SourceScore *int64 `json:"sourceScore"`
+	TargetScore int64  `json:"targetScore"`
+}
+
+// Skip is an eviction a plugin asked for that the plan refused.
+type Skip struct {
+	Pod      string `json:"pod"`
+	Profile  string `json:"profile"`
+	Strategy string `json:"strategy"`
+	// Why is one of the Reason constants.
+	Why    string `json:"why"`
+	Detail string `json:"detail"`
+}
+
+// Summary describes the cluster before and after the plan.
+type Summary struct {
+	Nodes            int            `json:"nodes"`
+	Pods             int            `json:"pods"`
+	Moves            int            `json:"moves"`
+	SkippedByReason  map[string]int `json:"skippedByReason"`
+	NodesInUseBefore int            `json:"nodesInUseBefore"`
+	NodesInUseAfter  int            `json:"nodesInUseAfter"`
+	PerNode          []NodeUsage    `json:"perNode"`
+}
+
+// NodeUsage is one node's requested CPU and memory as a percentage of its
+// allocatable, before and after the plan.
+type NodeUsage struct {
+	Node         string  `json:"node"`
+	CPUBefore    float64 `json:"cpuBefore"`
+	CPUAfter     float64 `json:"cpuAfter"`
+	MemoryBefore float64 `json:"memoryBefore"`
+	MemoryAfter  float64 `json:"memoryAfter"`
+}
+
+// Finish fills the derived parts of the summary and puts everything in a
+// deterministic order: moves stay in decision order (later decisions depend
+// on earlier ones), skips and nodes are sorted.
+func (p *Plan) Finish() {
+	if p.Moves == nil {
+		p.Moves = []Move{}
+	}
+	if p.Skipped == nil {
+		p.Skipped = []Skip{}
+	}
+	sort.SliceStable(p.Skipped, func(i, j int) bool {
+		a, b := p.Skipped[i], p.Skipped[j]
+		if a.Why != b.Why {
+			return a.Why < b.Why
+		}
+		return a.Pod < b.Pod
+	})
+	sort.Slice(p.Summary.PerNode, func(i, j int) bool { return p.Summary.PerNode[i].Node < p.Summary.PerNode[j].Node })
+	p.Summary.Moves = len(p.Moves)
+	p.Summary.SkippedByReason = map[string]int{}
+	for _, s := range p.Skipped {
+		p.Summary.SkippedByReason[s.Why]++
+	}
+}

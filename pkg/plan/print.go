@@ -1,0 +1,65 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Formats accepted by Print.
+var Formats = []string{"table", "json", "yaml"}
+
+// Print writes the plan as a kubectl-style table, JSON or YAML.
+func (p *Plan) Print(w io.Writer, format string) error {
+	switch format {
+	case "table", "":
+		return p.printTable(w)
+	case "json":
+		b, err := json.MarshalIndent(p, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	default:
+		return fmt.Errorf("unknown output format %q: want one of %s", format, strings.Join(Formats, ", "))
+	}
+}
+
+func (p *Plan) printTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	if len(p.Moves) == 0 {
+		fmt.Fprintln(tw, "No moves.")
+	} else {
+		fmt.Fprintln(tw, "POD\tSTRATEGY\tSOURCE → TARGET\tREASON")
+		for _, m := range p.Moves {
+			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, m.Source, m.Target, m.Reason)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	s := p.Summary
+	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d; %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.Pods)
+	if len(p.Skipped) > 0 {
+		parts := []string{}
+		for _, r := range Reasons {
+			if n := s.SkippedByReason[r]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		fmt.Fprintf(w, "Skipped %d: %s.\n", len(p.Skipped), strings.Join(parts, ", "))
+	}
+	return nil
+}

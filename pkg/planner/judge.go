@@ -1,0 +1,153 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// errSkipped tells a plugin its eviction was not taken; the plugin moves on
+// to its next candidate.
+var errSkipped = errors.New("eviction not in the plan")
+
+// judge decides one eviction a plugin asked for. It returns nil when the
+// move enters the plan (the plugin then accounts for it as evicted), and an
+// error otherwise; limit errors use the descheduler's own types so plugins
+// stop asking for more on that node, namespace or at all.
+func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions) error {
+	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) {
+		return errSkipped // another plugin already moved it in this plan
+	}
+	skip := func(why, detail string, err error) error {
+		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
+		p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
+		return err
+	}
+
+	// The policy's limits and ours, in the order the descheduler checks its own.
+	if max := p.policy.MaxNoOfPodsToEvictTotal; max != nil && p.total >= *max {
+		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictTotal %d reached", *max), evictions.NewEvictionTotalLimitError())
+	}
+	if max := p.policy.MaxNoOfPodsToEvictPerNode; max != nil && p.perNode[pod.Spec.NodeName] >= *max {
+		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNode %d reached on %s", *max, pod.Spec.NodeName), evictions.NewEvictionNodeLimitError(pod.Spec.NodeName))
+	}
+	if max := p.policy.MaxNoOfPodsToEvictPerNamespace; max != nil && p.perNamespace[pod.Namespace] >= *max {
+		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNamespace %d reached in %s", *max, pod.Namespace), evictions.NewEvictionNamespaceLimitError(pod.Namespace))
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner != nil && p.opts.MaxPerWorkload > 0 && p.perOwner[owner.UID] >= p.opts.MaxPerWorkload {
+		return skip(plan.ReasonLimit, fmt.Sprintf("%d move(s) of %s %s already planned (--max-per-workload)", p.perOwner[owner.UID], owner.Kind, owner.Name), errSkipped)
+	}
+	b, err := p.budgetFor(pod)
+	if err != nil {
+		return skip(plan.ReasonPDB, err.Error(), errSkipped)
+	}
+	if b != nil && b.left <= 0 {
+		return skip(plan.ReasonPDB, fmt.Sprintf("PodDisruptionBudget %s allows no further disruption", klog.KObj(b.pdb)), errSkipped)
+	}
+
+	pred, err := p.sim.Predict(ctx, pod, simulator.Options{})
+	if err != nil {
+		return fmt.Errorf("simulating %s: %w", klog.KObj(pod), err)
+	}
+	switch {
+	case pred.Node == "":
+		return skip(plan.ReasonNoFit, pred.Unschedulable, errSkipped)
+	case pred.Node == pred.Source:
+		return skip(plan.ReasonSameNode, fmt.Sprintf("the scheduler profile would place the replacement back on %s (score %d)", pred.Source, pred.Score), errSkipped)
+	case p.balancing && pred.SourceFeasible && pred.Score-pred.SourceScore < p.opts.MinScoreGain:
+		return skip(plan.ReasonLowGain, fmt.Sprintf("%s scores %d, only %d above %s (minimum gain %d)",
+			pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, p.opts.MinScoreGain), errSkipped)
+	}
+
+	replacement, err := p.sim.Move(pod, pred.Node)
+	if err != nil {
+		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
+	}
+	p.moved.Insert(pod.UID)
+	p.replacements.Insert(replacement.UID)
+	p.total++
+	p.perNode[pod.Spec.NodeName]++
+	p.perNamespace[pod.Namespace]++
+	if owner != nil {
+		p.perOwner[owner.UID]++
+	}
+	if b != nil {
+		b.left--
+	}
+	m := plan.Move{
+		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
+		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
+	}
+	if owner != nil {
+		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}
+	}
+	if pred.SourceFeasible {
+		m.SourceScore = &pred.SourceScore
+	}
+	p.out.Moves = append(p.out.Moves, m)
+	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
+	return nil
+}
+
+// budgetFor finds the PodDisruptionBudget covering a pod, as the eviction
+// API does: none, exactly one, or an error when several match (the API
+// server refuses to evict such a pod).
+func (p *planner) budgetFor(pod *v1.Pod) (*budget, error) {
+	var found *budget
+	for _, b := range p.pdbs {
+		if b.pdb.Namespace != pod.Namespace || b.selector.Empty() || !b.selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("pod is covered by more than one PodDisruptionBudget (%s, %s); the eviction API refuses it", found.pdb.Name, b.pdb.Name)
+		}
+		found = b
+	}
+	return found, nil
+}
+
+func metav1LabelSelector(pdb *policyv1.PodDisruptionBudget) (labels.Selector, error) {
+	if pdb.Spec.Selector == nil {
+		return labels.Nothing(), nil
+	}
+	return metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+}
+
+func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// reason says in a few words why a strategy moves a pod. The descheduler's
+// plugins leave EvictOptions.Reason empty; when one sets it, it wins.
+func reason(strategy, given string) string {
+	if given != "" {
+		return given
+	}
+	if r, ok := reasons[strategy]; ok {
+		return r
+	}
+	return strategy
+}
+
+var reasons = map[string]string{
+	"HighNodeUtilization":                         "node underutilized",
+	"LowNodeUtilization":                          "node overutilized",
+	"RemoveDuplicates":                            "duplicate of its workload on the node",
+	"RemovePodsViolatingNodeTaints":               "untolerated node taint",
+	"RemovePodsViolatingNodeAffinity":             "node affinity no longer met",
+	"RemovePodsViolatingInterPodAntiAffinity":     "inter-pod anti-affinity violated",
+	"RemovePodsViolatingTopologySpreadConstraint": "topology spread violated",
+	"RemovePodsHavingTooManyRestarts":             "too many restarts",
+	"PodLifeTime":                                 "exceeded its lifetime",
+	"RemoveFailedPods":                            "failed pod",
+}

@@ -1,0 +1,284 @@
+// Package planner runs a DeschedulerPolicy's profiles with the descheduler's
+// own plugins over a snapshot, and judges every eviction they ask for by
+// simulating the scheduler profile: an eviction enters the plan only if the
+// replacement has a node to go to, that node is not the one it left, and
+// (for balance plugins) it scores better there by at least a margin. PDBs
+// and the policy's limits are spent across the whole plan.
+package planner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	nodeutil "sigs.k8s.io/descheduler/pkg/descheduler/node"
+	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
+	"sigs.k8s.io/descheduler/pkg/features"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// Options tune the judgement of evictions.
+type Options struct {
+	// ID names the plan; empty means a time-based ID.
+	ID string
+	// MinScoreGain is how much higher than the source node the target must
+	// score for a balance plugin's eviction to be worth it.
+	MinScoreGain int64
+	// MaxPerWorkload caps the moves of one owner (ReplicaSet, StatefulSet,
+	// ...) in one plan, so a workload is never disrupted all at once; 0 means
+	// no cap beyond the policy's own limits.
+	MaxPerWorkload int
+}
+
+// Plan computes the plan for a policy and a scheduler profile over a snapshot.
+// registry holds the descheduler plugins the policy may name (normally the
+// global pluginregistry.PluginRegistry after descheduler.SetupPlugins()).
+func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot, registry pluginregistry.Registry, opts Options) (*plan.Plan, error) {
+	sim, err := simulator.New(ctx, profile, snap)
+	if err != nil {
+		return nil, err
+	}
+	p := &planner{
+		logger:       klog.FromContext(ctx).WithName("planner"),
+		opts:         opts,
+		policy:       policy,
+		sim:          sim,
+		moved:        sets.New[types.UID](),
+		replacements: sets.New[types.UID](),
+		perNode:      map[string]uint{},
+		perNamespace: map[string]uint{},
+		perOwner:     map[types.UID]int{},
+		out:          &plan.Plan{ID: opts.ID},
+	}
+	if p.out.ID == "" {
+		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")
+	}
+	for _, pdb := range snap.PodDisruptionBudgets {
+		sel, err := metav1LabelSelector(pdb)
+		if err != nil {
+			return nil, fmt.Errorf("PodDisruptionBudget %s: %w", klog.KObj(pdb), err)
+		}
+		p.pdbs = append(p.pdbs, &budget{pdb: pdb, selector: sel, left: pdb.Status.DisruptionsAllowed})
+	}
+	before, err := usage(sim)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.run(ctx, snap, registry); err != nil {
+		return nil, err
+	}
+	after, err := usage(sim)
+	if err != nil {
+		return nil, err
+	}
+	p.out.Summary = summarize(snap, before, after)
+	p.out.Finish()
+	return p.out, nil
+}
+
+// planner is the state of one planning run.
+type planner struct {
+	logger klog.Logger
+	opts   Options
+	policy *api.DeschedulerPolicy
+	sim    *simulator.Simulator
+	out    *plan.Plan
+	// balancing is true while balance plugins run (the score-gain rule applies).
+	balancing bool
+
+	moved        sets.Set[types.UID] // pods the plan moves
+	replacements sets.Set[types.UID] // their simulated replacements
+	total        uint
+	perNode      map[string]uint
+	perNamespace map[string]uint
+	perOwner     map[types.UID]int
+	pdbs         []*budget
+}
+
+type budget struct {
+	pdb      *policyv1.PodDisruptionBudget
+	selector labels.Selector
+	left     int32
+}
+
+type profileRunner struct {
+	name       string
+	deschedule func(context.Context, []*v1.Node) *frameworktypes.Status
+	balance    func(context.Context, []*v1.Node) *frameworktypes.Status
+}
+
+// run builds every profile of the policy on a sandbox fed from the snapshot
+// and the simulation, then runs all deschedule plugins and after them all
+// balance plugins, as the descheduler does.
+func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry pluginregistry.Registry) error {
+	client, factory, err := sandbox(snap)
+	if err != nil {
+		return err
+	}
+	// Required by the descheduler's profile, never called: every eviction
+	// goes through judge instead.
+	unused, err := evictions.NewPodEvictor(ctx, client, nil, factory.Core().V1().Pods().Informer(),
+		features.DefaultMutableFeatureGate, evictions.NewOptions().WithDryRun(true))
+	if err != nil {
+		return err
+	}
+	var runners []profileRunner
+	for i, prof := range p.policy.Profiles {
+		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(registry, prof.Name),
+			frameworkprofile.WithClientSet(client),
+			frameworkprofile.WithSharedInformerFactory(factory),
+			frameworkprofile.WithPodEvictor(unused),
+			frameworkprofile.WithGetPodsAssignedToNodeFnc(p.podsOnNode),
+			frameworkprofile.WithProfileInstanceID(fmt.Sprintf("%d", i)),
+		)
+		if err != nil {
+			return fmt.Errorf("profile %q: %w", prof.Name, err)
+		}
+		runners = append(runners, profileRunner{prof.Name, pr.RunDeschedulePlugins, pr.RunBalancePlugins})
+	}
+
+	selector := ""
+	if p.policy.NodeSelector != nil {
+		selector = *p.policy.NodeSelector
+	}
+	nodes, err := nodeutil.ReadyNodes(ctx, client, factory.Core().V1().Nodes().Lister(), selector)
+	if err != nil {
+		return fmt.Errorf("listing ready nodes (nodeSelector %q): %w", selector, err)
+	}
+	if len(nodes) < 2 {
+		return fmt.Errorf("%d ready node(s) match the policy's nodeSelector %q; rebalancing needs at least 2", len(nodes), selector)
+	}
+	ctx = klog.NewContext(ctx, pluginLogger(klog.FromContext(ctx)))
+	for _, r := range runners {
+		if st := r.deschedule(ctx, nodes); st != nil && st.Err != nil {
+			return fmt.Errorf("profile %q: %w", r.name, st.Err)
+		}
+	}
+	p.balancing = true
+	for _, r := range runners {
+		if st := r.balance(ctx, nodes); st != nil && st.Err != nil {
+			return fmt.Errorf("profile %q: %w", r.name, st.Err)
+		}
+	}
+	return nil
+}
+
+// sandbox is what the descheduler plugins read besides the pods on a node:
+// informers over the snapshot's objects. The informers are never started;
+// their stores are filled directly, so listing 150,000 pods costs pointers,
+// not copies, and nothing is read before it is all there.
+func sandbox(snap *snapshot.Snapshot) (*fake.Clientset, informers.SharedInformerFactory, error) {
+	// Plugins ask the clientset only for PriorityClasses (priorityThreshold.name).
+	var objs []runtime.Object
+	for _, pc := range snap.PriorityClasses {
+		objs = append(objs, pc)
+	}
+	client := fake.NewClientset(objs...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	fill := func(inf cache.SharedIndexInformer, items ...any) error {
+		for _, it := range items {
+			if err := inf.GetIndexer().Add(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	core, storage := factory.Core().V1(), factory.Storage().V1()
+	for _, step := range []struct {
+		inf   cache.SharedIndexInformer
+		items []any
+	}{
+		{core.Nodes().Informer(), anys(snap.Nodes)},
+		{core.Pods().Informer(), anys(snap.Pods)},
+		{core.Namespaces().Informer(), anys(snap.Namespaces)},
+		{core.PersistentVolumeClaims().Informer(), anys(snap.PersistentVolumeClaims)},
+		{core.PersistentVolumes().Informer(), anys(snap.PersistentVolumes)},
+		{storage.StorageClasses().Informer(), anys(snap.StorageClasses)},
+		{factory.Policy().V1().PodDisruptionBudgets().Informer(), anys(snap.PodDisruptionBudgets)},
+		{factory.Scheduling().V1().PriorityClasses().Informer(), anys(snap.PriorityClasses)},
+	} {
+		if err := fill(step.inf, step.items...); err != nil {
+			return nil, nil, err
+		}
+	}
+	return client, factory, nil
+}
+
+func anys[T any](in []T) []any {
+	out := make([]any, len(in))
+	for i, v := range in {
+		out[i] = v
+	}
+	return out
+}
+
+// podsOnNode serves the plugins the simulation's current view, so each
+// plugin sees the moves already in the plan. Replacements are not real pods
+// yet and are not offered for eviction.
+func (p *planner) podsOnNode(node string, filter podutil.FilterFunc) ([]*v1.Pod, error) {
+	pods, err := p.sim.PodsOn(node)
+	if err != nil {
+		return nil, err
+	}
+	out := pods[:0]
+	for _, pod := range pods {
+		if p.replacements.Has(pod.UID) {
+			continue
+		}
+		if filter == nil || filter(pod) {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+// judgingRegistry is the plugin registry with every builder handed a handle
+// whose evictor is the planner's judge.
+func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile string) pluginregistry.Registry {
+	out := make(pluginregistry.Registry, len(registry))
+	for name, u := range registry {
+		build := u.PluginBuilder
+		u.PluginBuilder = func(ctx context.Context, args runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
+			return build(ctx, args, &judgingHandle{Handle: h, evictor: &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name}})
+		}
+		out[name] = u
+	}
+	return out
+}
+
+type judgingHandle struct {
+	frameworktypes.Handle
+	evictor *judge
+}
+
+func (h *judgingHandle) Evictor() frameworktypes.Evictor { return h.evictor }
+
+// judge keeps the profile's evictor filters and replaces its Evict.
+type judge struct {
+	frameworktypes.Evictor
+	p                 *planner
+	profile, strategy string
+}
+
+func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions) error {
+	return j.p.judge(ctx, j.profile, j.strategy, pod, opts)
+}

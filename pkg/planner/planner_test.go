@@ -1,0 +1,338 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+func policies(parts ...string) string { return filepath.Join(append([]string{"..", "..", "policies"}, parts...)...) }
+
+func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
+	t.Helper()
+	pol, err := policy.Load(policies(name+"-policy.yaml"), fake.NewClientset(), Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prof, err := profile.Load(policies(name+"-scheduler.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol, prof
+}
+
+// cluster builds snapshots for tests.
+type cluster struct {
+	snap *snapshot.Snapshot
+	n    int
+}
+
+func newCluster() *cluster {
+	c := &cluster{snap: &snapshot.Snapshot{}}
+	for _, ns := range []string{"default", "kube-system", "team-a", "team-b"} {
+		c.snap.Namespaces = append(c.snap.Namespaces, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	}
+	return c
+}
+
+func (c *cluster) node(name, cpu, memory string, taints ...v1.Taint) *v1.Node {
+	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory), v1.ResourcePods: resource.MustParse("110")}
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Spec:       v1.NodeSpec{Taints: taints},
+		Status:     v1.NodeStatus{Capacity: rl, Allocatable: rl, Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
+	}
+	c.snap.Nodes = append(c.snap.Nodes, n)
+	return n
+}
+
+// pod adds a running pod; ownerKind "" makes a bare pod.
+func (c *cluster) pod(ns, app, ownerKind, node, cpu, memory string) *v1.Pod {
+	c.n++
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d", app, c.n), Namespace: ns, UID: types.UID(fmt.Sprintf("uid-%d", c.n)),
+			Labels: map[string]string{"app": app},
+		},
+		Spec: v1.PodSpec{NodeName: node, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "c",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}}}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning},
+	}
+	if ownerKind != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: app, UID: types.UID("owner-" + ns + "-" + app), Controller: ptrTo(true)}}
+	}
+	c.snap.Pods = append(c.snap.Pods, p)
+	return p
+}
+
+func (c *cluster) pdb(ns, app string, allowed int32) {
+	c.snap.PodDisruptionBudgets = append(c.snap.PodDisruptionBudgets, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}, MinAvailable: ptrTo(intstr.FromInt32(1))},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed},
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+var noSchedule = v1.Taint{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}
+
+// fragmented builds a random cluster that has everything a plan must respect:
+// a tainted node, a workload under a PDB, DaemonSet pods on every node, bare
+// pods and kube-system critical pods, with nodes thinly and unevenly used.
+func fragmented(seed int64) *cluster {
+	r := rand.New(rand.NewSource(seed))
+	c := newCluster()
+	nodes := 6 + r.Intn(6)
+	for i := 0; i < nodes; i++ {
+		var taints []v1.Taint
+		if i == 0 {
+			taints = []v1.Taint{noSchedule}
+		}
+		c.node(fmt.Sprintf("node-%02d", i), "8", "32Gi", taints...)
+	}
+	for _, n := range c.snap.Nodes {
+		ds := c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+		ds.Spec.PriorityClassName = "system-node-critical"
+		ds.Spec.Priority = ptrTo(int32(2000001000))
+	}
+	critical := c.pod("kube-system", "coredns", "ReplicaSet", c.snap.Nodes[0].Name, "500m", "512Mi")
+	critical.Spec.PriorityClassName = "system-cluster-critical"
+	critical.Spec.Priority = ptrTo(int32(2000000000))
+	c.pod("default", "debug", "", c.snap.Nodes[0].Name, "250m", "256Mi") // bare: never recreated
+	sizes := []string{"250m", "500m", "1", "1500m", "2"}
+	for w := 0; w < 4+r.Intn(4); w++ {
+		app := fmt.Sprintf("web%d", w)
+		ns := []string{"team-a", "team-b"}[w%2]
+		size := sizes[r.Intn(len(sizes))]
+		for i := 0; i < 1+r.Intn(5); i++ {
+			c.pod(ns, app, "ReplicaSet", c.snap.Nodes[r.Intn(nodes)].Name, size, "1Gi")
+		}
+	}
+	c.pdb("team-a", "web0", int32(r.Intn(2)))
+	return c
+}
+
+func runPlan(t *testing.T, c *cluster, pair string, opts Options) *plan.Plan {
+	t.Helper()
+	pol, prof := loadPair(t, pair)
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := Plan(ctx, pol, prof, c.snap, Registry(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkInvariants holds for any plan on any snapshot.
+func checkInvariants(t *testing.T, c *cluster, pol *api.DeschedulerPolicy, p *plan.Plan) {
+	t.Helper()
+	pods := map[string]*v1.Pod{}
+	for _, pod := range c.snap.Pods {
+		pods[pod.Namespace+"/"+pod.Name] = pod
+	}
+	nodes := map[string]*v1.Node{}
+	requested := map[string]int64{}
+	for _, n := range c.snap.Nodes {
+		nodes[n.Name] = n
+	}
+	for _, pod := range c.snap.Pods {
+		requested[pod.Spec.NodeName] += pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+	}
+	seen := map[string]bool{}
+	perNode, perNS := map[string]uint{}, map[string]uint{}
+	for _, m := range p.Moves {
+		pod := pods[m.Pod]
+		if pod == nil {
+			t.Fatalf("move of unknown pod %s", m.Pod)
+		}
+		if seen[m.Pod] {
+			t.Errorf("%s moved twice", m.Pod)
+		}
+		seen[m.Pod] = true
+		if m.Source != pod.Spec.NodeName || m.Target == m.Source || nodes[m.Target] == nil {
+			t.Errorf("%s: bad move %s -> %s (pod on %s)", m.Pod, m.Source, m.Target, pod.Spec.NodeName)
+		}
+		if taints := nodes[m.Target].Spec.Taints; len(taints) > 0 {
+			t.Errorf("%s moved to tainted node %s", m.Pod, m.Target)
+		}
+		owner := metav1.GetControllerOf(pod)
+		switch {
+		case owner == nil:
+			t.Errorf("bare pod %s moved: nothing would recreate it", m.Pod)
+		case owner.Kind == "DaemonSet":
+			t.Errorf("DaemonSet pod %s moved", m.Pod)
+		case pod.Spec.Priority != nil && *pod.Spec.Priority >= 2000000000:
+			t.Errorf("system-critical pod %s moved", m.Pod)
+		}
+		cpu := pod.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+		requested[m.Source] -= cpu
+		requested[m.Target] += cpu
+		perNode[m.Source]++
+		perNS[pod.Namespace]++
+	}
+	for name, req := range requested {
+		if alloc := nodes[name].Status.Allocatable.Cpu().MilliValue(); req > alloc {
+			t.Errorf("node %s overcommitted after the plan: %dm of %dm", name, req, alloc)
+		}
+	}
+	for _, pdb := range c.snap.PodDisruptionBudgets {
+		sel, _ := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		spent := int32(0)
+		for _, m := range p.Moves {
+			if pod := pods[m.Pod]; pod.Namespace == pdb.Namespace && sel.Matches(labels.Set(pod.Labels)) {
+				spent++
+			}
+		}
+		if spent > pdb.Status.DisruptionsAllowed {
+			t.Errorf("PDB %s/%s allows %d disruptions, plan spends %d", pdb.Namespace, pdb.Name, pdb.Status.DisruptionsAllowed, spent)
+		}
+	}
+	if max := pol.MaxNoOfPodsToEvictTotal; max != nil && uint(len(p.Moves)) > *max {
+		t.Errorf("%d moves exceed maxNoOfPodsToEvictTotal %d", len(p.Moves), *max)
+	}
+	for n, k := range perNode {
+		if max := pol.MaxNoOfPodsToEvictPerNode; max != nil && k > *max {
+			t.Errorf("%d moves from %s exceed maxNoOfPodsToEvictPerNode %d", k, n, *max)
+		}
+	}
+	for ns, k := range perNS {
+		if max := pol.MaxNoOfPodsToEvictPerNamespace; max != nil && k > *max {
+			t.Errorf("%d moves in %s exceed maxNoOfPodsToEvictPerNamespace %d", k, ns, *max)
+		}
+	}
+}
+
+func TestPlanInvariantsOnRandomClusters(t *testing.T) {
+	for _, pair := range []string{"binpacking", "balancing"} {
+		pol, _ := loadPair(t, pair)
+		for seed := int64(1); seed <= 8; seed++ {
+			t.Run(fmt.Sprintf("%s/seed-%d", pair, seed), func(t *testing.T) {
+				c := fragmented(seed)
+				p := runPlan(t, c, pair, Options{MinScoreGain: 1})
+				checkInvariants(t, c, pol, p)
+				// The tainted node is emptied of every pod that can move.
+				for _, m := range p.Moves {
+					if m.Source == "node-00" && m.Strategy != "RemovePodsViolatingNodeTaints" && m.Strategy != "HighNodeUtilization" && m.Strategy != "LowNodeUtilization" {
+						t.Errorf("unexpected strategy %s for a pod on the tainted node", m.Strategy)
+					}
+				}
+				for _, pod := range c.snap.Pods {
+					if pod.Spec.NodeName != "node-00" || pod.Namespace == "kube-system" || metav1.GetControllerOf(pod) == nil {
+						continue
+					}
+					if !moved(p, pod) && !skippedFor(p, pod, plan.ReasonPDB, plan.ReasonLimit) {
+						t.Errorf("%s/%s stays on the tainted node; skipped: %v", pod.Namespace, pod.Name, p.Skipped)
+					}
+				}
+			})
+		}
+	}
+}
+
+func moved(p *plan.Plan, pod *v1.Pod) bool {
+	for _, m := range p.Moves {
+		if m.UID == string(pod.UID) {
+			return true
+		}
+	}
+	return false
+}
+
+func skippedFor(p *plan.Plan, pod *v1.Pod, reasons ...string) bool {
+	for _, s := range p.Skipped {
+		if s.Pod == pod.Namespace+"/"+pod.Name {
+			for _, r := range reasons {
+				if s.Why == r {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestPDBSpentAcrossPlan: a workload on the tainted node under a PDB that
+// allows one disruption loses exactly one pod; the rest are skipped for pdb.
+func TestPDBSpentAcrossPlan(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("ok-1", "8", "32Gi")
+	c.node("ok-2", "8", "32Gi")
+	for i := 0; i < 3; i++ {
+		c.pod("team-a", "web", "ReplicaSet", "tainted", "1", "1Gi")
+	}
+	c.pdb("team-a", "web", 1)
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if len(p.Moves) != 1 {
+		t.Fatalf("%d moves, want 1 (PDB allows 1): %+v", len(p.Moves), p.Moves)
+	}
+	if p.Summary.SkippedByReason[plan.ReasonPDB] < 2 {
+		t.Fatalf("skips %v, want at least 2 for pdb", p.Summary.SkippedByReason)
+	}
+}
+
+// TestNoFitIsNotEvicted: a pod on a tainted node with no room anywhere else
+// stays (upstream, with nodeFit false, evicts it into Pending).
+func TestNoFitIsNotEvicted(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("small", "2", "32Gi")
+	c.node("small-2", "2", "32Gi")
+	c.pod("team-a", "big", "ReplicaSet", "tainted", "4", "1Gi")
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if len(p.Moves) != 0 {
+		t.Fatalf("planned %+v for a pod that fits nowhere", p.Moves)
+	}
+}
+
+// TestLimitsAreEnforced: with maxNoOfPodsToEvictTotal 2, a plan that would
+// move more stops at 2 and reports the rest as limit skips.
+func TestLimitsAreEnforced(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("ok", "8", "32Gi")
+	for i := 0; i < 4; i++ {
+		c.pod("team-a", fmt.Sprintf("app%d", i), "ReplicaSet", "tainted", "500m", "1Gi")
+	}
+	pol, prof := loadPair(t, "binpacking")
+	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(2))
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Moves) != 2 || p.Summary.SkippedByReason[plan.ReasonLimit] == 0 {
+		t.Fatalf("moves %d, skips %v; want 2 moves and limit skips", len(p.Moves), p.Summary.SkippedByReason)
+	}
+}
+
+// TestTooFewNodes: never plan on a cluster the policy sees fewer than two nodes of.
+func TestTooFewNodes(t *testing.T) {
+	c := newCluster()
+	c.node("only", "8", "32Gi")
+	pol, prof := loadPair(t, "binpacking")
+	_, err := Plan(context.Background(), pol, prof, c.snap, Registry(), Options{})
+	if err == nil {
+		t.Fatal("planned on a single-node cluster")
+	}
+}

@@ -1,0 +1,80 @@
+// Package policy loads DeschedulerPolicy files (descheduler/v1alpha2).
+//
+// The descheduler decodes its policy leniently: a misspelt or wrongly cased
+// field is dropped and its default used, so a typo silently changes what is
+// evicted. Load checks the file strictly first, each plugin's args against the
+// args type the plugin registered, and then decodes, defaults and validates it
+// with the descheduler's own code.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	clientset "k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
+)
+
+// Load reads the DeschedulerPolicy at path. It first runs a strict pass that
+// rejects unknown or duplicate fields at every level, including inside each
+// plugin's args, unknown plugins, plugins enabled at an extension point they
+// do not implement and enabled plugins without a pluginConfig, reporting field
+// paths as written in the file:
+//
+//	policy.yaml: profiles[0].pluginConfig[1].args.thresholdz: unknown field
+//
+// Then it decodes, converts, defaults and validates the policy with the
+// descheduler's LoadPolicyConfig. Every error is one line starting with path.
+//
+// registry must be pluginregistry.PluginRegistry or a subset of it, filled by
+// descheduler.SetupPlugins: the descheduler's decoder looks args types up in
+// that global registry whatever registry it is given. client resolves
+// DefaultEvictor's priorityThreshold.name to the PriorityClass's value.
+func Load(path string, client clientset.Interface, registry pluginregistry.Registry) (*api.DeschedulerPolicy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // its message repeats the path
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkStrict(data, registry); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	p, err := descheduler.LoadPolicyConfig(path, client, registry)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
+	}
+	return p, nil
+}
+
+// RequiresMetrics reports whether the policy needs live utilization metrics,
+// which an offline plan cannot have, and the field that asks for them:
+// metricsCollector.enabled, metricsProviders, or a LowNodeUtilization
+// args.metricsUtilization (HighNodeUtilization has no such field). Plugin
+// configs are named rather than indexed, as in
+// profiles[0].pluginConfig[LowNodeUtilization].args.metricsUtilization,
+// because loading inserts a DefaultEvictor config where the file has none and
+// so shifts the indexes.
+func RequiresMetrics(p *api.DeschedulerPolicy) (field string, ok bool) {
+	if p.MetricsCollector != nil && p.MetricsCollector.Enabled {
+		return "metricsCollector.enabled", true
+	}
+	if len(p.MetricsProviders) > 0 {
+		return "metricsProviders", true
+	}
+	for i, prof := range p.Profiles {
+		for _, pc := range prof.PluginConfigs {
+			if args, ok := pc.Args.(*nodeutilization.LowNodeUtilizationArgs); ok && args.MetricsUtilization != nil {
+				return fmt.Sprintf("profiles[%d].pluginConfig[%s].args.metricsUtilization", i, pc.Name), true
+			}
+		}
+	}
+	return "", false
+}

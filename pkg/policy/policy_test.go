@@ -1,0 +1,319 @@
+package policy_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/descheduler/pkg/descheduler"
+	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+)
+
+func TestMain(m *testing.M) {
+	descheduler.SetupPlugins()
+	os.Exit(m.Run())
+}
+
+// client holds the PriorityClass that the README's priorityThreshold.name
+// example refers to; the descheduler resolves it while loading.
+func client() *fake.Clientset {
+	return fake.NewClientset(&schedulingv1.PriorityClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "priorityClassName1"},
+		Value:      1000,
+	})
+}
+
+// TestLoadValid loads every DeschedulerPolicy of the upstream README and
+// examples/ (copied into testdata/upstream by its extract.sh), our variants of
+// two of them, and the shipped policies.
+func TestLoadValid(t *testing.T) {
+	// Fields that need live metrics; every other file must need none.
+	metrics := map[string]string{
+		"testdata/example-policy-filled.yaml":         "metricsProviders",
+		"testdata/lownodeutilization-prometheus.yaml": "profiles[0].pluginConfig[LowNodeUtilization].args.metricsUtilization",
+	}
+	files := []string{
+		"testdata/example-policy-filled.yaml",
+		"testdata/lownodeutilization-prometheus.yaml",
+		"../../policies/balancing-policy.yaml",
+		"../../policies/binpacking-policy.yaml",
+	}
+	for dir, want := range map[string]int{"testdata/upstream/readme": 20, "testdata/upstream/examples": 9} {
+		found, err := filepath.Glob(filepath.Join(dir, "*.y*ml"))
+		if err != nil || len(found) != want {
+			t.Fatalf("%s: found %d policies, want %d (%v)", dir, len(found), want, err)
+		}
+		for _, f := range found {
+			// The README's "Example policy" has placeholders; TestLoadErrors
+			// covers it, example-policy-filled.yaml is what is left of it.
+			if !strings.HasSuffix(f, "02-example-policy.yaml") {
+				files = append(files, f)
+			}
+		}
+	}
+	for _, file := range files {
+		t.Run(file, func(t *testing.T) {
+			p, err := policy.Load(file, client(), pluginregistry.PluginRegistry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Profiles) == 0 {
+				t.Fatal("no profiles")
+			}
+			field, ok := policy.RequiresMetrics(p)
+			if want := metrics[file]; field != want || ok != (want != "") {
+				t.Errorf("RequiresMetrics = %q, %v; want %q", field, ok, want)
+			}
+		})
+	}
+}
+
+const header = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"
+
+// lnu is a valid policy to break in the cases below.
+const lnu = header + `profiles:
+- name: p
+  pluginConfig:
+  - name: LowNodeUtilization
+    args:
+      thresholds: {cpu: 20}
+      targetThresholds: {cpu: 50}
+  plugins:
+    balance:
+      enabled: [LowNodeUtilization]
+`
+
+func replace(t *testing.T, s, old, new string) string {
+	t.Helper()
+	if !strings.Contains(s, old) {
+		t.Fatalf("%q not in %q", old, s)
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+func TestLoadErrors(t *testing.T) {
+	readme := func(name string) string {
+		data, err := os.ReadFile(filepath.Join("testdata/upstream/readme", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	shipped, err := os.ReadFile("../../policies/balancing-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name     string
+		policy   string
+		registry pluginregistry.Registry // pluginregistry.PluginRegistry if nil
+		want     []string
+	}{{
+		name:   "misspelt top-level field",
+		policy: header + "maxNoOfPodsToEvictTotl: 10\n",
+		want:   []string{"maxNoOfPodsToEvictTotl: unknown field"},
+	}, {
+		name:   "misspelt profile field",
+		policy: replace(t, lnu, "pluginConfig:", "pluginConfigs:"),
+		want:   []string{"profiles[0].pluginConfigs: unknown field"},
+	}, {
+		name:   "misspelt plugin args field",
+		policy: replace(t, lnu, "thresholds:", "thresholdz:"),
+		want:   []string{"profiles[0].pluginConfig[0].args.thresholdz: unknown field"},
+	}, {
+		name:   "wrong case",
+		policy: header + "MaxNoOfPodsToEvictTotal: 10\n",
+		want:   []string{`MaxNoOfPodsToEvictTotal: unknown field (did you mean "maxNoOfPodsToEvictTotal"?)`},
+	}, {
+		// Spelt so in the descheduler's README and tests, and silently
+		// dropped by its decoder.
+		name:   "extension point in camel case",
+		policy: replace(t, lnu, "    balance:", "    preEvictionFilter:\n      enabled: [DefaultEvictor]\n    balance:"),
+		want:   []string{`profiles[0].plugins.preEvictionFilter: unknown field (did you mean "preevictionfilter"?)`},
+	}, {
+		name:   "wrong type",
+		policy: header + "maxNoOfPodsToEvictTotal: \"ten\"\n",
+		want:   []string{"maxNoOfPodsToEvictTotal: cannot unmarshal string into uint"},
+	}, {
+		name:   "wrong type in plugin args",
+		policy: replace(t, lnu, "thresholds: {cpu: 20}", "thresholds: {cpu: twenty}"),
+		want:   []string{"profiles[0].pluginConfig[0].args.thresholds: cannot unmarshal string into api.Percentage"},
+	}, {
+		name:   "plugin args not a mapping",
+		policy: replace(t, lnu, "    args:\n      thresholds: {cpu: 20}\n      targetThresholds: {cpu: 50}", "    args: cpu"),
+		want:   []string{"profiles[0].pluginConfig[0].args: cannot unmarshal string into nodeutilization.LowNodeUtilizationArgs"},
+	}, {
+		name:   "negative limit",
+		policy: header + "maxNoOfPodsToEvictPerNode: -1\n",
+		want:   []string{"maxNoOfPodsToEvictPerNode: cannot unmarshal number -1 into uint"},
+	}, {
+		name:   "duplicate field",
+		policy: header + "maxNoOfPodsToEvictTotal: 1\nmaxNoOfPodsToEvictTotal: 2\n",
+		want:   []string{`key "maxNoOfPodsToEvictTotal" already set in map`},
+	}, {
+		name:   "threshold out of range",
+		policy: replace(t, lnu, "thresholds: {cpu: 20}", "thresholds: {cpu: 120}"),
+		want:   []string{"in profile p: thresholds config is not valid: cpu threshold not in [0, 100] range"},
+	}, {
+		name: "include and exclude namespaces",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: PodLifeTime
+    args:
+      maxPodLifeTimeSeconds: 86400
+      namespaces: {include: [a], exclude: [b]}
+  plugins:
+    deschedule:
+      enabled: [PodLifeTime]
+`,
+		want: []string{"in profile p: only one of Include/Exclude namespaces can be set"},
+	}, {
+		name:   "unknown plugin in pluginConfig",
+		policy: replace(t, lnu, "- name: LowNodeUtilization", "- name: LowNodeUtilisation"),
+		want: []string{
+			`profiles[0].pluginConfig[0].name: unknown plugin "LowNodeUtilisation", known plugins: DefaultEvictor, HighNodeUtilization, LowNodeUtilization,`,
+			`profiles[0].plugins.balance.enabled[0]: plugin "LowNodeUtilization" has no pluginConfig entry in this profile`,
+		},
+	}, {
+		name:   "unknown plugin enabled",
+		policy: replace(t, lnu, "enabled: [LowNodeUtilization]", "enabled: [LowNodeUtilization, Rebalance]"),
+		want:   []string{`profiles[0].plugins.balance.enabled[1]: unknown plugin "Rebalance", known plugins: DefaultEvictor,`},
+	}, {
+		name:     "no plugins registered",
+		policy:   lnu,
+		registry: pluginregistry.NewRegistry(),
+		want:     []string{`unknown plugin "LowNodeUtilization": no plugins are registered (call descheduler.SetupPlugins)`},
+	}, {
+		// The descheduler only notices when it builds the profile:
+		// `profile "p" configures deschedule extension point of non-existing plugins: RemoveDuplicates`.
+		name: "plugin at the wrong extension point",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: RemoveDuplicates
+  plugins:
+    deschedule:
+      enabled: [RemoveDuplicates]
+    presort:
+      enabled: [DefaultEvictor]
+`,
+		want: []string{
+			`profiles[0].plugins.deschedule.enabled[0]: plugin "RemoveDuplicates" does not implement the deschedule extension point, only balance`,
+			`profiles[0].plugins.presort.enabled[0]: plugin "DefaultEvictor" does not implement the presort extension point, only filter, preevictionfilter`,
+		},
+	}, {
+		name:   "plugin enabled without pluginConfig",
+		policy: replace(t, lnu, "enabled: [LowNodeUtilization]", "enabled: [LowNodeUtilization, RemoveDuplicates]"),
+		want:   []string{`profiles[0].plugins.balance.enabled[1]: plugin "RemoveDuplicates" has no pluginConfig entry in this profile`},
+	}, {
+		name:   "duplicate pluginConfig",
+		policy: replace(t, lnu, "  plugins:", "  - name: LowNodeUtilization\n  plugins:"),
+		want:   []string{`profiles[0].pluginConfig[1].name: duplicate pluginConfig for "LowNodeUtilization"`},
+	}, {
+		name: "missing priority class",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      priorityThreshold: {name: no-such-class}
+`,
+		want: []string{`priorityclasses.scheduling.k8s.io "no-such-class" not found`},
+	}, {
+		name:   "wrong apiVersion",
+		policy: "apiVersion: descheduler/v1alpha1\nkind: DeschedulerPolicy\n",
+		want:   []string{`apiVersion "descheduler/v1alpha1", kind "DeschedulerPolicy": want apiVersion "descheduler/v1alpha2", kind "DeschedulerPolicy"`},
+	}, {
+		name:   "wrong kind",
+		policy: "apiVersion: descheduler/v1alpha2\nkind: KubeSchedulerConfiguration\n",
+		want:   []string{`kind "KubeSchedulerConfiguration": want`},
+	}, {
+		name:   "no apiVersion",
+		policy: "kind: DeschedulerPolicy\n",
+		want:   []string{`apiVersion "", kind "DeschedulerPolicy": want`},
+	}, {
+		name:   "empty file",
+		policy: "",
+		want:   []string{"empty file, want a descheduler/v1alpha2 DeschedulerPolicy"},
+	}, {
+		name:   "only comments",
+		policy: "# nothing yet\n",
+		want:   []string{"empty file"},
+	}, {
+		name:   "not a mapping",
+		policy: "- apiVersion: descheduler/v1alpha2\n",
+		want:   []string{"not a YAML mapping"},
+	}, {
+		name:   "truncated inside a quoted key",
+		policy: readme("04-lownodeutilization.yaml")[:strings.Index(readme("04-lownodeutilization.yaml"), `"memory"`)+4],
+		want:   []string{"not valid YAML: yaml: line 11: found unexpected end of stream"},
+	}, {
+		name:   "truncated inside a plugin name",
+		policy: string(shipped[:strings.LastIndex(string(shipped), "Duplicates")]),
+		want:   []string{`profiles[0].plugins.balance.enabled[1]: unknown plugin "Remove"`},
+	}, {
+		name:   "binary",
+		policy: "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00>\x00\x01\x00\x00\x00\xe0\x8f",
+		want:   []string{"not valid YAML: yaml: control characters are not allowed"},
+	}, {
+		// Its placeholders "- ..." and "[...]" are not YAML a policy can hold.
+		name:   "README example policy verbatim",
+		policy: readme("02-example-policy.yaml"),
+		want:   []string{"not valid YAML: yaml: line 51: could not find expected ':'"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(path, []byte(tc.policy), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			registry := tc.registry
+			if registry == nil {
+				registry = pluginregistry.PluginRegistry
+			}
+			_, err := policy.Load(path, client(), registry)
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if !strings.HasPrefix(msg, path+": ") || strings.Contains(msg, "\n") {
+				t.Errorf("want one line starting with %q", path+": ")
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(msg, want) {
+					t.Errorf("want %q in it", want)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	_, err := policy.Load(path, client(), pluginregistry.PluginRegistry)
+	if want := path + ": no such file or directory"; err == nil || err.Error() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+func TestRequiresMetricsCollector(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(lnu+"metricsCollector:\n  enabled: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Load(path, client(), pluginregistry.PluginRegistry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if field, ok := policy.RequiresMetrics(p); field != "metricsCollector.enabled" || !ok {
+		t.Errorf("RequiresMetrics = %q, %v", field, ok)
+	}
+}

@@ -1,0 +1,202 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// profile loads a shipped scheduler profile from policies/.
+func profile(t testing.TB, file string) *config.KubeSchedulerProfile {
+	t.Helper()
+	logger, _ := ktesting.NewTestContext(t)
+	cfg, err := options.LoadConfigFromFile(logger, filepath.Join("..", "..", "policies", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cfg.Profiles[0]
+}
+
+func node(name, cpu string) *v1.Node {
+	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Status: v1.NodeStatus{Capacity: rl, Allocatable: rl, Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}}
+}
+
+func pod(name, nodeName, cpu string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: v1.PodSpec{NodeName: nodeName, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning},
+	}
+}
+
+func newSim(t testing.TB, file string, snap *snapshot.Snapshot) *Simulator {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	s, err := New(ctx, profile(t, file), snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// thin: three 8-CPU nodes at 7, 3 and 1 CPUs requested.
+func thin() *snapshot.Snapshot {
+	return &snapshot.Snapshot{
+		Nodes: []*v1.Node{node("a", "8"), node("b", "8"), node("c", "8")},
+		Pods:  []*v1.Pod{pod("a1", "a", "5"), pod("a2", "a", "2"), pod("b1", "b", "3"), pod("c1", "c", "1")},
+	}
+}
+
+func TestPredictMostAllocated(t *testing.T) {
+	s := newSim(t, "binpacking-scheduler.yaml", thin())
+	ctx := context.Background()
+
+	// c1 (1 CPU) on the emptiest node: the fullest node with room is a.
+	p, err := s.Predict(ctx, pod("c1", "c", "1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node != "a" || p.Source != "c" || !p.SourceFeasible || p.Feasible != 3 {
+		t.Fatalf("prediction %+v, want node a from feasible source c among 3", p)
+	}
+	if p.Score <= p.SourceScore {
+		t.Fatalf("target score %d not above source score %d", p.Score, p.SourceScore)
+	}
+
+	// a2 (2 CPU) already sits on the fullest node it fits: it stays.
+	p, err = s.Predict(ctx, pod("a2", "a", "2"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node != "a" {
+		t.Fatalf("a2 predicted to %s, want to stay on a", p.Node)
+	}
+
+	// Excluding a sends c1 to b, the next fullest.
+	p, err = s.Predict(ctx, pod("c1", "c", "1"), Options{Exclude: func(n string) bool { return n == "a" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node != "b" {
+		t.Fatalf("with a excluded c1 predicted to %s, want b", p.Node)
+	}
+}
+
+func TestPredictBalancing(t *testing.T) {
+	s := newSim(t, "balancing-scheduler.yaml", thin())
+	p, err := s.Predict(context.Background(), pod("a2", "a", "2"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Taken off the hot node a (7 of 8 CPUs), a2 goes to the least loaded node c.
+	if p.Node != "c" {
+		t.Fatalf("balancing profile predicted %s, want c", p.Node)
+	}
+}
+
+func TestPredictNoFit(t *testing.T) {
+	s := newSim(t, "binpacking-scheduler.yaml", thin())
+	p, err := s.Predict(context.Background(), pod("big", "", "9"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node != "" || p.Feasible != 0 {
+		t.Fatalf("a 9-CPU pod fit somewhere: %+v", p)
+	}
+	if !strings.Contains(p.Unschedulable, "0/3 nodes are available") || !strings.Contains(p.Unschedulable, "Insufficient cpu") {
+		t.Fatalf("reason %q does not explain the misfit", p.Unschedulable)
+	}
+}
+
+func TestPredictTaintedSourceIsInfeasible(t *testing.T) {
+	snap := thin()
+	snap.Nodes[2].Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+	s := newSim(t, "binpacking-scheduler.yaml", snap)
+	p, err := s.Predict(context.Background(), pod("c1", "c", "1"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SourceFeasible || p.Node != "a" || p.Feasible != 2 {
+		t.Fatalf("prediction %+v, want source c infeasible and target a of 2", p)
+	}
+}
+
+// TestPredictLeavesStateUnchanged: a prediction takes the pod off its node
+// only for the cycle.
+func TestPredictLeavesStateUnchanged(t *testing.T) {
+	s := newSim(t, "binpacking-scheduler.yaml", thin())
+	before := requested(t, s)
+	for i := 0; i < 3; i++ {
+		if _, err := s.Predict(context.Background(), pod("b1", "b", "3"), Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := requested(t, s); after != before {
+		t.Fatalf("requests changed by Predict: %s -> %s", before, after)
+	}
+}
+
+func TestMoveIsSeenByLaterPredictions(t *testing.T) {
+	s := newSim(t, "binpacking-scheduler.yaml", thin())
+	ctx := context.Background()
+	// Move c1 to a (a full at 8/8); then b1 (3 CPU) no longer fits on a, and
+	// b and c tie: the tie goes to the pod's own node.
+	r, err := s.Move(pod("c1", "c", "1"), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Spec.NodeName != "a" || r.UID == "uid-c1" {
+		t.Fatalf("replacement %s/%s on %s", r.Name, r.UID, r.Spec.NodeName)
+	}
+	if got := requested(t, s); got != "a=8000 b=3000 c=0" {
+		t.Fatalf("requests after move: %s", got)
+	}
+	p, err := s.Predict(ctx, pod("b1", "b", "3"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Node != "b" {
+		t.Fatalf("b1 predicted to %s after a filled up, want b", p.Node)
+	}
+	onA, err := s.PodsOn("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(onA) != 3 {
+		t.Fatalf("%d pods on a, want 3", len(onA))
+	}
+	// Moving a pod the simulation no longer holds is an error, not a corruption.
+	if _, err := s.Move(pod("c1", "c", "1"), "b"); err == nil {
+		t.Fatal("moved a pod twice")
+	}
+}
+
+func requested(t testing.TB, s *Simulator) string {
+	t.Helper()
+	nodes, err := s.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, ni := range nodes {
+		m[ni.Node().Name] = ni.GetRequested().GetMilliCPU()
+	}
+	return fmt.Sprintf("a=%d b=%d c=%d", m["a"], m["b"], m["c"])
+}

@@ -1,0 +1,550 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	sjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// Decode is Load on bytes; name is used in error messages (the file name).
+func Decode(name string, data []byte) (*Snapshot, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%s: empty file", name)
+	}
+	if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+		return nil, fmt.Errorf("%s: binary data, not a YAML or JSON file", name)
+	}
+	items, err := split(name, data)
+	if err != nil {
+		return nil, err
+	}
+	b := builder{
+		s:    &Snapshot{Ignored: map[string]int{}},
+		seen: map[string]location{},
+	}
+	for i, r := range decodeAll(items) {
+		if err := b.add(items[i].at, r); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.check(name); err != nil {
+		return nil, err
+	}
+	return b.s, nil
+}
+
+// chunk is a slice of the input and the line of the file it starts on.
+type chunk struct {
+	line int
+	data []byte
+}
+
+// document is one YAML document or one JSON value of the input.
+type document struct {
+	chunk
+	json bool
+}
+
+// location says where an item is in the input, for error messages.
+type location struct {
+	file  string
+	line  int // line the item starts on; 0 when not known (items of a JSON List)
+	doc   int // document number, from 1; 0 when the input is a single document
+	index int // position in the List's items; -1 for a document that is an object itself
+}
+
+// where is the location without the file, e.g. "document 2, items[3]".
+func (l location) where() string {
+	var parts []string
+	if l.doc > 0 {
+		parts = append(parts, fmt.Sprintf("document %d", l.doc))
+	}
+	if l.index >= 0 {
+		parts = append(parts, fmt.Sprintf("items[%d]", l.index))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// errorf returns an error prefixed with the file, line, document, item and object, e.g.
+// "snap.yaml:57: items[3] (Pod default/web-1): ...".
+func (l location) errorf(id ident, format string, args ...any) error {
+	prefix := l.file
+	if l.line > 0 {
+		prefix += ":" + strconv.Itoa(l.line)
+	}
+	where, obj := l.where(), id.String()
+	switch {
+	case where != "" && obj != "":
+		prefix += ": " + where + " (" + obj + ")"
+	case where != "" || obj != "":
+		prefix += ": " + where + obj
+	}
+	return fmt.Errorf("%s: "+format, append([]any{prefix}, args...)...)
+}
+
+// ident names an object in error messages, as far as it is known.
+type ident struct {
+	kind, namespace, name string
+}
+
+func (id ident) String() string {
+	name := id.name
+	if name != "" && id.namespace != "" {
+		name = id.namespace + "/" + name
+	}
+	return strings.TrimSpace(id.kind + " " + name)
+}
+
+// objectMeta is what a lenient first look at an object finds, to name it in
+// errors even when strict decoding fails.
+type objectMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+func (m objectMeta) ident() ident {
+	return ident{kind: m.Kind, namespace: m.Metadata.Namespace, name: m.Metadata.Name}
+}
+
+// item is one object of the input, still undecoded.
+type item struct {
+	at   location
+	data []byte // JSON, or with yaml set a YAML sequence holding just this item
+	yaml bool
+}
+
+// split cuts the input into items without decoding them.
+func split(name string, data []byte) ([]item, error) {
+	chunks, err := yamlDocuments(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var docs []document
+	for _, c := range chunks {
+		if !isJSON(c.data) {
+			docs = append(docs, document{chunk: c})
+			continue
+		}
+		values, err := jsonValues(name, c)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, values...)
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%s: no YAML or JSON documents, only comments", name)
+	}
+	var items []item
+	for i, d := range docs {
+		at := location{file: name, line: d.line, index: -1}
+		if len(docs) > 1 {
+			at.doc = i + 1
+		}
+		found, err := d.items(at)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, found...)
+	}
+	return items, nil
+}
+
+// yamlDocuments splits a YAML stream on "---" lines, as kubectl does, and drops documents
+// that hold only blank lines and comments.
+func yamlDocuments(name string, data []byte) ([]chunk, error) {
+	var docs []chunk
+	start, startLine, blank := 0, 1, true
+	flush := func(end int) {
+		if !blank {
+			docs = append(docs, chunk{line: startLine, data: data[start:end]})
+		}
+	}
+	for off, n := 0, 1; off < len(data); n++ {
+		end := lineEnd(data, off)
+		text := bytes.TrimRight(data[off:end], " \t\r\n")
+		if rest, ok := bytes.CutPrefix(text, []byte("---")); ok && (len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t') {
+			// The YAML parser would read only up to such a line and drop the rest silently.
+			if rest = bytes.TrimSpace(rest); len(rest) > 0 && rest[0] != '#' {
+				return nil, fmt.Errorf("%s:%d: content after the document separator \"---\": put it on a line of its own", name, n)
+			}
+			flush(off)
+			start, startLine, blank = end, n+1, true
+		} else if content := bytes.TrimSpace(text); len(content) > 0 && content[0] != '#' {
+			blank = false
+		}
+		off = end
+	}
+	flush(len(data))
+	return docs, nil
+}
+
+// lineEnd returns the offset just past the line that starts at off.
+func lineEnd(data []byte, off int) int {
+	if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
+		return off + i + 1
+	}
+	return len(data)
+}
+
+// isJSON reports whether a document is JSON: `kubectl -o json` output starts
+// with "{". A YAML document in flow style is read as JSON too, and must be JSON.
+func isJSON(data []byte) bool {
+	data = bytes.TrimSpace(data)
+	return len(data) > 0 && data[0] == '{'
+}
+
+// jsonValues splits a JSON document into its values, so that concatenated
+// `kubectl -o json` outputs read like a multi-document YAML stream.
+func jsonValues(name string, c chunk) ([]document, error) {
+	var values []document
+	dec := json.NewDecoder(bytes.NewReader(c.data))
+	for {
+		start := int(dec.InputOffset())
+		start += len(c.data[start:]) - len(bytes.TrimLeft(c.data[start:], " \t\r\n"))
+		if start == len(c.data) {
+			return values, nil
+		}
+		line := c.line + bytes.Count(c.data[:start], []byte("\n"))
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) {
+				line = c.line + bytes.Count(c.data[:min(int(syntax.Offset), len(c.data))], []byte("\n"))
+			}
+			return nil, fmt.Errorf("%s:%d: invalid JSON: %v", name, line, err)
+		}
+		values = append(values, document{chunk: chunk{line: line, data: c.data[start:dec.InputOffset()]}, json: true})
+	}
+}
+
+// items returns the items of a document: those of a List, or the document itself.
+func (d document) items(at location) ([]item, error) {
+	if d.json {
+		return listItems(at, d.data, nil)
+	}
+	if header, entries, ok := splitList(d.chunk); ok {
+		if j, err := yaml.YAMLToJSONStrict(header); err == nil {
+			return listItems(at, j, entries)
+		}
+		// Converting the whole document reports the header's error with the
+		// line numbers of the file.
+	}
+	j, err := yamlToJSON(d.chunk)
+	if err != nil {
+		return nil, at.errorf(ident{}, "%v", err)
+	}
+	return listItems(at, j, nil)
+}
+
+// listEnvelope is a v1 List with its items left undecoded, to decode one by one.
+type listEnvelope struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []json.RawMessage `json:"items"`
+}
+
+// listItems returns the items of the document whose JSON (without the items of
+// entries, when splitList cut them out) is data.
+func listItems(at location, data []byte, entries []chunk) ([]item, error) {
+	if len(data) == 0 || data[0] != '{' {
+		return nil, at.errorf(ident{}, "not a Kubernetes object: %s", abbreviate(data))
+	}
+	var meta objectMeta
+	sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: decodeStrict reports what is wrong
+	id := meta.ident()
+	switch {
+	case meta.Kind == "List" && meta.APIVersion == "v1":
+	case meta.Kind == "List":
+		return nil, at.errorf(id, "apiVersion: List must be v1, got %q", meta.APIVersion)
+	case meta.Kind == "" && len(entries) > 0:
+		return nil, at.errorf(id, "kind: required; a List ends with \"kind: List\", is the file truncated?")
+	case len(entries) > 0:
+		return nil, at.errorf(id, "only a v1 List has top-level items, this is %s %s", meta.APIVersion, meta.Kind)
+	case kindsByName[meta.Kind] != nil:
+		return []item{{at: at, data: data}}, nil
+	default:
+		return nil, at.errorf(id, "neither a v1 List nor an object the planner uses (%s)", kindNames())
+	}
+	var l listEnvelope
+	if err := decodeStrict(data, &l); err != nil {
+		return nil, at.errorf(id, "%v", err)
+	}
+	items := make([]item, 0, len(l.Items)+len(entries))
+	for i, raw := range l.Items {
+		items = append(items, item{at: location{file: at.file, doc: at.doc, index: i}, data: raw})
+	}
+	for i, e := range entries {
+		items = append(items, item{at: location{file: at.file, line: e.line, doc: at.doc, index: i}, data: e.data, yaml: true})
+	}
+	return items, nil
+}
+
+func kindNames() string {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.gvk.GroupVersion().String() + " " + k.gvk.Kind
+	}
+	return strings.Join(names, ", ")
+}
+
+var itemsKey = []byte("items:")
+
+// splitList cuts a List document in block style, as kubectl writes it, into its
+// header (every top-level key but items) and one chunk per item, so that items
+// are converted from YAML one at a time rather than the whole, possibly huge,
+// document at once. Each chunk is a YAML sequence of one entry. It reports
+// false for any other layout, which the caller converts whole.
+func splitList(doc chunk) (header []byte, items []chunk, ok bool) {
+	const (
+		beforeItems = iota
+		inItems
+		afterItems
+	)
+	data := doc.data
+	state, key, suffix, indent := beforeItems, 0, len(data), -1
+	var starts []int
+	for off, n := 0, doc.line; off < len(data); n++ {
+		end := lineEnd(data, off)
+		text := bytes.TrimRight(data[off:end], " \t\r\n")
+		content := bytes.TrimLeft(text, " ")
+		ind := len(text) - len(content)
+		switch state {
+		case beforeItems:
+			if bytes.HasPrefix(text, itemsKey) {
+				if rest := bytes.TrimSpace(text[len(itemsKey):]); len(rest) > 0 && rest[0] != '#' {
+					return nil, nil, false // inline items: a small document
+				}
+				state, key = inItems, off
+			}
+		case inItems:
+			switch {
+			case len(content) == 0 || content[0] == '#':
+				// Blank lines and comments stay with the current item.
+			case indent >= 0 && ind > indent:
+				// The current item goes on.
+			case isEntry(content) && (indent < 0 || ind == indent):
+				indent = ind
+				starts = append(starts, off)
+				items = append(items, chunk{line: n})
+			case indent >= 0 && ind == 0:
+				state, suffix = afterItems, off
+			default:
+				return nil, nil, false
+			}
+		case afterItems:
+			if bytes.HasPrefix(text, itemsKey) {
+				return nil, nil, false // a second items key: let the YAML parser report it
+			}
+		}
+		off = end
+	}
+	if len(items) == 0 {
+		return nil, nil, false
+	}
+	for i := range items {
+		end := suffix
+		if i+1 < len(items) {
+			end = starts[i+1]
+		}
+		items[i].data = data[starts[i]:end]
+	}
+	header = append(append([]byte(nil), data[:key]...), data[suffix:]...)
+	return header, items, true
+}
+
+// isEntry reports whether a line, without its indentation, starts a sequence entry.
+func isEntry(content []byte) bool {
+	return len(content) > 0 && content[0] == '-' && (len(content) == 1 || content[1] == ' ' || content[1] == '\t')
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlToJSON converts a chunk of YAML, rejecting duplicate keys. The YAML
+// parser counts lines from the start of the chunk; the error counts them from
+// the start of the file.
+func yamlToJSON(c chunk) ([]byte, error) {
+	j, err := yaml.YAMLToJSONStrict(c.data)
+	if err == nil {
+		return j, nil
+	}
+	msg := yamlLine.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		n, _ := strconv.Atoi(m[len("line "):])
+		return "line " + strconv.Itoa(n+c.line-1)
+	})
+	return nil, errors.New(strings.ReplaceAll(msg, "\n ", ""))
+}
+
+// result is a decoded item.
+type result struct {
+	id      ident
+	kind    *kind // nil for an object the planner does not use
+	obj     object
+	ignored string // "apiVersion/Kind" when kind is nil
+	err     error
+}
+
+// decodeAll decodes items on every CPU, since converting YAML takes most of
+// the time of decoding a large snapshot. Results keep the order of items.
+func decodeAll(items []item) []result {
+	results := make([]result, len(items))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(items)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
+				results[i] = decodeItem(items[i])
+			}
+		})
+	}
+	wg.Wait()
+	return results
+}
+
+// decodeItem decodes one item strictly. It does not look at other items, so
+// items can be decoded in any order.
+func decodeItem(it item) result {
+	at, data := it.at, it.data
+	if it.yaml {
+		j, err := yamlToJSON(chunk{line: at.line, data: data})
+		if err != nil {
+			// Duplicate keys fail the conversion; name the object if lenient parsing can.
+			var meta objectMeta
+			if j, lenientErr := yaml.YAMLToJSON(data); lenientErr == nil {
+				sjson.UnmarshalCaseSensitivePreserveInts(j[1:len(j)-1], &meta)
+			}
+			return result{err: at.errorf(meta.ident(), "%v", err)}
+		}
+		data = j[1 : len(j)-1] // the chunk is a sequence of one entry: [item]
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return result{err: at.errorf(ident{}, "not an object: %s", abbreviate(data))}
+	}
+	var meta objectMeta
+	metaErr := sjson.UnmarshalCaseSensitivePreserveInts(data, &meta)
+	id := meta.ident()
+	fail := func(format string, args ...any) result {
+		return result{id: id, err: at.errorf(id, format, args...)}
+	}
+	if meta.APIVersion == "" || meta.Kind == "" {
+		if metaErr != nil {
+			return fail("%v", located(reflect.TypeOf(&meta), data, metaErr))
+		}
+		if meta.APIVersion == "" {
+			return fail("apiVersion: required")
+		}
+		return fail("kind: required")
+	}
+	gv, err := schema.ParseGroupVersion(meta.APIVersion)
+	if err != nil {
+		return fail("apiVersion: %v", err)
+	}
+	k := kindsByName[meta.Kind]
+	if k == nil || gv.Group != k.gvk.Group {
+		return result{id: id, ignored: meta.APIVersion + "/" + meta.Kind}
+	}
+	if gv.Version != k.gvk.Version {
+		return fail("apiVersion: %s is not supported, expected %s", meta.APIVersion, k.gvk.GroupVersion())
+	}
+	obj := k.new()
+	if err := decodeStrict(data, obj); err != nil {
+		return fail("%v", err)
+	}
+	switch {
+	case obj.GetName() == "":
+		return fail("metadata.name: required")
+	case k.namespaced && obj.GetNamespace() == "":
+		return fail("metadata.namespace: required, %s is namespaced", k.gvk.Kind)
+	case !k.namespaced && obj.GetNamespace() != "":
+		return fail("metadata.namespace: %s is cluster-scoped, got namespace %q", k.gvk.Kind, obj.GetNamespace())
+	}
+	return result{id: id, kind: k, obj: obj}
+}
+
+// builder assembles the snapshot from decoded items in input order.
+type builder struct {
+	s    *Snapshot
+	seen map[string]location // by "Kind/namespace/name"
+	pods []location          // where each of s.Pods is in the input
+}
+
+func (b *builder) add(at location, r result) error {
+	switch {
+	case r.err != nil:
+		return r.err
+	case r.kind == nil:
+		b.s.Ignored[r.ignored]++
+		return nil
+	}
+	key := r.kind.gvk.Kind + "/" + r.obj.GetNamespace() + "/" + r.obj.GetName()
+	if first, dup := b.seen[key]; dup {
+		where := first.where()
+		if first.line > 0 {
+			where += fmt.Sprintf(" at line %d", first.line)
+		}
+		return at.errorf(r.id, "duplicate object, first seen as %s", where)
+	}
+	b.seen[key] = at
+	r.kind.add(b.s, r.obj)
+	if _, ok := r.obj.(*v1.Pod); ok {
+		b.pods = append(b.pods, at)
+	}
+	return nil
+}
+
+// check verifies the snapshot as a whole.
+func (b *builder) check(file string) error {
+	if len(b.s.Nodes) == 0 {
+		return fmt.Errorf("%s: no nodes in snapshot; a plan needs the nodes, captured together with the pods (%s)", file, b.s)
+	}
+	nodes := make(map[string]bool, len(b.s.Nodes))
+	for _, n := range b.s.Nodes {
+		nodes[n.Name] = true
+	}
+	var first error
+	missing := 0
+	for i, p := range b.s.Pods {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] {
+			continue
+		}
+		if missing == 0 {
+			first = b.pods[i].errorf(ident{kind: "Pod", namespace: p.Namespace, name: p.Name},
+				"spec.nodeName: node %q is not in the snapshot; the pod list and node list must come from the same capture", p.Spec.NodeName)
+		}
+		missing++
+	}
+	if missing > 1 {
+		return fmt.Errorf("%w (and %d more pods on nodes not in the snapshot)", first, missing-1)
+	}
+	return first
+}
+
+// abbreviate shortens a value quoted in an error message.
+func abbreviate(data []byte) string {
+	limit := 60
+	if len(data) <= limit {
+		return string(data)
+	}
+	for !utf8.RuneStart(data[limit]) {
+		limit--
+	}
+	return string(data[:limit]) + "..."
+}

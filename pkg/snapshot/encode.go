@@ -1,0 +1,60 @@
+package snapshot
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Encode writes the snapshot as one v1 List in YAML, readable by Decode, with
+// apiVersion and kind set on every item, in the layout kubectl writes. Items
+// are marshalled one at a time, so a large snapshot is never held in memory a
+// second time as one document. Ignored objects were only counted, so they are
+// not written.
+func (s *Snapshot) Encode(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	// bufio.Writer keeps the first write error; Flush returns it.
+	bw.WriteString("apiVersion: v1\n")
+	total := 0
+	for _, k := range kinds {
+		total += k.count(s)
+	}
+	if total == 0 {
+		bw.WriteString("items: []\n")
+	} else {
+		bw.WriteString("items:\n")
+	}
+	for _, k := range kinds {
+		err := k.each(s, func(o object) error {
+			y, err := yaml.Marshal(o)
+			if err != nil {
+				return fmt.Errorf("encoding %s: %w", ident{kind: k.gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}, err)
+			}
+			writeEntry(bw, y)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	bw.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
+	return bw.Flush()
+}
+
+// writeEntry writes a YAML document as an entry of a top-level sequence, the
+// way kubectl lays out a List. Empty lines stay empty rather than get trailing
+// spaces; lines of spaces are indented, as they may be content of a block scalar.
+func writeEntry(w *bufio.Writer, doc []byte) {
+	for i, line := range bytes.SplitAfter(doc, []byte("\n")) {
+		switch {
+		case i == 0:
+			w.WriteString("- ")
+		case len(line) > 0 && line[0] != '\n':
+			w.WriteString("  ")
+		}
+		w.Write(line)
+	}
+}

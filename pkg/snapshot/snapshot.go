@@ -1,0 +1,156 @@
+// Package snapshot is the cluster state the planner works on, read from a
+// file rather than from a live API server so that a plan can be computed,
+// reviewed and reproduced offline from exactly what `kubectl get -o yaml`
+// captured.
+//
+// Decoding is strict: a snapshot that is silently misread (a typo'd field
+// dropped, a quantity misparsed, a pod bound to a node that is not there)
+// would make the planner evict pods on a wrong picture of the cluster, so
+// every such problem is an error that names the file, the item, the object
+// and the field.
+package snapshot
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Snapshot is the cluster state the planner works on.
+type Snapshot struct {
+	Nodes                  []*v1.Node
+	Pods                   []*v1.Pod
+	PodDisruptionBudgets   []*policyv1.PodDisruptionBudget
+	Namespaces             []*v1.Namespace
+	PriorityClasses        []*schedulingv1.PriorityClass
+	PersistentVolumeClaims []*v1.PersistentVolumeClaim
+	PersistentVolumes      []*v1.PersistentVolume
+	StorageClasses         []*storagev1.StorageClass
+	CSINodes               []*storagev1.CSINode
+	// Ignored counts objects of kinds the planner does not use, keyed "apiVersion/Kind" (e.g. "apps/v1/Deployment").
+	Ignored map[string]int
+}
+
+// Load reads a snapshot file: a Kubernetes v1 List (kind: List, apiVersion: v1, items: [...]) in YAML or JSON,
+// as `kubectl get nodes,pods,pdb,ns,priorityclasses -A -o yaml` writes it. Also accept a multi-document YAML stream
+// of such Lists and/or single objects (documents separated by ---), since users concatenate kubectl outputs.
+func Load(path string) (*Snapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(path, data)
+}
+
+// String summarizes the snapshot for humans, e.g.
+// "12 nodes, 340 pods, 3 PDBs, 5 namespaces, 2 priority classes; ignored: 4 apps/v1/Deployment".
+// Nodes and pods are always counted; other kinds only when present.
+func (s *Snapshot) String() string {
+	var parts []string
+	for _, k := range kinds {
+		n := k.count(s)
+		if n == 0 && k.gvk.Kind != "Node" && k.gvk.Kind != "Pod" {
+			continue
+		}
+		noun := k.plural
+		if n == 1 {
+			noun = k.singular
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n, noun))
+	}
+	out := strings.Join(parts, ", ")
+	if len(s.Ignored) > 0 {
+		var ignored []string
+		for _, key := range slices.Sorted(maps.Keys(s.Ignored)) {
+			ignored = append(ignored, fmt.Sprintf("%d %s", s.Ignored[key], key))
+		}
+		out += "; ignored: " + strings.Join(ignored, ", ")
+	}
+	return out
+}
+
+// object is what every kind in a snapshot is: a typed API object with metadata.
+type object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// kind describes one kind the planner uses and where it lives in a Snapshot.
+type kind struct {
+	gvk              schema.GroupVersionKind
+	namespaced       bool
+	singular, plural string // for String
+	new              func() object
+	add              func(*Snapshot, object)
+	count            func(*Snapshot) int
+	// each calls fn on a shallow copy of every object of this kind with apiVersion and kind
+	// set, so Encode writes them without touching the caller's objects.
+	each func(s *Snapshot, fn func(object) error) error
+}
+
+// kinds are the kinds the planner uses, in the order String and Encode list them.
+var kinds = []kind{
+	kindOf(v1.SchemeGroupVersion.WithKind("Node"), false, "node", "nodes", func(s *Snapshot) *[]*v1.Node { return &s.Nodes }),
+	kindOf(v1.SchemeGroupVersion.WithKind("Pod"), true, "pod", "pods", func(s *Snapshot) *[]*v1.Pod { return &s.Pods }),
+	kindOf(policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"), true, "PDB", "PDBs",
+		func(s *Snapshot) *[]*policyv1.PodDisruptionBudget { return &s.PodDisruptionBudgets }),
+	kindOf(v1.SchemeGroupVersion.WithKind("Namespace"), false, "namespace", "namespaces",
+		func(s *Snapshot) *[]*v1.Namespace { return &s.Namespaces }),
+	kindOf(schedulingv1.SchemeGroupVersion.WithKind("PriorityClass"), false, "priority class", "priority classes",
+		func(s *Snapshot) *[]*schedulingv1.PriorityClass { return &s.PriorityClasses }),
+	kindOf(v1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"), true, "PVC", "PVCs",
+		func(s *Snapshot) *[]*v1.PersistentVolumeClaim { return &s.PersistentVolumeClaims }),
+	kindOf(v1.SchemeGroupVersion.WithKind("PersistentVolume"), false, "PV", "PVs",
+		func(s *Snapshot) *[]*v1.PersistentVolume { return &s.PersistentVolumes }),
+	kindOf(storagev1.SchemeGroupVersion.WithKind("StorageClass"), false, "storage class", "storage classes",
+		func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
+	kindOf(storagev1.SchemeGroupVersion.WithKind("CSINode"), false, "CSINode", "CSINodes",
+		func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
+}
+
+// kindsByName indexes kinds by Kind; no two of them share a name.
+var kindsByName = func() map[string]*kind {
+	m := make(map[string]*kind, len(kinds))
+	for i := range kinds {
+		m[kinds[i].gvk.Kind] = &kinds[i]
+	}
+	return m
+}()
+
+func kindOf[T any, P interface {
+	*T
+	object
+}](gvk schema.GroupVersionKind, namespaced bool, singular, plural string, list func(*Snapshot) *[]P) kind {
+	return kind{
+		gvk:        gvk,
+		namespaced: namespaced,
+		singular:   singular,
+		plural:     plural,
+		new:        func() object { return P(new(T)) },
+		add: func(s *Snapshot, o object) {
+			l := list(s)
+			*l = append(*l, o.(P))
+		},
+		count: func(s *Snapshot) int { return len(*list(s)) },
+		each: func(s *Snapshot, fn func(object) error) error {
+			for _, o := range *list(s) {
+				c := *o
+				P(&c).GetObjectKind().SetGroupVersionKind(gvk)
+				if err := fn(P(&c)); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
