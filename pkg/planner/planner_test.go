@@ -25,7 +25,9 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
-func policies(parts ...string) string { return filepath.Join(append([]string{"..", "..", "policies"}, parts...)...) }
+func policies(parts ...string) string {
+	return filepath.Join(append([]string{"..", "..", "policies"}, parts...)...)
+}
 
 func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
 	t.Helper()
