@@ -16,15 +16,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
-	"sigs.k8s.io/descheduler/pkg/descheduler"
-	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
 func TestMain(m *testing.M) {
 	metrics.Register()
-	descheduler.SetupPlugins()
 	os.Exit(m.Run())
 }
 
@@ -112,7 +111,7 @@ func scorePluginWeights(ctx context.Context, t *testing.T, prof *config.KubeSche
 func TestDeschedulerPolicies(t *testing.T) {
 	for _, pair := range Pairs {
 		t.Run(pair.Policy, func(t *testing.T) {
-			p, err := descheduler.LoadPolicyConfig(filepath.Join(".", pair.Policy), fake.NewClientset(), pluginregistry.PluginRegistry)
+			p, err := policy.Load(filepath.Join(".", pair.Policy), fake.NewClientset(), planner.Registry())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,7 +24,7 @@ var errSkipped = errors.New("eviction not in the plan")
 // move enters the plan (the plugin then accounts for it as evicted), and an
 // error otherwise; limit errors use the descheduler's own types so plugins
 // stop asking for more on that node, namespace or at all.
-func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions) error {
+func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.Options) error {
 	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) {
 		return errSkipped // another plugin already moved it in this plan
 	}
@@ -56,7 +56,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonPDB, fmt.Sprintf("PodDisruptionBudget %s allows no further disruption", klog.KObj(b.pdb)), errSkipped)
 	}
 
-	pred, err := p.sim.Predict(ctx, pod, simulator.Options{})
+	pred, err := p.sim.Predict(ctx, pod, simOpts)
 	if err != nil {
 		return fmt.Errorf("simulating %s: %w", klog.KObj(pod), err)
 	}
@@ -76,6 +76,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 	p.moved.Insert(pod.UID)
 	p.replacements.Insert(replacement.UID)
+	if p.tx != nil {
+		p.tx.undo = append(p.tx.undo, undoMove{original: pod, replacement: replacement})
+	}
 	p.total++
 	p.perNode[pod.Spec.NodeName]++
 	p.perNamespace[pod.Namespace]++

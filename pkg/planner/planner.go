@@ -31,6 +31,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -112,6 +113,7 @@ type planner struct {
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
 	pdbs         []*budget
+	tx           *transaction // open group of moves, if any
 }
 
 type budget struct {
@@ -280,5 +282,17 @@ type judge struct {
 }
 
 func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions) error {
-	return j.p.judge(ctx, j.profile, j.strategy, pod, opts)
+	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.Options{})
 }
+
+// judgingHandle also gives rebalancer's own plugins (Consolidation) the
+// simulation and grouped moves.
+var _ consolidation.Simulation = &judgingHandle{}
+
+func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
+
+func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.Options, eo evictions.EvictOptions) error {
+	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, opts)
+}
+
+func (h *judgingHandle) Begin() consolidation.Transaction { return h.evictor.p.begin() }

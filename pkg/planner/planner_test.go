@@ -338,3 +338,112 @@ func TestTooFewNodes(t *testing.T) {
 		t.Fatal("planned on a single-node cluster")
 	}
 }
+
+// thinCluster: nodes of 8 CPUs each running two 1-CPU pods of different
+// workloads (25 %), plus a DaemonSet pod each; the lower bound is
+// ceil(2*nodes/8) nodes.
+func thinCluster(nodes int) *cluster {
+	c := newCluster()
+	for i := 0; i < nodes; i++ {
+		n := c.node(fmt.Sprintf("node-%02d", i), "8", "32Gi")
+		c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+		c.pod("team-a", fmt.Sprintf("api%d", i), "ReplicaSet", n.Name, "1", "1Gi")
+		c.pod("team-b", fmt.Sprintf("web%d", i), "ReplicaSet", n.Name, "1", "1Gi")
+	}
+	return c
+}
+
+// TestConsolidationReachesLowerBound: on a uniformly thin cluster, where
+// HighNodeUtilization finds nothing to do, Consolidation empties nodes until
+// the lower bound, within maxNodesPerCycle and the policy's limits.
+func TestConsolidationReachesLowerBound(t *testing.T) {
+	c := thinCluster(12)
+	pol, prof := loadPair(t, "binpacking")
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c, pol, p)
+	// 24 CPUs of workload (+1.2 of DaemonSets) on 8-CPU nodes: 4 nodes at
+	// the least; the shipped policy empties at most 5 nodes per plan.
+	if p.Summary.NodesInUseBefore != 12 || p.Summary.NodesInUseAfter != 7 {
+		t.Fatalf("nodes in use %d -> %d, want 12 -> 7 (5 emptied)", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+	for _, m := range p.Moves {
+		if m.Strategy != "Consolidation" {
+			t.Errorf("move by %s, want only Consolidation moves", m.Strategy)
+		}
+	}
+	// Plans applied one after another converge on the lower bound and stop.
+	for round := 0; round < 5 && len(p.Moves) > 0; round++ {
+		c.apply(p)
+		if p, err = Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1}); err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, c, pol, p)
+	}
+	if len(p.Moves) != 0 {
+		t.Fatalf("still moving after 5 rounds: %+v", p.Moves)
+	}
+	if p.Summary.NodesInUseAfter != 4 {
+		t.Fatalf("converged on %d nodes in use, want the lower bound 4", p.Summary.NodesInUseAfter)
+	}
+}
+
+// TestConsolidationLeavesNodeWithProtectedPod: a node holding a pod that
+// must not move (bare) is never emptied, and none of its pods move.
+func TestConsolidationLeavesNodeWithProtectedPod(t *testing.T) {
+	c := thinCluster(3)
+	c.pod("default", "debug", "", "node-00", "100m", "64Mi")
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	for _, m := range p.Moves {
+		if m.Source == "node-00" {
+			t.Errorf("moved %s off node-00, which holds a bare pod", m.Pod)
+		}
+	}
+	// The other two nodes empty onto node-00, which has room for them all.
+	if p.Summary.NodesInUseAfter != 1 || len(p.Moves) != 4 {
+		t.Fatalf("%d moves, nodes in use after %d; want 4 moves onto node-00 and 1 node in use", len(p.Moves), p.Summary.NodesInUseAfter)
+	}
+	for _, m := range p.Moves {
+		if m.Target != "node-00" {
+			t.Errorf("%s moved to %s, want node-00", m.Pod, m.Target)
+		}
+	}
+}
+
+// TestConsolidationAllOrNothing: when one pod of a node has nowhere to go,
+// the node's other pods stay too.
+func TestConsolidationAllOrNothing(t *testing.T) {
+	c := newCluster()
+	c.node("small", "8", "32Gi")
+	c.node("big", "8", "32Gi")
+	c.pod("team-a", "a", "ReplicaSet", "small", "1", "1Gi")
+	c.pod("team-a", "huge", "ReplicaSet", "small", "3", "1Gi") // does not fit next to big's 6 CPUs
+	c.pod("team-b", "b", "ReplicaSet", "big", "6", "1Gi")
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	for _, m := range p.Moves {
+		if m.Strategy == "Consolidation" {
+			t.Errorf("Consolidation moved %s although the node cannot be emptied", m.Pod)
+		}
+	}
+}
+
+// apply carries out a plan on the snapshot: each moved pod is replaced by a
+// pod of the same owner on the target, as its controller and
+// rebalancer-scheduler would do.
+func (c *cluster) apply(p *plan.Plan) {
+	for _, m := range p.Moves {
+		for i, pod := range c.snap.Pods {
+			if string(pod.UID) == m.UID {
+				c.n++
+				r := pod.DeepCopy()
+				r.Name = fmt.Sprintf("%s-r%d", pod.Name, c.n)
+				r.UID = types.UID(fmt.Sprintf("uid-%d", c.n))
+				r.Spec.NodeName = m.Target
+				c.snap.Pods[i] = r
+			}
+		}
+	}
+}

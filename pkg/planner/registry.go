@@ -5,14 +5,21 @@ import (
 
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 )
 
 var setupOnce sync.Once
 
 // Registry returns the descheduler plugins a policy may name: the
-// descheduler's own. It fills the library's global registry once, since the
-// library decodes plugin arguments through that global.
+// descheduler's own and Consolidation. It fills the library's global
+// registry once, since the library decodes plugin arguments through that
+// global.
 func Registry() pluginregistry.Registry {
-	setupOnce.Do(descheduler.SetupPlugins) // replaces the global registry: ours must be added after
+	setupOnce.Do(func() {
+		descheduler.SetupPlugins() // replaces the global registry: ours must be added after
+		pluginregistry.Register(consolidation.Name, consolidation.New, &consolidation.Consolidation{}, &consolidation.Args{},
+			consolidation.ValidateArgs, consolidation.SetDefaults, pluginregistry.PluginRegistry)
+	})
 	return pluginregistry.PluginRegistry
 }

@@ -1,9 +1,6 @@
 package planner
 
 import (
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -15,8 +12,7 @@ type nodeUsage struct {
 }
 
 // usage reads each node's requests from the simulation. A node is in use
-// when it runs a pod other than a DaemonSet's or a mirror pod: those run on
-// every node anyway and do not keep a node from being removed.
+// when it runs a pod that is not simulator.NodeBound.
 func usage(sim *simulator.Simulator) (map[string]nodeUsage, error) {
 	nodes, err := sim.Nodes()
 	if err != nil {
@@ -29,7 +25,7 @@ func usage(sim *simulator.Simulator) (map[string]nodeUsage, error) {
 			memory: percent(ni.GetRequested().GetMemory(), ni.GetAllocatable().GetMemory()),
 		}
 		for _, pi := range ni.GetPods() {
-			if !nodeBound(pi.GetPod()) {
+			if !simulator.NodeBound(pi.GetPod()) {
 				u.inUse = true
 				break
 			}
@@ -37,15 +33,6 @@ func usage(sim *simulator.Simulator) (map[string]nodeUsage, error) {
 		out[ni.Node().Name] = u
 	}
 	return out, nil
-}
-
-// nodeBound pods belong to the node itself: DaemonSet pods and mirror pods.
-func nodeBound(pod *v1.Pod) bool {
-	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	owner := metav1.GetControllerOf(pod)
-	return owner != nil && owner.Kind == "DaemonSet"
 }
 
 func percent(used, total int64) float64 {

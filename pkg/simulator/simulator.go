@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -164,6 +165,16 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 
 func ptrTo[T any](v T) *T { return &v }
 
+// NodeBound pods belong to their node: DaemonSet and mirror (static) pods
+// run on every node anyway, are never moved, and do not keep a node in use.
+func NodeBound(pod *v1.Pod) bool {
+	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	owner := metav1.GetControllerOf(pod)
+	return owner != nil && owner.Kind == "DaemonSet"
+}
+
 // isTerminal pods hold no resources on their node.
 func isTerminal(pod *v1.Pod) bool {
 	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
@@ -204,8 +215,10 @@ func (s *Simulator) sync() error {
 // Options narrow one prediction.
 type Options struct {
 	// Exclude rules nodes out as targets after the filters ran (e.g. nodes
-	// being drained). Source is never excluded from scoring.
+	// being drained). It is not asked about the source.
 	Exclude func(node string) bool
+	// LeaveSource rules the source node out as a target: the pod must go.
+	LeaveSource bool
 }
 
 // Predict runs one scheduling cycle for the pod as its replacement would
@@ -252,6 +265,9 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	}
 	best := -1
 	for i, ns := range scores {
+		if ns.Name == pred.Source && opts.LeaveSource {
+			continue
+		}
 		if opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
 			continue
 		}
