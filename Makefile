@@ -54,8 +54,14 @@ cluster-up:
 cluster-down:
 	hack/local-cluster.sh down
 
-# Filled in by the planner (demo), simulation (bench) and reliability (fuzz) work.
-demo bench fuzz:
+# The planner on an example cluster: a node under maintenance, thin nodes,
+# a PDB, DaemonSets, a bare pod, kube-system pods.
+demo: build
+	$(BIN)/rebalancer plan --policy policies/binpacking-policy.yaml \
+		--scheduler-config policies/binpacking-scheduler.yaml --snapshot test/testdata/demo-cluster.yaml
+
+# Filled in by the simulation (bench) and reliability (fuzz) work.
+bench fuzz:
 	@echo "make $@: not implemented yet" >&2; exit 2
 
 clean:

@@ -4,12 +4,18 @@ package cli
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/spf13/cobra"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
+)
+
+var (
+	applyLogging sync.Once
+	errLogging   error
 )
 
 // NewRootCommand returns the `rebalancer` command with its subcommands.
@@ -27,7 +33,9 @@ a pod is evicted only if the simulation places it on a better node.`,
 	logging := logsapi.NewLoggingConfiguration()
 	logsapi.AddFlags(logging, root.PersistentFlags())
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
-		return logsapi.ValidateAndApply(logging, nil)
+		// Logging is process-wide and can be configured once per process.
+		applyLogging.Do(func() { errLogging = logsapi.ValidateAndApply(logging, nil) })
+		return errLogging
 	}
 	root.AddCommand(newPlanCommand(), newVersionCommand())
 	return root

@@ -4,33 +4,38 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// quietErrors wraps the plugins' logger. The descheduler's plugins log every
-// refused eviction as an error; here a refusal is a decision of the plan,
-// recorded among its skips, so it is logged as a verbose info line instead.
-type quietErrors struct {
+// pluginVerbosity is added to the verbosity of everything the descheduler's
+// plugins log: their findings (node classifications, evictions asked for)
+// are details of how a plan came about, shown from -v=3 on, while the plan
+// itself is the output. They also log every refused eviction as an error;
+// here a refusal is a decision of the plan, recorded among its skips, so it
+// becomes an info line too.
+const pluginVerbosity = 3
+
+type pluginSink struct {
 	logr.LogSink
 }
 
-const refusedEvictionVerbosity = 4
+func (s pluginSink) Enabled(level int) bool { return s.LogSink.Enabled(level + pluginVerbosity) }
 
-func (q quietErrors) Error(err error, msg string, kv ...any) {
-	if q.LogSink.Enabled(refusedEvictionVerbosity) {
-		q.LogSink.Info(refusedEvictionVerbosity, msg, append(kv, "err", err)...)
+func (s pluginSink) Info(level int, msg string, kv ...any) {
+	s.LogSink.Info(level+pluginVerbosity, msg, kv...)
+}
+
+func (s pluginSink) Error(err error, msg string, kv ...any) {
+	if s.LogSink.Enabled(pluginVerbosity + 1) {
+		s.LogSink.Info(pluginVerbosity+1, msg, append(kv, "err", err)...)
 	}
 }
 
-func (q quietErrors) WithValues(kv ...any) logr.LogSink {
-	return quietErrors{q.LogSink.WithValues(kv...)}
-}
+func (s pluginSink) WithValues(kv ...any) logr.LogSink { return pluginSink{s.LogSink.WithValues(kv...)} }
 
-func (q quietErrors) WithName(name string) logr.LogSink {
-	return quietErrors{q.LogSink.WithName(name)}
-}
+func (s pluginSink) WithName(name string) logr.LogSink { return pluginSink{s.LogSink.WithName(name)} }
 
 // pluginLogger is the logger handed to the descheduler plugins.
 func pluginLogger(l logr.Logger) logr.Logger {
 	if l.GetSink() == nil {
 		return l
 	}
-	return logr.New(quietErrors{l.GetSink()})
+	return logr.New(pluginSink{l.GetSink()})
 }

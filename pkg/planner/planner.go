@@ -143,6 +143,8 @@ func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry plu
 	if err != nil {
 		return err
 	}
+	// Plugins take their logger from the context when they are built.
+	ctx = klog.NewContext(ctx, pluginLogger(klog.FromContext(ctx)))
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
 		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(registry, prof.Name),
@@ -169,7 +171,6 @@ func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry plu
 	if len(nodes) < 2 {
 		return fmt.Errorf("%d ready node(s) match the policy's nodeSelector %q; rebalancing needs at least 2", len(nodes), selector)
 	}
-	ctx = klog.NewContext(ctx, pluginLogger(klog.FromContext(ctx)))
 	for _, r := range runners {
 		if st := r.deschedule(ctx, nodes); st != nil && st.Err != nil {
 			return fmt.Errorf("profile %q: %w", r.name, st.Err)

@@ -44,6 +44,10 @@ type Snapshot struct {
 // Load reads a snapshot file: a Kubernetes v1 List (kind: List, apiVersion: v1, items: [...]) in YAML or JSON,
 // as `kubectl get nodes,pods,pdb,ns,priorityclasses -A -o yaml` writes it. Also accept a multi-document YAML stream
 // of such Lists and/or single objects (documents separated by ---), since users concatenate kubectl outputs.
+//
+// Items of kinds the planner does not use are counted in Ignored; every other problem is an error: a field
+// that does not decode, an unknown or duplicate field, a missing name or namespace, a duplicate object, a
+// pod bound to a node the snapshot lacks, or no nodes at all.
 func Load(path string) (*Snapshot, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
