@@ -28,7 +28,9 @@ func (s pluginSink) Error(err error, msg string, kv ...any) {
 	}
 }
 
-func (s pluginSink) WithValues(kv ...any) logr.LogSink { return pluginSink{s.LogSink.WithValues(kv...)} }
+func (s pluginSink) WithValues(kv ...any) logr.LogSink {
+	return pluginSink{s.LogSink.WithValues(kv...)}
+}
 
 func (s pluginSink) WithName(name string) logr.LogSink { return pluginSink{s.LogSink.WithName(name)} }
 
