@@ -1,0 +1,213 @@
+package snapshot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Live keeps a Snapshot of a cluster current through client-go informers:
+// one initial list per kind, then WATCH. Used by `rebalancer plan --kubeconfig`
+// (once) and by the long-lived daemon (every cycle), which thus reads the whole
+// cluster once and then only receives changes, instead of listing every pod
+// every cycle. (With client-go's WatchListClient feature, on by default, the
+// initial list is itself a WATCH that streams the current objects first, where
+// the API server supports it.)
+//
+// A Live runs once: Start it, take Snapshots, then cancel the ctx given to
+// Start or call Stop. After a failed Start or a Stop, make a new Live.
+type Live struct {
+	factory informers.SharedInformerFactory
+	kinds   []liveKind // in the order of Snapshot's fields
+
+	mu     sync.Mutex
+	cancel context.CancelFunc // set by Start so that Stop can stop the informers
+
+	synced atomic.Bool // Start saw every informer synced: Snapshot may read the caches
+}
+
+// liveKind is the informer of one kind of Snapshot.
+type liveKind struct {
+	name     string       // resource, e.g. "pods", for errors
+	typ      reflect.Type // the informer's key in the factory, e.g. *v1.Pod
+	informer cache.SharedIndexInformer
+	fill     func(*Snapshot) // sets the kind's field of a Snapshot from the informer's cache
+}
+
+// liveKindOf is the liveKind of the objects of type P that informer caches and
+// list finds in a Snapshot.
+func liveKindOf[P object](name string, informer cache.SharedIndexInformer, list func(*Snapshot) *[]P) liveKind {
+	return liveKind{
+		name:     name,
+		typ:      reflect.TypeFor[P](),
+		informer: informer,
+		fill: func(s *Snapshot) {
+			items := informer.GetStore().List()
+			out := make([]P, 0, len(items))
+			for _, o := range items {
+				out = append(out, o.(P))
+			}
+			// The cache is a map: sort so that equal clusters give equal snapshots, and plans.
+			slices.SortFunc(out, func(a, b P) int {
+				return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+			})
+			*list(s) = out
+		},
+	}
+}
+
+// NewLive prepares informers for every kind of Snapshot (nodes, pods, PDBs policy/v1, namespaces,
+// priorityclasses scheduling/v1, PVCs, PVs, storageclasses, csinodes). Nothing is contacted yet.
+//
+// Pods are watched in all namespaces and in every phase: the simulation must
+// account for every pod on a node, and it is the planner, not the source, that
+// decides what to do with terminal ones.
+func NewLive(client kubernetes.Interface) *Live {
+	// Resync 0: a resync only replays the cache to event handlers, and Live has none.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripManagedFields))
+	core, storage := factory.Core().V1(), factory.Storage().V1()
+	// Every informer is created here, before Start: the factory starts, and waits
+	// for, only the informers that exist when Start calls it.
+	return &Live{
+		factory: factory,
+		kinds: []liveKind{
+			liveKindOf("nodes", core.Nodes().Informer(), func(s *Snapshot) *[]*v1.Node { return &s.Nodes }),
+			liveKindOf("pods", core.Pods().Informer(), func(s *Snapshot) *[]*v1.Pod { return &s.Pods }),
+			liveKindOf("poddisruptionbudgets", factory.Policy().V1().PodDisruptionBudgets().Informer(),
+				func(s *Snapshot) *[]*policyv1.PodDisruptionBudget { return &s.PodDisruptionBudgets }),
+			liveKindOf("namespaces", core.Namespaces().Informer(), func(s *Snapshot) *[]*v1.Namespace { return &s.Namespaces }),
+			liveKindOf("priorityclasses", factory.Scheduling().V1().PriorityClasses().Informer(),
+				func(s *Snapshot) *[]*schedulingv1.PriorityClass { return &s.PriorityClasses }),
+			liveKindOf("persistentvolumeclaims", core.PersistentVolumeClaims().Informer(),
+				func(s *Snapshot) *[]*v1.PersistentVolumeClaim { return &s.PersistentVolumeClaims }),
+			liveKindOf("persistentvolumes", core.PersistentVolumes().Informer(),
+				func(s *Snapshot) *[]*v1.PersistentVolume { return &s.PersistentVolumes }),
+			liveKindOf("storageclasses", storage.StorageClasses().Informer(),
+				func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
+			liveKindOf("csinodes", storage.CSINodes().Informer(), func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
+		},
+	}
+}
+
+// stripManagedFields drops metadata.managedFields from every object before it
+// is cached, as kube-scheduler does for its pods: the planner never reads them,
+// and on a cluster of 150,000 pods they are a large share of the cache's memory.
+// Informers let a transform change the object in place.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// Start starts the informers and blocks until EVERY informer has synced, or ctx ends
+// (then it returns an error naming the kinds that did not sync, e.g.
+// "informers not synced: pods: context deadline exceeded").
+// A snapshot must never be planned on a half-filled cache: upstream's one-shot dry-run
+// evaluated an empty copy of the cluster because it planned before its informers had synced.
+//
+// ctx bounds both the wait and the informers' lifetime: they run until ctx ends
+// or Stop is called, after which the caches no longer follow the cluster and
+// Snapshot returns an error. So a ctx with a timeout meant only for the sync
+// would stop the informers when it expires; to bound the sync alone, call Stop
+// from a timer (time.AfterFunc), which makes a waiting Start return an error.
+// Start may be called only once.
+func (l *Live) Start(ctx context.Context) error {
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.mu.Unlock()
+		return errors.New("Start called twice: a Live runs once")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	l.mu.Unlock()
+
+	l.factory.StartWithContext(ctx)
+	res := l.factory.WaitForCacheSyncWithContext(ctx)
+	// Look up every kind rather than trust res.Err alone: an informer the factory
+	// did not start (after Stop) is missing from res.Synced, and counts as not synced.
+	var unsynced []string
+	for _, k := range l.kinds {
+		if !res.Synced[k.typ] {
+			unsynced = append(unsynced, k.name)
+		}
+	}
+	if len(unsynced) > 0 {
+		cancel() // a Live whose Start failed is not used: leave nothing running
+		return fmt.Errorf("informers not synced: %s: %w", strings.Join(unsynced, ", "),
+			cmp.Or(res.Err, errors.New("the Live was stopped before Start")))
+	}
+	l.synced.Store(true)
+	return nil
+}
+
+// Stop stops the informers and waits until their goroutines have returned.
+// Cancelling the ctx given to Start stops them too, without waiting; Stop is for
+// callers that must not leave goroutines behind (a one-shot plan, tests).
+// Stop may be called before Start, and more than once.
+func (l *Live) Stop() {
+	l.mu.Lock()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+	// Shutdown waits for the informers' goroutines, which return once their ctx is done.
+	l.factory.Shutdown()
+}
+
+// Snapshot returns the current state, in a deterministic order (nodes and other
+// cluster-scoped objects by name; namespaced objects by namespace/name).
+//
+// The objects are the informers' cached pointers, shared with the caches and
+// with every other Snapshot: callers must not mutate them, and must DeepCopy an
+// object to change it. Each kind is read from its own cache, so kinds may be a
+// few watch events apart from one another.
+//
+// Pods bound to a node the node cache does not have (a race between the pod and
+// node watches) are left out and counted in podsOnUnknownNodes, not an error;
+// pods not bound to any node are kept. Returns an error if Start has not
+// completed, if the informers have stopped, or if there are no nodes.
+func (l *Live) Snapshot() (snap *Snapshot, podsOnUnknownNodes int, err error) {
+	if !l.synced.Load() {
+		return nil, 0, errors.New("informers not synced: Start has not completed")
+	}
+	for _, k := range l.kinds {
+		if k.informer.IsStopped() {
+			return nil, 0, errors.New("informers stopped: the cluster is no longer watched")
+		}
+	}
+	s := &Snapshot{Ignored: map[string]int{}} // only kinds the planner uses are watched
+	for _, k := range l.kinds {
+		k.fill(s)
+	}
+	if len(s.Nodes) == 0 {
+		return nil, 0, errors.New("no nodes in the cluster")
+	}
+	nodes := make(map[string]bool, len(s.Nodes))
+	for _, n := range s.Nodes {
+		nodes[n.Name] = true
+	}
+	s.Pods = slices.DeleteFunc(s.Pods, func(p *v1.Pod) bool {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] {
+			return false
+		}
+		podsOnUnknownNodes++
+		return true
+	})
+	return s, podsOnUnknownNodes, nil
+}
