@@ -27,6 +27,7 @@ type planOptions struct {
 	output          string
 	minScoreGain    int64
 	maxPerWorkload  int
+	allowConflicts  bool
 }
 
 func newPlanCommand() *cobra.Command {
@@ -62,6 +63,7 @@ It never writes to the cluster.`,
 	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
 	f.Int64Var(&o.minScoreGain, "min-score-gain", 1, "how much higher than its current node a balance move's target must score")
 	f.IntVar(&o.maxPerWorkload, "max-per-workload", 0, "most moves of one workload (owner) per plan; 0 for no limit")
+	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 	return cmd
 }
 
@@ -117,7 +119,9 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	if field, ok := policy.RequiresMetrics(pol); ok {
 		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which a snapshot does not have; plan it against the cluster or use requests-based thresholds", o.policy, field)
 	}
-	return planner.Plan(ctx, pol, prof, snap, registry, planner.Options{MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload})
+	return planner.Plan(ctx, pol, prof, snap, registry, planner.Options{
+		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
+	})
 }
 
 func contains(list []string, s string) bool {

@@ -36,10 +36,12 @@ var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, Reas
 // Plan is one planning cycle's decision.
 type Plan struct {
 	// ID identifies the plan; the executor writes it into the rebalance hint.
-	ID      string  `json:"id"`
-	Moves   []Move  `json:"moves"`
-	Skipped []Skip  `json:"skipped"`
-	Summary Summary `json:"summary"`
+	ID string `json:"id"`
+	// Warnings are things about the policy and profile worth fixing.
+	Warnings []string `json:"warnings,omitempty"`
+	Moves    []Move   `json:"moves"`
+	Skipped  []Skip   `json:"skipped"`
+	Summary  Summary  `json:"summary"`
 }
 
 // Owner is the controller of a pod, which recreates it after the eviction.

@@ -38,6 +38,9 @@ func (p *Plan) Print(w io.Writer, format string) error {
 }
 
 func (p *Plan) printTable(w io.Writer) error {
+	for _, warning := range p.Warnings {
+		fmt.Fprintf(w, "Warning: %s\n", warning)
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
 	if len(p.Moves) == 0 {
 		fmt.Fprintln(tw, "No moves.")

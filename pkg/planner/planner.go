@@ -9,6 +9,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -48,6 +50,9 @@ type Options struct {
 	// ...) in one plan, so a workload is never disrupted all at once; 0 means
 	// no cap beyond the policy's own limits.
 	MaxPerWorkload int
+	// AllowConflicting plans even when the policy and the scheduler profile
+	// pull in opposite directions (the conflicts become warnings).
+	AllowConflicting bool
 }
 
 // Plan computes the plan for a policy and a scheduler profile over a snapshot.
@@ -57,6 +62,10 @@ func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.Ku
 	sim, err := simulator.New(ctx, profile, snap)
 	if err != nil {
 		return nil, err
+	}
+	check := conflict.Check(policy, profile, sim.ScoreWeights())
+	if len(check.Conflicts) > 0 && !opts.AllowConflicting {
+		return nil, fmt.Errorf("the policy and the scheduler profile conflict (override with --allow-conflicting-profiles): %s", strings.Join(check.Conflicts, "; "))
 	}
 	p := &planner{
 		logger:       klog.FromContext(ctx).WithName("planner"),
@@ -69,6 +78,10 @@ func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.Ku
 		perNamespace: map[string]uint{},
 		perOwner:     map[types.UID]int{},
 		out:          &plan.Plan{ID: opts.ID},
+	}
+	p.out.Warnings = append(append([]string{}, check.Conflicts...), check.Warnings...)
+	for _, w := range p.out.Warnings {
+		p.logger.Info("Warning: " + w)
 	}
 	if p.out.ID == "" {
 		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")

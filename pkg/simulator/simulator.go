@@ -457,6 +457,16 @@ func (s *Simulator) Node(name string) (fwk.NodeInfo, error) {
 	return s.snapshot.NodeInfos().Get(name)
 }
 
+// ScoreWeights returns the weight of every Score plugin of the profile, as
+// the framework resolved them from the configuration and its defaults.
+func (s *Simulator) ScoreWeights() map[string]int32 {
+	out := map[string]int32{}
+	for _, p := range s.framework.ListPlugins().Score.Enabled {
+		out[p.Name] = p.Weight
+	}
+	return out
+}
+
 // Nodes returns every node of the simulation.
 func (s *Simulator) Nodes() ([]fwk.NodeInfo, error) {
 	return s.snapshot.NodeInfos().List()
