@@ -47,7 +47,7 @@ build() {
     return
   fi
   local t0=$SECONDS
-  log "building control-plane binaries into $BIN_DIR (a cold build takes ~12 min on 2 cores)"
+  log "building control-plane binaries into $BIN_DIR (a cold build takes ~15 min on 2 cores)"
   (cd "$ROOT" && for c in kube-apiserver kube-controller-manager kubectl; do
     go build -ldflags "$LDFLAGS" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
   done)

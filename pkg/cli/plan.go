@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
 type planOptions struct {
@@ -94,34 +99,84 @@ func (o *planOptions) validate() error {
 }
 
 func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
-	if o.kubeconfig != "" {
-		return nil, errors.New("--kubeconfig: planning against a live cluster is not available in this build; capture a snapshot with `kubectl get nodes,pods,pdb,ns,priorityclasses -A -o yaml` and use --snapshot")
-	}
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
 	_, prof, err := profile.Load(o.schedulerConfig, o.schedulerName)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := snapshot.Load(o.snapshot)
-	if err != nil {
-		return nil, err
+	var snap *snapshot.Snapshot
+	var client kubernetes.Interface
+	if o.snapshot != "" {
+		if snap, err = snapshot.Load(o.snapshot); err != nil {
+			return nil, err
+		}
+		// The policy reads PriorityClasses (priorityThreshold.name) from the snapshot.
+		var objs []runtime.Object
+		for _, pc := range snap.PriorityClasses {
+			objs = append(objs, pc)
+		}
+		client = fake.NewClientset(objs...)
+	} else {
+		if client, err = newClient(o.kubeconfig, o.context); err != nil {
+			return nil, err
+		}
 	}
 	registry := planner.Registry()
-	var objs []runtime.Object
-	for _, pc := range snap.PriorityClasses {
-		objs = append(objs, pc)
-	}
-	pol, err := policy.Load(o.policy, fake.NewClientset(objs...), registry)
+	pol, err := policy.Load(o.policy, client, registry)
 	if err != nil {
 		return nil, err
 	}
 	if field, ok := policy.RequiresMetrics(pol); ok {
-		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which a snapshot does not have; plan it against the cluster or use requests-based thresholds", o.policy, field)
+		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", o.policy, field)
+	}
+	if snap == nil {
+		if snap, err = capture(ctx, client); err != nil {
+			return nil, err
+		}
 	}
 	return planner.Plan(ctx, pol, prof, snap, registry, planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
 	})
+}
+
+// syncTimeout bounds the wait for the first full view of the cluster.
+const syncTimeout = 2 * time.Minute
+
+// capture waits for every informer to sync, then takes one snapshot: a plan
+// never starts on a half-filled cache.
+func capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
+	live := snapshot.NewLive(client)
+	defer live.Stop()
+	timer := time.AfterFunc(syncTimeout, live.Stop)
+	err := live.Start(ctx)
+	timer.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	snap, unknown, err := live.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if unknown > 0 {
+		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
+	}
+	return snap, nil
+}
+
+// newClient builds a clientset from a kubeconfig file and optional context,
+// identified as rebalancer in the API server's audit log.
+func newClient(kubeconfig, context string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: context},
+	).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.UserAgent = "rebalancer/" + version.Version
+	cfg.QPS, cfg.Burst = 50, 100
+	return kubernetes.NewForConfig(cfg)
 }
 
 func contains(list []string, s string) bool {

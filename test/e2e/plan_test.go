@@ -1,0 +1,124 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+// TestPlanLiveMakesNoWrites: `rebalancer plan --kubeconfig` against the real
+// cluster plans the moves a tainted node calls for, and the API server's
+// audit log shows that it only read.
+func TestPlanLiveMakesNoWrites(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	e.addNodes("8", "live-a", "live-b", "live-c")
+	e.addDeployment("web", 4, resources("1", "1Gi"))
+	pods := e.boundPods("web", 4)
+	counts, summary := perNode(pods)
+	if len(counts) != 1 {
+		t.Fatalf("the bin-packing profile spread 4 small pods: %s", summary)
+	}
+	tainted := pods[0].Spec.NodeName
+	node, err := client.CoreV1().Nodes().Get(e.ctx, tainted, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
+	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "plan", "-o", "json",
+		"--kubeconfig", kubeconfig,
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rebalancer plan: %v\n%s", err, stderr.String())
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("plan output is not JSON: %v\n%s", err, out)
+	}
+	moved := 0
+	for _, m := range p.Moves {
+		if m.Namespace != e.ns {
+			continue
+		}
+		if m.Source != tainted || m.Target == tainted {
+			t.Errorf("move %s %s -> %s, want every web pod off %s", m.Pod, m.Source, m.Target, tainted)
+		}
+		moved++
+	}
+	if moved != 4 {
+		t.Errorf("planned %d moves of web off the tainted node, want 4; plan: %s", moved, out)
+	}
+
+	// Every request rebalancer made, from the audit log: reads only.
+	reads, writes := auditedRequests(t, "rebalancer/", started)
+	if reads == 0 {
+		t.Fatal("no request of rebalancer in the audit log: the check would prove nothing")
+	}
+	if len(writes) > 0 {
+		t.Fatalf("rebalancer plan wrote to the cluster: %v", writes)
+	}
+	t.Logf("rebalancer plan: %d read requests, 0 writes; %d moves planned", reads, len(p.Moves))
+}
+
+// auditedRequests reads the API server's audit log (JSON lines, written by
+// hack/local-cluster.sh) and returns, for requests whose user agent starts
+// with agent since the given time, how many read and which wrote.
+func auditedRequests(t *testing.T, agent string, since time.Time) (reads int, writes []string) {
+	t.Helper()
+	path := envOr("AUDIT_LOG", filepath.Join(filepath.Dir(kubeconfig), "audit.log"))
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev struct {
+			Verb                     string    `json:"verb"`
+			UserAgent                string    `json:"userAgent"`
+			RequestURI               string    `json:"requestURI"`
+			RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("audit log line: %v", err)
+		}
+		if !strings.HasPrefix(ev.UserAgent, agent) || ev.RequestReceivedTimestamp.Before(since) {
+			continue
+		}
+		switch ev.Verb {
+		case "get", "list", "watch":
+			reads++
+		default:
+			writes = append(writes, ev.Verb+" "+ev.RequestURI)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return reads, writes
+}
