@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -445,5 +446,47 @@ func (c *cluster) apply(p *plan.Plan) {
 				c.snap.Pods[i] = r
 			}
 		}
+	}
+}
+
+// TestUpstreamPoliciesRun: every policy of the descheduler's README and
+// examples (copied into pkg/policy/testdata/upstream) loads and plans
+// unchanged on the demo cluster, with either shipped scheduler profile.
+// Policies that need live metrics are refused with a message saying so.
+func TestUpstreamPoliciesRun(t *testing.T) {
+	snap, err := snapshot.Load(filepath.Join("..", "..", "test", "testdata", "demo-cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "policy", "testdata", "upstream", "*", "*.y*ml"))
+	files = append(files, filepath.Join("..", "policy", "testdata", "example-policy-filled.yaml"))
+	if len(files) < 25 {
+		t.Fatalf("found %d upstream policies, want the README's and the examples'", len(files))
+	}
+	classes := fake.NewClientset(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "priorityClassName1"}, Value: 1000})
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			pol, err := policy.Load(file, classes, Registry())
+			if err != nil {
+				if filepath.Base(file) == "02-example-policy.yaml" {
+					return // the README's placeholders ("- ...") are not YAML; its filled-in copy runs instead
+				}
+				t.Fatal(err)
+			}
+			if _, ok := policy.RequiresMetrics(pol); ok {
+				return
+			}
+			for _, pair := range []string{"binpacking", "balancing"} {
+				_, prof := loadPair(t, pair)
+				_, ctx := ktesting.NewTestContext(t)
+				p, err := Plan(ctx, pol, prof, snap, Registry(), Options{MinScoreGain: 1, AllowConflicting: true})
+				if err != nil {
+					t.Fatalf("with the %s profile: %v", pair, err)
+				}
+				t.Logf("%s: %d moves, %d skipped", pair, len(p.Moves), len(p.Skipped))
+				c := &cluster{snap: snap}
+				checkInvariants(t, c, pol, p)
+			}
+		})
 	}
 }
