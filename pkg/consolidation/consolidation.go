@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -36,6 +37,8 @@ type Simulation interface {
 	Move(ctx context.Context, pod *v1.Pod, opts simulator.Options, eo evictions.EvictOptions) error
 	// Begin starts a group of moves that enter the plan all together or not at all.
 	Begin() Transaction
+	// Skip records a pod the plugin would have moved and why it did not.
+	Skip(pod *v1.Pod, why, detail string)
 }
 
 // Transaction is a group of moves: Rollback takes them all back.
@@ -118,8 +121,9 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 		name := cand.node.Name
 		movable, blocker := c.movablePods(name)
-		if blocker != "" {
-			logger.V(3).Info("Node not consolidated", "node", name, "reason", blocker)
+		if blocker != nil {
+			c.sim.Skip(blocker, plan.ReasonProtected, fmt.Sprintf("the evictor's filters protect it, so node %s cannot be emptied", name))
+			logger.V(3).Info("Node not consolidated: it holds a protected pod", "node", name, "pod", klog.KObj(blocker))
 			continue
 		}
 		ok, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
@@ -142,25 +146,21 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 }
 
 // movablePods lists the pods that must leave a node to empty it, biggest
-// first, or says why the node cannot be emptied.
-func (c *Consolidation) movablePods(node string) ([]*v1.Pod, string) {
-	var movable []*v1.Pod
-	pods, err := c.handle.GetPodsAssignedToNodeFunc()(node, nil)
-	if err != nil {
-		return nil, err.Error()
-	}
+// first, or returns the first pod that may not move.
+func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1.Pod) {
+	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil) // the node is in the simulation: no error
 	ev := c.handle.Evictor()
 	for _, p := range pods {
 		if simulator.NodeBound(p) {
 			continue
 		}
 		if !ev.Filter(p) || !ev.PreEvictionFilter(p) {
-			return nil, fmt.Sprintf("pod %s cannot be evicted (protected by the evictor's filters)", klog.KObj(p))
+			return nil, p
 		}
 		movable = append(movable, p)
 	}
 	sort.SliceStable(movable, func(i, j int) bool { return size(movable[i]) > size(movable[j]) })
-	return movable, ""
+	return movable, nil
 }
 
 // empty moves every pod off node in one transaction. It reports false, with

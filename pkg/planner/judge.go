@@ -29,8 +29,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return errSkipped // another plugin already moved it in this plan
 	}
 	skip := func(why, detail string, err error) error {
-		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
-		p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
+		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
 
@@ -102,6 +101,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	p.out.Moves = append(p.out.Moves, m)
 	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
 	return nil
+}
+
+// skip records an eviction the plan refuses.
+func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string) {
+	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
+	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
 }
 
 // budgetFor finds the PodDisruptionBudget covering a pod, as the eviction

@@ -310,3 +310,7 @@ func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.Op
 }
 
 func (h *judgingHandle) Begin() consolidation.Transaction { return h.evictor.p.begin() }
+
+func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
+	h.evictor.p.skip(h.evictor.profile, h.evictor.strategy, pod, why, detail)
+}

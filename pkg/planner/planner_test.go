@@ -403,6 +403,9 @@ func TestConsolidationLeavesNodeWithProtectedPod(t *testing.T) {
 			t.Errorf("moved %s off node-00, which holds a bare pod", m.Pod)
 		}
 	}
+	if !skippedFor(p, c.snap.Pods[len(c.snap.Pods)-1], plan.ReasonProtected) {
+		t.Errorf("the bare pod is not reported as protected: %+v", p.Skipped)
+	}
 	// The other two nodes empty onto node-00, which has room for them all.
 	if p.Summary.NodesInUseAfter != 1 || len(p.Moves) != 4 {
 		t.Fatalf("%d moves, nodes in use after %d; want 4 moves onto node-00 and 1 node in use", len(p.Moves), p.Summary.NodesInUseAfter)
