@@ -9,14 +9,15 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"sigs.k8s.io/descheduler/pkg/descheduler"
+
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 )
 
 func TestMain(m *testing.M) {
-	descheduler.SetupPlugins()
+	planner.Registry() // the descheduler's plugins and Consolidation, in the global registry
 	os.Exit(m.Run())
 }
 
@@ -179,13 +180,13 @@ func TestLoadErrors(t *testing.T) {
 		name:   "unknown plugin in pluginConfig",
 		policy: replace(t, lnu, "- name: LowNodeUtilization", "- name: LowNodeUtilisation"),
 		want: []string{
-			`profiles[0].pluginConfig[0].name: unknown plugin "LowNodeUtilisation", known plugins: DefaultEvictor, HighNodeUtilization, LowNodeUtilization,`,
+			`profiles[0].pluginConfig[0].name: unknown plugin "LowNodeUtilisation", known plugins: Consolidation, DefaultEvictor, HighNodeUtilization, LowNodeUtilization,`,
 			`profiles[0].plugins.balance.enabled[0]: plugin "LowNodeUtilization" has no pluginConfig entry in this profile`,
 		},
 	}, {
 		name:   "unknown plugin enabled",
 		policy: replace(t, lnu, "enabled: [LowNodeUtilization]", "enabled: [LowNodeUtilization, Rebalance]"),
-		want:   []string{`profiles[0].plugins.balance.enabled[1]: unknown plugin "Rebalance", known plugins: DefaultEvictor,`},
+		want:   []string{`profiles[0].plugins.balance.enabled[1]: unknown plugin "Rebalance", known plugins: Consolidation, DefaultEvictor,`},
 	}, {
 		name:     "no plugins registered",
 		policy:   lnu,
