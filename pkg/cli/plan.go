@@ -111,6 +111,9 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 		if snap, err = snapshot.Load(o.snapshot); err != nil {
 			return nil, err
 		}
+		if len(snap.Ignored) > 0 {
+			klog.FromContext(ctx).Info("Snapshot holds kinds the planner does not use; they are ignored", "file", o.snapshot, "snapshot", snap.String())
+		}
 		// The policy reads PriorityClasses (priorityThreshold.name) from the snapshot.
 		var objs []runtime.Object
 		for _, pc := range snap.PriorityClasses {

@@ -1,0 +1,88 @@
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func sample() *Plan {
+	score := int64(300)
+	p := &Plan{
+		ID: "plan-1",
+		Moves: []Move{
+			{Pod: "b/web-2", Namespace: "b", Name: "web-2", Strategy: "Consolidation", Source: "n2", Target: "n1", Reason: "emptying node n2", SourceScore: &score, TargetScore: 450},
+			{Pod: "a/api-1", Namespace: "a", Name: "api-1", Strategy: "RemovePodsViolatingNodeTaints", Source: "n3", Target: "n1", Reason: "untolerated node taint", TargetScore: 400},
+		},
+		Skipped: []Skip{
+			{Pod: "z/x", Why: ReasonNoFit},
+			{Pod: "a/y", Why: ReasonPDB},
+			{Pod: "a/x", Why: ReasonNoFit},
+		},
+		Summary: Summary{Nodes: 3, Pods: 9, NodesInUseBefore: 3, NodesInUseAfter: 1,
+			PerNode: []NodeUsage{{Node: "n3"}, {Node: "n1"}, {Node: "n2"}}},
+	}
+	p.Finish()
+	return p
+}
+
+func TestFinish(t *testing.T) {
+	p := sample()
+	if p.Moves[0].Pod != "b/web-2" {
+		t.Error("Finish reordered the moves; their order is the order of decisions")
+	}
+	var skipped []string
+	for _, s := range p.Skipped {
+		skipped = append(skipped, s.Why+" "+s.Pod)
+	}
+	if got := strings.Join(skipped, ","); got != "no-fit a/x,no-fit z/x,pdb a/y" {
+		t.Errorf("skips ordered %s", got)
+	}
+	if p.Summary.Moves != 2 || p.Summary.SkippedByReason[ReasonNoFit] != 2 || p.Summary.SkippedByReason[ReasonPDB] != 1 {
+		t.Errorf("summary %+v", p.Summary)
+	}
+	if p.Summary.PerNode[0].Node != "n1" || p.Summary.PerNode[2].Node != "n3" {
+		t.Errorf("nodes not sorted: %+v", p.Summary.PerNode)
+	}
+	empty := &Plan{}
+	empty.Finish()
+	b, _ := json.Marshal(empty)
+	if !strings.Contains(string(b), `"moves":[]`) || !strings.Contains(string(b), `"skipped":[]`) {
+		t.Errorf("an empty plan must print empty lists, not null: %s", b)
+	}
+}
+
+func TestPrint(t *testing.T) {
+	p := sample()
+	var table bytes.Buffer
+	if err := p.Print(&table, "table"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"POD", "STRATEGY", "SOURCE → TARGET", "b/web-2", "n2 → n1", "2 moves; nodes in use 3 → 1 of 3", "Skipped 3: pdb 1, no-fit 2."} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	for _, format := range []string{"json", "yaml"} {
+		var out bytes.Buffer
+		if err := p.Print(&out, format); err != nil {
+			t.Fatal(err)
+		}
+		var back Plan
+		if err := yaml.Unmarshal(out.Bytes(), &back); err != nil { // YAML is a superset of JSON
+			t.Fatal(err)
+		}
+		if back.Moves[0].SourceScore == nil || *back.Moves[0].SourceScore != 300 || back.Moves[1].SourceScore != nil {
+			t.Errorf("%s: sourceScore did not round-trip: %+v", format, back.Moves)
+		}
+		if back.Summary.SkippedByReason[ReasonNoFit] != 2 {
+			t.Errorf("%s: summary did not round-trip", format)
+		}
+	}
+	if err := p.Print(&bytes.Buffer{}, "xml"); err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Errorf("unknown format: %v", err)
+	}
+}
