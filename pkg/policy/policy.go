@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
+
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 )
 
 // Load reads the DeschedulerPolicy at path. It first runs a strict pass that
@@ -49,7 +51,7 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	}
 	p, err := descheduler.LoadPolicyConfig(path, client, registry)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
+		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
 	return p, nil
 }

@@ -15,6 +15,8 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 )
 
 // Load reads the KubeSchedulerConfiguration at path strictly: unknown and
@@ -46,7 +48,7 @@ func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *conf
 	}
 	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %s", path, oneLine(err))
+		return nil, nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
 	if err := validate(cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
@@ -71,7 +73,7 @@ func validate(cfg *config.KubeSchedulerConfiguration) error {
 		}
 		// Should kube-scheduler fix its table, its messages for
 		// NodeResourcesFit are not given twice.
-		for _, msg := range messages(err) {
+		for _, msg := range strictjson.Messages(err) {
 			if !seen[msg] {
 				seen[msg] = true
 				msgs = append(msgs, msg)

@@ -1,14 +1,14 @@
 package rebalancehint
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 )
 
 // Args configures RebalanceHint through the profile's pluginConfig:
@@ -75,13 +75,9 @@ func decodeArgs(obj runtime.Object) (*Args, error) {
 // decodeStrict decodes YAML or JSON, matching field names case-sensitively as
 // the Kubernetes API does, and fails on unknown or duplicate fields.
 func decodeStrict(raw []byte, into any) error {
-	data, err := yaml.YAMLToJSON(raw)
+	data, err := yaml.YAMLToJSONStrict(raw)
 	if err != nil {
 		return err
 	}
-	strictErrs, err := kjson.UnmarshalStrict(data, into, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
-	if err != nil {
-		return err
-	}
-	return errors.Join(strictErrs...)
+	return strictjson.Unmarshal(data, into)
 }

@@ -339,6 +339,7 @@ func TestArgs(t *testing.T) {
 		{raw: `{"hintTTL":"90s"}`, wantTTL: 90 * time.Second},
 		{raw: `{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"RebalanceHintArgs","hintTTL":"1m"}`, wantTTL: time.Minute},
 		{raw: `{"hintTtl":"1m"}`, wantErr: `unknown field "hintTtl"`},
+		{raw: `{"hintTTL":"1m","hintTTL":"2m"}`, wantErr: `key "hintTTL" already set`},
 		{raw: `{"hintTTL":"-1m"}`, wantErr: "args.hintTTL"},
 		{raw: `{"hintTTL":"48h"}`, wantErr: "args.hintTTL"},
 		{raw: `{"hintTTL":"soon"}`, wantErr: "pluginConfig[RebalanceHint].args"},
