@@ -83,7 +83,7 @@ type Simulator struct {
 // are placed; pending pods are left out (they are nobody's move).
 func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot) (*Simulator, error) {
 	logger := klog.FromContext(ctx).WithName("simulator")
-	metrics.Register() // the framework records plugin metrics; idempotent
+	initMetrics.Do(metrics.InitMetrics)
 
 	registry, err := Registry()
 	if err != nil {
@@ -162,6 +162,12 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	}
 	return s, nil
 }
+
+// initMetrics creates kube-scheduler's metric objects, which the framework
+// needs, without registering them: unregistered metrics are no-ops, so the
+// simulation neither pays for per-plugin counters in its hot loop nor shows
+// its own plugin runs as a scheduler's on rebalancer's /metrics.
+var initMetrics sync.Once
 
 func ptrTo[T any](v T) *T { return &v }
 
