@@ -29,6 +29,7 @@ import (
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 	"sigs.k8s.io/descheduler/pkg/features"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
@@ -160,6 +161,7 @@ func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry plu
 	ctx = klog.NewContext(ctx, pluginLogger(klog.FromContext(ctx)))
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
+		prof := withoutNodeFit(prof)
 		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(registry, prof.Name),
 			frameworkprofile.WithClientSet(client),
 			frameworkprofile.WithSharedInformerFactory(factory),
@@ -196,6 +198,23 @@ func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry plu
 		}
 	}
 	return nil
+}
+
+// withoutNodeFit returns the profile with the DefaultEvictor's nodeFit off.
+// Every eviction is judged by simulating the whole scheduler profile, whose
+// Filter plugins check all that nodeFit checks and more, so nodeFit changes
+// no move of the plan; its pods simply show up as no-fit skips instead of
+// being passed over silently. It is also costly: for every candidate pod it
+// sums the requests of every pod on every node, quadratic in cluster size.
+func withoutNodeFit(prof api.DeschedulerProfile) api.DeschedulerProfile {
+	out := *prof.DeepCopy()
+	for i, pc := range out.PluginConfigs {
+		if args, ok := pc.Args.(*defaultevictor.DefaultEvictorArgs); ok && args.NodeFit {
+			args.NodeFit = false
+			out.PluginConfigs[i].Args = args
+		}
+	}
+	return out
 }
 
 // sandbox is what the descheduler plugins read besides the pods on a node:

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
@@ -491,5 +492,36 @@ func TestUpstreamPoliciesRun(t *testing.T) {
 				checkInvariants(t, c, pol, p)
 			}
 		})
+	}
+}
+
+// TestNodeFitLeftToTheSimulator: the planner turns the DefaultEvictor's
+// nodeFit off on its own copy; the caller's policy keeps it, and a pod that
+// fits nowhere is reported as no-fit rather than passed over.
+func TestNodeFitLeftToTheSimulator(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("small", "2", "32Gi")
+	c.pod("team-a", "big", "ReplicaSet", "tainted", "4", "1Gi")
+	pol, prof := loadPair(t, "binpacking")
+	nodeFit := func() bool {
+		for _, pc := range pol.Profiles[0].PluginConfigs {
+			if a, ok := pc.Args.(*defaultevictor.DefaultEvictorArgs); ok {
+				return a.NodeFit
+			}
+		}
+		return false
+	}
+	pol.Profiles[0].PluginConfigs[0].Args.(*defaultevictor.DefaultEvictorArgs).NodeFit = true
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nodeFit() {
+		t.Error("Plan changed the caller's policy")
+	}
+	if len(p.Moves) != 0 || p.Summary.SkippedByReason[plan.ReasonNoFit] == 0 {
+		t.Errorf("moves %v, skips %v; want no move and a no-fit skip", p.Moves, p.Summary.SkippedByReason)
 	}
 }
