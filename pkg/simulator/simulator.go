@@ -8,12 +8,13 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -92,7 +93,7 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
 	// informers; a fake clientset seeded with the snapshot serves them.
 	// Pods and nodes are not seeded: plugins see those through the snapshot.
-	var objs []runtime.Object
+	var objs []k8sruntime.Object
 	for _, o := range snap.Namespaces {
 		objs = append(objs, o)
 	}
@@ -122,6 +123,9 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(s.snapshot),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
+		// One worker per CPU: kube-scheduler's default of 16 only adds
+		// goroutine hand-offs when nothing blocks.
+		frameworkruntime.WithParallelism(runtime.GOMAXPROCS(0)),
 	}
 	if utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		// Without a DRA manager the DynamicResources PreFilter panics.
