@@ -60,6 +60,10 @@ type Options struct {
 // registry holds the descheduler plugins the policy may name (normally the
 // global pluginregistry.PluginRegistry after descheduler.SetupPlugins()).
 func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot, registry pluginregistry.Registry, opts Options) (*plan.Plan, error) {
+	// The simulation's informers and cache run until the plan is made: a
+	// daemon planning every cycle must not accumulate them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sim, err := simulator.New(ctx, profile, snap)
 	if err != nil {
 		return nil, err
