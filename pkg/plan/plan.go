@@ -70,6 +70,9 @@ type Move struct {
 	// nil when the replacement no longer fits there (e.g. a new taint).
 	SourceScore *int64 `json:"sourceScore"`
 	TargetScore int64  `json:"targetScore"`
+	// Drain marks a move that is part of emptying its source node: the
+	// executor keeps new pods off that node while it carries them out.
+	Drain bool `json:"drain,omitempty"`
 }
 
 // Skip is an eviction a plugin asked for that the plan refused.

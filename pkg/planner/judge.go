@@ -91,6 +91,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
+		Drain: simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
 	}
 	if owner != nil {
 		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}

@@ -373,8 +373,8 @@ func TestConsolidationReachesLowerBound(t *testing.T) {
 		t.Fatalf("nodes in use %d -> %d, want 12 -> 7 (5 emptied)", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
 	}
 	for _, m := range p.Moves {
-		if m.Strategy != "Consolidation" {
-			t.Errorf("move by %s, want only Consolidation moves", m.Strategy)
+		if m.Strategy != "Consolidation" || !m.Drain {
+			t.Errorf("move by %s (drain %v), want only Consolidation moves, marked drain", m.Strategy, m.Drain)
 		}
 	}
 	// Plans applied one after another converge on the lower bound and stop.

@@ -1,0 +1,408 @@
+// Package executor carries out a plan against the API server. The plan was
+// decided on a snapshot, so every move is checked against the live pod just
+// before it happens, and it happens only through the Eviction API, which
+// enforces PodDisruptionBudgets. Before each eviction the pod is annotated
+// with the rebalance hint (pkg/hint) so that rebalancer-scheduler steers the
+// replacement to the planned node.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+// Skip reasons: why a move of the plan was not carried out.
+const (
+	// ReasonStopped: Options.Stop was closed or the context was cancelled
+	// before the eviction started.
+	ReasonStopped = "stopped"
+	// ReasonCooldown: a pod of the same owner was moved less than
+	// Options.Cooldown ago.
+	ReasonCooldown = "cooldown"
+	// ReasonGone: the pod no longer exists or is already terminating.
+	ReasonGone = "gone"
+	// ReasonUIDChanged: a pod of that name exists, but it is not the one
+	// the plan moves (the owner recreated it).
+	ReasonUIDChanged = "uid-changed"
+	// ReasonMoved: the pod no longer runs on the move's source node.
+	ReasonMoved = "moved"
+	// ReasonPDB: the Eviction API kept refusing with 429, the answer of a
+	// PodDisruptionBudget with no disruption left.
+	ReasonPDB = plan.ReasonPDB
+	// ReasonRejected: Options.Validate refused the move without naming a
+	// reason, or with a reason outside Reasons and plan.Reasons (counted
+	// under this label in the metrics).
+	ReasonRejected = "rejected"
+	// ReasonTaintFailed: the drain taint could not be put on the source node.
+	ReasonTaintFailed = "taint-failed"
+	// ReasonPatchFailed: the hint annotations could not be written.
+	ReasonPatchFailed = "patch-failed"
+	// ReasonError: any other API error.
+	ReasonError = "error"
+)
+
+// Reasons lists the executor's own skip reasons. Options.Validate may add
+// reasons of its own (plan.Reasons, typically).
+var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonError}
+
+// Event reasons and the action they report, on the evicted or skipped pod.
+const (
+	EventRebalanced       = "Rebalanced"
+	EventRebalanceSkipped = "RebalanceSkipped"
+	eventAction           = "Evict"
+)
+
+// DefaultBackoff spaces the attempts to evict a pod a PodDisruptionBudget
+// protects: four attempts over seven seconds give a replacement that is
+// becoming ready a chance without holding the rest of the plan up for long;
+// the next cycle tries again anyway.
+var DefaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 10 * time.Second}
+
+// cleanupTimeout bounds the writes that undo a half-done move (drain taints,
+// hints) after the context is cancelled.
+const cleanupTimeout = 30 * time.Second
+
+// Options configure an Executor.
+type Options struct {
+	// Client talks to the API server. Required.
+	Client kubernetes.Interface
+	// Recorder records Rebalanced and RebalanceSkipped events on pods; nil
+	// records none.
+	Recorder events.EventRecorder
+	// Metrics, if not nil, count evictions and skips.
+	Metrics *Metrics
+	// Clock stamps hints and cooldowns; nil is the real clock.
+	Clock clock.PassiveClock
+	// Backoff spaces the attempts to evict a pod while the Eviction API
+	// answers 429; Steps is the most attempts per pod. The zero value is
+	// DefaultBackoff.
+	Backoff wait.Backoff
+	// Cooldown keeps the executor off an owner for this long after one of
+	// its pods was moved: RebalanceHint holds one hint per owner, so a second
+	// move before the first replacement is scheduled would overwrite it.
+	// Zero disables the cooldown.
+	Cooldown time.Duration
+	// Validate re-checks a move against the live cluster just before it is
+	// carried out (the caller simulates the target again); nil means no extra
+	// check. It returns ok=false and a short reason, preferably one of
+	// plan.Reasons, to skip the move.
+	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason string)
+	// Stop is closed on SIGTERM or when leadership is lost: no eviction
+	// starts after it is closed. nil never closes.
+	Stop <-chan struct{}
+}
+
+// Executor carries out plans. It remembers when it last moved a pod of each
+// owner, for Options.Cooldown, so one Executor should serve every cycle.
+type Executor struct {
+	o Options
+
+	// mu serializes Execute and CleanupDrainTaints: a cleanup running during
+	// an Execute would remove the taints that guard its nodes.
+	mu sync.Mutex
+	// lastMoved is when a pod of each owner UID was last evicted.
+	lastMoved map[types.UID]time.Time
+}
+
+// New returns an Executor. Unset options get their defaults.
+func New(o Options) *Executor {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Backoff == (wait.Backoff{}) {
+		o.Backoff = DefaultBackoff
+	}
+	return &Executor{o: o, lastMoved: map[types.UID]time.Time{}}
+}
+
+// Result is what became of a plan's moves: each one is either evicted or
+// skipped.
+type Result struct {
+	Evicted []plan.Move
+	Skipped []Skip
+	// Errors counts the skips caused by an API error rather than by the
+	// cluster's state (reasons error, patch-failed, taint-failed).
+	Errors int
+}
+
+// Skip is a move that was not carried out.
+type Skip struct {
+	Move plan.Move
+	// Reason is one of Reasons, or the reason Options.Validate gave.
+	Reason string
+	Detail string
+}
+
+// outcome is what became of one move.
+type outcome struct {
+	// pod is the live pod, when it was read and is the one the move names;
+	// events are recorded on it.
+	pod *v1.Pod
+	// reason is empty when the pod was evicted.
+	reason string
+	detail string
+	// err is the API error behind the skip, if any.
+	err error
+}
+
+// Execute carries out the plan's moves in order and returns what happened.
+// API errors skip the move they hit, never the plan; Stop and the context's
+// cancellation skip the rest of it. Drain taints it adds are removed before
+// it returns, even when ctx is cancelled.
+func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	logger := klog.FromContext(ctx).WithValues("plan", p.ID)
+	ctx = klog.NewContext(ctx, logger)
+
+	e.forgetCooledOwners()
+	guard := &drainGuard{nodes: e.o.Client.CoreV1().Nodes(), planID: p.ID}
+	defer guard.release(ctx)
+
+	var r Result
+	for i, m := range p.Moves {
+		if e.stopping(ctx) {
+			logger.Info("Stopping: the rest of the plan is skipped", "remaining", len(p.Moves)-i)
+			for _, m := range p.Moves[i:] {
+				e.record(ctx, p, &r, m, outcome{reason: ReasonStopped})
+			}
+			break
+		}
+		e.record(ctx, p, &r, m, e.move(ctx, p, m, guard))
+	}
+	logger.Info("Executed plan", "moves", len(p.Moves), "evicted", len(r.Evicted), "skipped", len(r.Skipped), "errors", r.Errors)
+	return r
+}
+
+// move checks one move against the live cluster and carries it out.
+func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
+	if m.Owner != nil && e.o.Cooldown > 0 {
+		if last, ok := e.lastMoved[types.UID(m.Owner.UID)]; ok {
+			if since := e.o.Clock.Since(last); since < e.o.Cooldown {
+				return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved %s ago", m.Owner.Kind, m.Owner.Name, since.Round(time.Second))}
+			}
+		}
+	}
+
+	pod, err := e.o.Client.CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return outcome{reason: ReasonGone}
+	case err != nil:
+		return outcome{reason: ReasonError, detail: fmt.Sprintf("reading the pod: %v", err), err: err}
+	case pod.UID != types.UID(m.UID):
+		return outcome{reason: ReasonUIDChanged, detail: fmt.Sprintf("planned UID %s, found %s", m.UID, pod.UID)}
+	case pod.DeletionTimestamp != nil:
+		return outcome{reason: ReasonGone, detail: "terminating"}
+	case pod.Spec.NodeName != m.Source:
+		return outcome{pod: pod, reason: ReasonMoved, detail: fmt.Sprintf("planned from %q, runs on %q", m.Source, pod.Spec.NodeName)}
+	}
+	if e.o.Validate != nil {
+		if ok, reason := e.o.Validate(ctx, m, pod); !ok {
+			if reason == "" {
+				reason = ReasonRejected
+			}
+			return outcome{pod: pod, reason: reason}
+		}
+	}
+	// Validate may have taken a while; nothing is written after a stop.
+	if e.stopping(ctx) {
+		return outcome{pod: pod, reason: ReasonStopped}
+	}
+
+	h := hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.ID, Time: e.o.Clock.Now()}
+	if err := h.Validate(); err != nil {
+		// The scheduler would ignore this hint: evicting without it is the
+		// blind descheduling rebalancer exists to avoid.
+		return outcome{pod: pod, reason: ReasonError, detail: err.Error(), err: err}
+	}
+	if m.Drain {
+		if err := guard.taint(ctx, m.Source); err != nil {
+			return outcome{pod: pod, reason: ReasonTaintFailed, detail: err.Error(), err: err}
+		}
+	}
+	annotations := map[string]any{}
+	for k, v := range h.Annotations() {
+		annotations[k] = v
+	}
+	if err := e.annotate(ctx, pod, annotations); err != nil {
+		if apierrors.IsNotFound(err) {
+			return outcome{reason: ReasonGone}
+		}
+		return outcome{pod: pod, reason: ReasonPatchFailed, detail: err.Error(), err: err}
+	}
+
+	o := e.evict(ctx, pod)
+	if o.reason == ReasonPDB || o.reason == ReasonStopped {
+		// The pod stays. Take the hint back, or the owner's next pod would
+		// be steered by a move that did not happen if this one left for
+		// another reason within the scheduler's hint TTL. After an error
+		// the hint stays: the eviction may have gone through.
+		e.clearHint(ctx, pod)
+	}
+	return o
+}
+
+// evict evicts the pod through the Eviction API, so PodDisruptionBudgets
+// hold, with the pod's UID as a precondition, so a pod recreated under the
+// same name is never evicted in its place. It retries while the API answers
+// 429.
+func (e *Executor) evict(ctx context.Context, pod *v1.Pod) outcome {
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(pod.UID))},
+	}
+	backoff := e.o.Backoff
+	for attempt := 1; ; attempt++ {
+		if e.stopping(ctx) {
+			return outcome{pod: pod, reason: ReasonStopped}
+		}
+		err := e.o.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+		switch {
+		case err == nil:
+			return outcome{pod: pod}
+		case apierrors.IsTooManyRequests(err):
+			if backoff.Steps <= 1 {
+				return outcome{pod: pod, reason: ReasonPDB, detail: fmt.Sprintf("refused %d times: %v", attempt, err)}
+			}
+			klog.FromContext(ctx).V(2).Info("Eviction refused, retrying", "pod", klog.KObj(pod), "attempt", attempt, "err", err)
+			if !e.sleep(ctx, backoff.Step()) {
+				return outcome{pod: pod, reason: ReasonStopped}
+			}
+		case apierrors.IsNotFound(err):
+			return outcome{reason: ReasonGone}
+		case apierrors.IsConflict(err):
+			// The UID precondition failed: the name now belongs to another pod.
+			return outcome{reason: ReasonUIDChanged, detail: err.Error()}
+		default:
+			return outcome{pod: pod, reason: ReasonError, detail: err.Error(), err: err}
+		}
+	}
+}
+
+// annotate merge-patches the pod's annotations (a nil value removes one).
+// The patch carries the pod's UID, which the API server refuses to change:
+// a pod recreated under the same name since it was read is left alone.
+func (e *Executor) annotate(ctx context.Context, pod *v1.Pod, annotations map[string]any) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID, "annotations": annotations},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = e.o.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}
+
+// clearHint removes the hint annotations from a pod that was not evicted.
+// It runs after a stop too, so it does not use ctx's cancellation.
+func (e *Executor) clearHint(ctx context.Context, pod *v1.Pod) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	annotations := map[string]any{}
+	for k := range (hint.Hint{}).Annotations() {
+		annotations[k] = nil
+	}
+	if err := e.annotate(ctx, pod, annotations); err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).Error(err, "Could not remove the hint of a pod that was not evicted", "pod", klog.KObj(pod))
+	}
+}
+
+// record adds a move's outcome to the result, the metrics, the log and the
+// pod's events.
+func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.Move, o outcome) {
+	logger := klog.FromContext(ctx)
+	if o.reason == "" {
+		r.Evicted = append(r.Evicted, m)
+		if m.Owner != nil && e.o.Cooldown > 0 {
+			e.lastMoved[types.UID(m.Owner.UID)] = e.o.Clock.Now()
+		}
+		e.o.Metrics.evicted(m.Strategy)
+		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
+		e.event(o.pod, v1.EventTypeNormal, EventRebalanced, "%s: %s → %s (%s), plan %s", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
+		return
+	}
+
+	r.Skipped = append(r.Skipped, Skip{Move: m, Reason: o.reason, Detail: o.detail})
+	e.o.Metrics.skipped(m.Strategy, o.reason, o.err != nil)
+	kv := []any{"pod", klog.KRef(m.Namespace, m.Name), "source", m.Source, "target", m.Target, "strategy", m.Strategy, "reason", o.reason}
+	switch {
+	case o.err != nil:
+		r.Errors++
+		logger.Error(o.err, "Move failed", kv...)
+	case o.reason == ReasonStopped:
+		// Execute logs the stop once.
+		logger.V(4).Info("Skipped move", kv...)
+	default:
+		logger.Info("Skipped move", append(kv, "detail", o.detail)...)
+	}
+	// Only a pod that was read and is still the planned one gets the event:
+	// a gone or replaced pod would carry it to the wrong object or none.
+	if o.pod != nil {
+		note := fmt.Sprintf("%s: %s → %s not done, plan %s: %s", m.Strategy, m.Source, m.Target, p.ID, o.reason)
+		if o.detail != "" {
+			note += " (" + o.detail + ")"
+		}
+		e.event(o.pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s", note)
+	}
+}
+
+func (e *Executor) event(pod *v1.Pod, eventtype, reason, note string, args ...any) {
+	if e.o.Recorder != nil {
+		e.o.Recorder.Eventf(pod, nil, eventtype, reason, eventAction, note, args...)
+	}
+}
+
+// forgetCooledOwners drops owners whose cooldown is over, so lastMoved does
+// not grow with every owner ever moved in a long-lived process.
+func (e *Executor) forgetCooledOwners() {
+	for uid, last := range e.lastMoved {
+		if e.o.Clock.Since(last) >= e.o.Cooldown {
+			delete(e.lastMoved, uid)
+		}
+	}
+}
+
+// stopping reports whether no new eviction may start.
+func (e *Executor) stopping(ctx context.Context) bool {
+	select {
+	case <-e.o.Stop:
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// sleep waits for d and reports whether it did: Stop and the context's
+// cancellation cut the wait short.
+func (e *Executor) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-e.o.Stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,685 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+const (
+	ns     = "default"
+	planID = "plan-1"
+)
+
+var (
+	now         = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tinyBackoff = wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}
+	pdbError    = apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	otherTaint  = v1.Taint{Key: "example.com/maintenance", Value: "yes", Effect: v1.TaintEffectNoSchedule}
+)
+
+func newPod(name, node string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(name + "-uid")},
+		Spec:       v1.PodSpec{NodeName: node},
+	}
+}
+
+func newNode(name string, taints ...v1.Taint) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{Taints: taints}}
+}
+
+// newMove moves the pod of that name from source to target; each pod has an
+// owner of its own.
+func newMove(name, source, target string) plan.Move {
+	return plan.Move{
+		Pod: ns + "/" + name, Namespace: ns, Name: name, UID: name + "-uid",
+		Owner:   &plan.Owner{Kind: "ReplicaSet", Name: name + "-rs", UID: name + "-owner"},
+		Profile: "default", Strategy: "LowNodeUtilization", Reason: "node is underutilized",
+		Source: source, Target: target,
+	}
+}
+
+func newPlan(moves ...plan.Move) *plan.Plan { return &plan.Plan{ID: planID, Moves: moves} }
+
+type fixture struct {
+	client   *fake.Clientset
+	recorder *events.FakeRecorder
+	clock    *testingclock.FakeClock
+	metrics  *Metrics
+}
+
+func newFixture(objs ...runtime.Object) *fixture {
+	return &fixture{
+		client:   fake.NewClientset(objs...),
+		recorder: events.NewFakeRecorder(100),
+		clock:    testingclock.NewFakeClock(now),
+		metrics:  NewMetrics(prometheus.NewRegistry()),
+	}
+}
+
+// executor returns an Executor on the fixture; opt, if not nil, adjusts its options.
+func (f *fixture) executor(opt func(*Options)) *Executor {
+	o := Options{Client: f.client, Recorder: f.recorder, Metrics: f.metrics, Clock: f.clock, Backoff: tinyBackoff}
+	if opt != nil {
+		opt(&o)
+	}
+	return New(o)
+}
+
+// onEvict answers evictions with fn instead of the fake's default success.
+func (f *fixture) onEvict(fn func(*policyv1.Eviction) error) {
+	f.client.PrependReactor("create", "pods/eviction", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fn(a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction))
+	})
+}
+
+// fail makes every action of that verb on that resource fail with err.
+func (f *fixture) fail(verb, resource string, err error) {
+	f.client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, err })
+}
+
+// calls lists the client's actions as "verb resource[/subresource] name".
+func (f *fixture) calls() []string {
+	var out []string
+	for _, a := range f.client.Actions() {
+		s := a.GetVerb() + " " + a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			s += "/" + a.GetSubresource()
+		}
+		switch a := a.(type) {
+		case k8stesting.GetAction:
+			s += " " + a.GetName()
+		case k8stesting.PatchAction:
+			s += " " + a.GetName()
+		case k8stesting.CreateAction:
+			if ev, ok := a.GetObject().(*policyv1.Eviction); ok {
+				s += " " + ev.Name
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// count counts the calls that start with prefix.
+func (f *fixture) count(prefix string) int {
+	n := 0
+	for _, c := range f.calls() {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func (f *fixture) pod(t *testing.T, name string) *v1.Pod {
+	t.Helper()
+	pod, err := f.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func (f *fixture) taints(t *testing.T, node string) []v1.Taint {
+	t.Helper()
+	// The tracker, not the client: reading through the client from inside a
+	// reactor would deadlock, and would add actions.
+	obj, err := f.client.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*v1.Node).Spec.Taints
+}
+
+func reasons(r Result) []string {
+	var out []string
+	for _, s := range r.Skipped {
+		out = append(out, s.Move.Name+":"+s.Reason)
+	}
+	return out
+}
+
+func names(moves []plan.Move) []string {
+	var out []string
+	for _, m := range moves {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func TestExecuteHintsThenEvicts(t *testing.T) {
+	f := newFixture(newPod("web-1", "node-a"))
+	var evicted []*policyv1.Eviction
+	f.onEvict(func(ev *policyv1.Eviction) error {
+		evicted = append(evicted, ev)
+		return nil
+	})
+
+	r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+
+	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) || len(r.Skipped) != 0 || r.Errors != 0 {
+		t.Fatalf("evicted %v, skipped %v, errors %d; want only web-1 evicted", got, reasons(r), r.Errors)
+	}
+	want := []string{"get pods web-1", "patch pods web-1", "create pods/eviction web-1"}
+	if got := f.calls(); !slices.Equal(got, want) {
+		t.Errorf("API calls %q, want %q: the hint must be written before the eviction", got, want)
+	}
+
+	// The patch carries the UID, so a recreated pod is not annotated.
+	patch := f.client.Actions()[1].(k8stesting.PatchAction)
+	if patch.GetPatchType() != types.MergePatchType {
+		t.Errorf("hint patch type %s, want %s", patch.GetPatchType(), types.MergePatchType)
+	}
+	var body struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(patch.GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.Metadata.UID != "web-1-uid" {
+		t.Errorf("hint patch %s: want metadata.uid web-1-uid as a precondition", patch.GetPatch())
+	}
+	h, found, err := hint.FromPod(f.pod(t, "web-1"))
+	wantHint := hint.Hint{Source: "node-a", Target: "node-b", PlanID: planID, Time: now}
+	if !found || err != nil || h.Source != wantHint.Source || h.Target != wantHint.Target || h.PlanID != wantHint.PlanID || !h.Time.Equal(now) {
+		t.Errorf("hint on the pod: %+v (found %v, err %v), want %+v", h, found, err, wantHint)
+	}
+
+	if len(evicted) != 1 {
+		t.Fatalf("%d evictions, want 1", len(evicted))
+	}
+	ev := evicted[0]
+	if ev.Namespace != ns || ev.Name != "web-1" || ev.DeleteOptions == nil || ev.DeleteOptions.Preconditions == nil ||
+		ev.DeleteOptions.Preconditions.UID == nil || *ev.DeleteOptions.Preconditions.UID != "web-1-uid" {
+		t.Errorf("eviction %+v: want default/web-1 with UID precondition web-1-uid", ev)
+	}
+
+	wantEvents := []string{"Normal Rebalanced LowNodeUtilization: node-a → node-b (node is underutilized), plan plan-1"}
+	if got := f.events(); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %q, want %q", got, wantEvents)
+	}
+}
+
+func TestExecuteRetriesWhilePDBRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		refusals     int
+		wantAttempts int
+		wantEvicted  bool
+	}{
+		{name: "refused twice, then allowed", refusals: 2, wantAttempts: 3, wantEvicted: true},
+		{name: "refused for good", refusals: 1000, wantAttempts: tinyBackoff.Steps},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(newPod("web-1", "node-a"))
+			attempts := 0
+			f.onEvict(func(*policyv1.Eviction) error {
+				attempts++
+				if attempts <= tc.refusals {
+					return pdbError
+				}
+				return nil
+			})
+
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+
+			if attempts != tc.wantAttempts {
+				t.Errorf("%d eviction attempts, want %d", attempts, tc.wantAttempts)
+			}
+			if r.Errors != 0 {
+				t.Errorf("errors = %d, want 0: a PDB refusal is the cluster's answer, not an error", r.Errors)
+			}
+			_, hinted, _ := hint.FromPod(f.pod(t, "web-1"))
+			evs := f.events()
+			if tc.wantEvicted {
+				if len(r.Evicted) != 1 {
+					t.Fatalf("skipped %v, want web-1 evicted", reasons(r))
+				}
+				if !hinted {
+					t.Error("the evicted pod lost its hint")
+				}
+				return
+			}
+			if got := reasons(r); !slices.Equal(got, []string{"web-1:pdb"}) {
+				t.Fatalf("skipped %v, want web-1:pdb", got)
+			}
+			if hinted {
+				t.Error("the hint stays on a pod that was not evicted")
+			}
+			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning RebalanceSkipped ") || !strings.Contains(evs[0], "pdb") {
+				t.Errorf("events %q, want one RebalanceSkipped warning naming the pdb", evs)
+			}
+		})
+	}
+}
+
+func TestExecuteContinuesAfterAPIErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		verb, res  string
+		err        error
+		wantReason string
+		wantHint   bool
+	}{
+		{name: "eviction 500", verb: "create", res: "pods/eviction", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonError, wantHint: true},
+		{name: "eviction timeout", verb: "create", res: "pods/eviction", err: apierrors.NewTimeoutError("request did not complete", 0), wantReason: ReasonError, wantHint: true},
+		{name: "eviction server timeout", verb: "create", res: "pods/eviction", err: apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "create", 0), wantReason: ReasonError, wantHint: true},
+		{name: "hint patch 500", verb: "patch", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonPatchFailed},
+		{name: "pod read 500", verb: "get", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
+			first := true
+			f.client.PrependReactor(tc.verb, tc.res, func(k8stesting.Action) (bool, runtime.Object, error) {
+				if first {
+					first = false
+					return true, nil, tc.err
+				}
+				return false, nil, nil
+			})
+
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+
+			if r.Errors != 1 {
+				t.Errorf("errors = %d, want 1", r.Errors)
+			}
+			if got := reasons(r); !slices.Equal(got, []string{"web-1:" + tc.wantReason}) {
+				t.Errorf("skipped %v, want web-1:%s", got, tc.wantReason)
+			}
+			if got := names(r.Evicted); !slices.Equal(got, []string{"web-2"}) {
+				t.Errorf("evicted %v, want the next move, web-2, carried out", got)
+			}
+			if n := f.count("create pods/eviction web-1"); n != 1 && tc.res == "pods/eviction" {
+				t.Errorf("%d eviction attempts for web-1, want 1: only 429 is retried", n)
+			}
+			// After an error the eviction may have gone through: the hint stays.
+			if _, hinted, _ := hint.FromPod(f.pod(t, "web-1")); hinted != tc.wantHint {
+				t.Errorf("web-1 hinted = %v, want %v", hinted, tc.wantHint)
+			}
+			want := []string{"Warning RebalanceSkipped ", "Normal Rebalanced "}
+			if tc.verb == "get" {
+				// The pod was never read: there is nothing to put an event on.
+				want = want[1:]
+			}
+			evs := f.events()
+			ok := len(evs) == len(want)
+			for i := 0; ok && i < len(want); i++ {
+				ok = strings.HasPrefix(evs[i], want[i])
+			}
+			if !ok || (tc.verb != "get" && !strings.Contains(evs[0], tc.wantReason)) {
+				t.Errorf("events %q, want %q, the skip naming %s", evs, want, tc.wantReason)
+			}
+			if got := testutil.ToFloat64(f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultError)); got != 1 {
+				t.Errorf("rebalancer_evictions_total{result=error} = %v, want 1", got)
+			}
+		})
+	}
+}
+
+func TestExecuteChecksTheLivePod(t *testing.T) {
+	terminating := newPod("web-1", "node-a")
+	terminating.DeletionTimestamp = &metav1.Time{Time: now}
+	replaced := newPod("web-1", "node-a")
+	replaced.UID = "web-1-new-uid"
+	for _, tc := range []struct {
+		name       string
+		pods       []runtime.Object
+		wantReason string
+		wantEvent  bool
+	}{
+		{name: "deleted", wantReason: ReasonGone},
+		{name: "terminating", pods: []runtime.Object{terminating}, wantReason: ReasonGone},
+		{name: "recreated under the same name", pods: []runtime.Object{replaced}, wantReason: ReasonUIDChanged},
+		{name: "on another node", pods: []runtime.Object{newPod("web-1", "node-c")}, wantReason: ReasonMoved, wantEvent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(tc.pods...)
+
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+
+			if got := reasons(r); !slices.Equal(got, []string{"web-1:" + tc.wantReason}) || len(r.Evicted) != 0 || r.Errors != 0 {
+				t.Errorf("skipped %v, evicted %v, errors %d; want only web-1:%s", got, names(r.Evicted), r.Errors, tc.wantReason)
+			}
+			if got := f.calls(); !slices.Equal(got, []string{"get pods web-1"}) {
+				t.Errorf("API calls %q, want only the read: no hint, no eviction", got)
+			}
+			if evs := f.events(); (len(evs) == 1) != tc.wantEvent {
+				t.Errorf("events %q, want an event: %v", evs, tc.wantEvent)
+			}
+		})
+	}
+}
+
+func TestExecuteValidate(t *testing.T) {
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
+	var seen []*v1.Pod
+	e := f.executor(func(o *Options) {
+		o.Validate = func(_ context.Context, m plan.Move, pod *v1.Pod) (bool, string) {
+			seen = append(seen, pod)
+			return m.Name != "web-1", plan.ReasonNoFit
+		}
+	})
+
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+
+	if got := reasons(r); !slices.Equal(got, []string{"web-1:no-fit"}) {
+		t.Errorf("skipped %v, want web-1:no-fit", got)
+	}
+	if got := names(r.Evicted); !slices.Equal(got, []string{"web-2"}) {
+		t.Errorf("evicted %v, want web-2", got)
+	}
+	if f.count("patch pods web-1")+f.count("create pods/eviction web-1") != 0 {
+		t.Errorf("API calls %q: a refused move must write nothing", f.calls())
+	}
+	if len(seen) != 2 || seen[0].UID != "web-1-uid" {
+		t.Errorf("Validate saw %d pods, want the live pods, web-1 first", len(seen))
+	}
+}
+
+func TestExecuteStop(t *testing.T) {
+	moves := []plan.Move{newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b"), newMove("web-3", "node-a", "node-b")}
+	pods := []runtime.Object{newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-a")}
+
+	t.Run("before the plan", func(t *testing.T) {
+		f := newFixture(pods...)
+		stop := make(chan struct{})
+		close(stop)
+
+		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...))
+
+		if got := reasons(r); len(r.Evicted) != 0 || !slices.Equal(got, []string{"web-1:stopped", "web-2:stopped", "web-3:stopped"}) {
+			t.Errorf("evicted %v, skipped %v; want every move stopped", names(r.Evicted), got)
+		}
+		if got := f.calls(); len(got) != 0 {
+			t.Errorf("API calls %q, want none", got)
+		}
+	})
+
+	t.Run("during the first eviction", func(t *testing.T) {
+		f := newFixture(pods...)
+		stop := make(chan struct{})
+		f.onEvict(func(*policyv1.Eviction) error {
+			close(stop)
+			return nil
+		})
+
+		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...))
+
+		if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
+			t.Errorf("evicted %v, want only web-1", got)
+		}
+		if got := reasons(r); !slices.Equal(got, []string{"web-2:stopped", "web-3:stopped"}) {
+			t.Errorf("skipped %v, want the rest stopped", got)
+		}
+		if n := f.count("create pods/eviction"); n != 1 {
+			t.Errorf("%d evictions, want 1", n)
+		}
+	})
+
+	// A stop or a cancellation cuts a PDB backoff short, and the hint of the
+	// pod that stays is taken back.
+	for _, how := range []string{"Stop", "context"} {
+		t.Run("during a PDB backoff by "+how, func(t *testing.T) {
+			f := newFixture(pods...)
+			stop := make(chan struct{})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.onEvict(func(*policyv1.Eviction) error {
+				if how == "Stop" {
+					close(stop)
+				} else {
+					cancel()
+				}
+				return pdbError
+			})
+			e := f.executor(func(o *Options) {
+				o.Stop = stop
+				o.Backoff = wait.Backoff{Duration: time.Hour, Steps: 5}
+			})
+
+			done := make(chan Result)
+			go func() { done <- e.Execute(ctx, newPlan(moves...)) }()
+			var r Result
+			select {
+			case r = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Execute still waits out the backoff after the stop")
+			}
+
+			if got := reasons(r); len(r.Evicted) != 0 || !slices.Equal(got, []string{"web-1:stopped", "web-2:stopped", "web-3:stopped"}) {
+				t.Errorf("evicted %v, skipped %v; want every move stopped", names(r.Evicted), got)
+			}
+			if n := f.count("create pods/eviction"); n != 1 {
+				t.Errorf("%d eviction attempts, want 1", n)
+			}
+			if _, hinted, _ := hint.FromPod(f.pod(t, "web-1")); hinted {
+				t.Error("web-1 keeps the hint of an eviction that did not happen")
+			}
+		})
+	}
+}
+
+func TestExecuteCooldown(t *testing.T) {
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
+	sameOwner := newMove("web-2", "node-a", "node-b")
+	sameOwner.Owner = newMove("web-1", "", "").Owner
+	e := f.executor(func(o *Options) { o.Cooldown = 10 * time.Minute })
+
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), sameOwner))
+	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
+		t.Errorf("evicted %v, want web-1 only", got)
+	}
+	if got := reasons(r); !slices.Equal(got, []string{"web-2:cooldown"}) {
+		t.Errorf("skipped %v, want web-2:cooldown", got)
+	}
+	if n := f.count("get pods web-2"); n != 0 {
+		t.Errorf("web-2 read %d times, want 0: the cooldown needs no API call", n)
+	}
+
+	f.clock.Step(9 * time.Minute)
+	if r := e.Execute(context.Background(), newPlan(sameOwner)); !slices.Equal(reasons(r), []string{"web-2:cooldown"}) {
+		t.Errorf("after 9m: skipped %v, want web-2:cooldown", reasons(r))
+	}
+	f.clock.Step(time.Minute)
+	if r := e.Execute(context.Background(), newPlan(sameOwner)); !slices.Equal(names(r.Evicted), []string{"web-2"}) {
+		t.Errorf("after 10m: evicted %v, skipped %v; want web-2 evicted", names(r.Evicted), reasons(r))
+	}
+}
+
+func TestExecuteDrainGuard(t *testing.T) {
+	consolidate := func(name, source, target string) plan.Move {
+		m := newMove(name, source, target)
+		m.Strategy, m.Drain = "Consolidation", true
+		return m
+	}
+	drainTaint := v1.Taint{Key: DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
+	objects := func() []runtime.Object {
+		return []runtime.Object{
+			newNode("node-a", otherTaint), newNode("node-b"), newNode("node-c"),
+			newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-c"),
+		}
+	}
+	p := newPlan(consolidate("web-1", "node-a", "node-b"), consolidate("web-2", "node-a", "node-c"), newMove("web-3", "node-c", "node-b"))
+
+	t.Run("taints the source while it is emptied", func(t *testing.T) {
+		f := newFixture(objects()...)
+		taintsAt := map[string][]v1.Taint{}
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			node := map[string]string{"web-1": "node-a", "web-2": "node-a", "web-3": "node-c"}[ev.Name]
+			taintsAt[ev.Name] = f.taints(t, node)
+			return nil
+		})
+
+		r := f.executor(nil).Execute(context.Background(), p)
+
+		if len(r.Evicted) != 3 {
+			t.Fatalf("evicted %v, skipped %v; want all three", names(r.Evicted), reasons(r))
+		}
+		want := []v1.Taint{otherTaint, drainTaint}
+		for _, pod := range []string{"web-1", "web-2"} {
+			if got := taintsAt[pod]; !slices.Equal(got, want) {
+				t.Errorf("node-a taints while %s is evicted: %v, want %v", pod, got, want)
+			}
+		}
+		if got := taintsAt["web-3"]; len(got) != 0 {
+			t.Errorf("node-c taints while web-3 is evicted: %v, want none: only Consolidation drains", got)
+		}
+		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
+			t.Errorf("node-a taints after the plan: %v, want only %v", got, otherTaint)
+		}
+		if n := f.count("patch nodes"); n != 2 {
+			t.Errorf("%d node patches, want 2: taint once, untaint once", n)
+		}
+	})
+
+	// The fake ignores contexts, so this checks that the release runs after a
+	// cancellation, not that its calls outlive it.
+	t.Run("untaints after a cancellation", func(t *testing.T) {
+		f := newFixture(objects()...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		f.onEvict(func(*policyv1.Eviction) error {
+			cancel()
+			return nil
+		})
+
+		r := f.executor(nil).Execute(ctx, p)
+
+		if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
+			t.Errorf("evicted %v, want web-1 only", got)
+		}
+		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
+			t.Errorf("node-a taints after the plan: %v, want only %v", got, otherTaint)
+		}
+	})
+
+	t.Run("no eviction without the taint", func(t *testing.T) {
+		f := newFixture(objects()...)
+		f.fail("patch", "nodes", apierrors.NewInternalError(errors.New("etcd is sad")))
+
+		r := f.executor(nil).Execute(context.Background(), p)
+
+		if got := reasons(r); !slices.Equal(got, []string{"web-1:taint-failed", "web-2:taint-failed"}) || r.Errors != 2 {
+			t.Errorf("skipped %v with %d errors, want web-1 and web-2 taint-failed, 2 errors", got, r.Errors)
+		}
+		if n := f.count("create pods/eviction web-1") + f.count("create pods/eviction web-2") + f.count("patch pods web-1") + f.count("patch pods web-2"); n != 0 {
+			t.Errorf("API calls %q: want no hint and no eviction off node-a", f.calls())
+		}
+	})
+}
+
+func TestCleanupDrainTaints(t *testing.T) {
+	leftover := v1.Taint{Key: DrainTaintKey, Value: "crashed-plan", Effect: v1.TaintEffectNoSchedule}
+	f := newFixture(newNode("node-a", otherTaint, leftover), newNode("node-b", leftover), newNode("node-c", otherTaint))
+
+	if err := f.executor(nil).CleanupDrainTaints(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	for node, want := range map[string][]v1.Taint{"node-a": {otherTaint}, "node-b": nil, "node-c": {otherTaint}} {
+		if got := f.taints(t, node); !slices.Equal(got, want) {
+			t.Errorf("%s taints %v, want %v", node, got, want)
+		}
+	}
+	if got := f.calls(); slices.Contains(got, "patch nodes node-c") {
+		t.Errorf("API calls %q: node-c has no drain taint and must not be patched", got)
+	}
+}
+
+func TestExecuteRefusesAnInvalidHint(t *testing.T) {
+	f := newFixture(newPod("web-1", "node-a"))
+	p := newPlan(newMove("web-1", "node-a", "node-b"))
+	p.ID = ""
+
+	r := f.executor(nil).Execute(context.Background(), p)
+
+	if got := reasons(r); !slices.Equal(got, []string{"web-1:error"}) || r.Errors != 1 {
+		t.Errorf("skipped %v with %d errors, want web-1:error, 1 error", got, r.Errors)
+	}
+	if got := f.calls(); !slices.Equal(got, []string{"get pods web-1"}) {
+		t.Errorf("API calls %q, want only the read", got)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-3", "node-a"), newPod("web-4", "node-a"))
+	f.metrics = NewMetrics(reg)
+	f.fail("create", "pods/eviction", apierrors.NewInternalError(errors.New("etcd is sad")))
+	e := f.executor(func(o *Options) {
+		o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string) {
+			return m.Name != "web-3", fmt.Sprintf("free text naming %s", m.Pod)
+		}
+	})
+	f.client.PrependReactor("create", "pods/eviction", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// web-1 is evicted; web-4 falls through to the 500.
+		return a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "web-1", nil, nil
+	})
+
+	e.Execute(context.Background(), newPlan(
+		newMove("web-1", "node-a", "node-b"), // evicted
+		newMove("web-2", "node-a", "node-b"), // gone
+		newMove("web-3", "node-a", "node-b"), // rejected by Validate
+		newMove("web-4", "node-a", "node-b"), // 500
+	))
+
+	for _, c := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultEvicted), 1},
+		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultSkipped), 2},
+		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultError), 1},
+		{f.metrics.skips.WithLabelValues(ReasonGone), 1},
+		{f.metrics.skips.WithLabelValues(ReasonRejected), 1},
+		{f.metrics.skips.WithLabelValues(ReasonError), 1},
+		{f.metrics.skips.WithLabelValues(ReasonPDB), 0},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %v, want %v", c.c.(prometheus.Metric).Desc(), got, c.want)
+		}
+	}
+	// Validate's free text never becomes a label; every reason starts at 0.
+	if n := testutil.CollectAndCount(reg, "rebalancer_skips_total"); n != len(Reasons) {
+		t.Errorf("%d rebalancer_skips_total series, want %d (one per reason)", n, len(Reasons))
+	}
+}

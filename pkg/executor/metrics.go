@@ -1,0 +1,71 @@
+package executor
+
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+// Results of a move in rebalancer_evictions_total.
+const (
+	resultEvicted = "evicted"
+	resultSkipped = "skipped"
+	resultError   = "error"
+)
+
+// Metrics counts what the executor did. Every label value comes from a fixed
+// set (the descheduler plugin names, Reasons, plan.Reasons, the results), so
+// the number of series stays bounded whatever the cluster holds.
+type Metrics struct {
+	evictions *prometheus.CounterVec
+	skips     *prometheus.CounterVec
+}
+
+// NewMetrics creates the executor's metrics and registers them on reg. It
+// panics if they are already registered there, like prometheus.MustRegister.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rebalancer",
+			Name:      "evictions_total",
+			Help:      "Moves the executor finished, by the descheduler plugin that asked for them and the result: evicted, skipped, or error (skipped because of an API error).",
+		}, []string{"strategy", "result"}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rebalancer",
+			Name:      "skips_total",
+			Help:      "Moves the executor did not carry out, by reason.",
+		}, []string{"reason"}),
+	}
+	reg.MustRegister(m.evictions, m.skips)
+	// Start every reason at zero, so rate() and alerts see it before the
+	// first skip.
+	for _, r := range Reasons {
+		m.skips.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *Metrics) evicted(strategy string) {
+	if m == nil {
+		return
+	}
+	m.evictions.WithLabelValues(strategy, resultEvicted).Inc()
+}
+
+func (m *Metrics) skipped(strategy, reason string, apiError bool) {
+	if m == nil {
+		return
+	}
+	result := resultSkipped
+	if apiError {
+		result = resultError
+	}
+	m.evictions.WithLabelValues(strategy, result).Inc()
+	// Options.Validate's reasons are free text: only known ones are labels.
+	if !slices.Contains(Reasons, reason) && !slices.Contains(plan.Reasons, reason) {
+		reason = ReasonRejected
+	}
+	m.skips.WithLabelValues(reason).Inc()
+}
