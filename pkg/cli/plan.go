@@ -99,6 +99,19 @@ func (o *planOptions) validate() error {
 }
 
 func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
+	var client kubernetes.Interface
+	if o.snapshot == "" {
+		var err error
+		if client, err = newClient(o.kubeconfig, o.context); err != nil {
+			return nil, err
+		}
+	}
+	return o.planWith(ctx, client)
+}
+
+// planWith loads the inputs and plans, on the snapshot file if one is given,
+// else on the live cluster of client.
+func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface) (*plan.Plan, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
 	_, prof, err := profile.Load(o.schedulerConfig, o.schedulerName)
@@ -106,7 +119,6 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 		return nil, err
 	}
 	var snap *snapshot.Snapshot
-	var client kubernetes.Interface
 	if o.snapshot != "" {
 		if snap, err = snapshot.Load(o.snapshot); err != nil {
 			return nil, err
@@ -120,10 +132,6 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			objs = append(objs, pc)
 		}
 		client = fake.NewClientset(objs...)
-	} else {
-		if client, err = newClient(o.kubeconfig, o.context); err != nil {
-			return nil, err
-		}
 	}
 	registry := planner.Registry()
 	pol, err := policy.Load(o.policy, client, registry)

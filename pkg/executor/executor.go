@@ -94,10 +94,11 @@ type Options struct {
 	// answers 429; Steps is the most attempts per pod. The zero value is
 	// DefaultBackoff.
 	Backoff wait.Backoff
-	// Cooldown keeps the executor off an owner for this long after one of
-	// its pods was moved: RebalanceHint holds one hint per owner, so a second
-	// move before the first replacement is scheduled would overwrite it.
-	// Zero disables the cooldown.
+	// Cooldown keeps the executor off an owner for this long after an
+	// earlier plan moved one of its pods, so a workload settles before it is
+	// disturbed again. Moves of one owner within a plan are paced by the
+	// planner (--max-per-workload), not here: the planner simulated them
+	// together and RebalanceHint keeps a hint per moved pod. Zero disables it.
 	Cooldown time.Duration
 	// Validate re-checks a move against the live cluster just before it is
 	// carried out (the caller simulates the target again); nil means no extra
@@ -119,6 +120,8 @@ type Executor struct {
 	mu sync.Mutex
 	// lastMoved is when a pod of each owner UID was last evicted.
 	lastMoved map[types.UID]time.Time
+	// planStart is when the running Execute began: owners moved since are in this plan.
+	planStart time.Time
 }
 
 // New returns an Executor. Unset options get their defaults.
@@ -135,19 +138,19 @@ func New(o Options) *Executor {
 // Result is what became of a plan's moves: each one is either evicted or
 // skipped.
 type Result struct {
-	Evicted []plan.Move
-	Skipped []Skip
+	Evicted []plan.Move `json:"evicted"`
+	Skipped []Skip      `json:"skipped"`
 	// Errors counts the skips caused by an API error rather than by the
 	// cluster's state (reasons error, patch-failed, taint-failed).
-	Errors int
+	Errors int `json:"errors"`
 }
 
 // Skip is a move that was not carried out.
 type Skip struct {
-	Move plan.Move
+	Move plan.Move `json:"move"`
 	// Reason is one of Reasons, or the reason Options.Validate gave.
-	Reason string
-	Detail string
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 // outcome is what became of one move.
@@ -173,6 +176,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	ctx = klog.NewContext(ctx, logger)
 
 	e.forgetCooledOwners()
+	e.planStart = e.o.Clock.Now()
 	guard := &drainGuard{nodes: e.o.Client.CoreV1().Nodes(), planID: p.ID}
 	defer guard.release(ctx)
 
@@ -194,7 +198,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 // move checks one move against the live cluster and carries it out.
 func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
 	if m.Owner != nil && e.o.Cooldown > 0 {
-		if last, ok := e.lastMoved[types.UID(m.Owner.UID)]; ok {
+		if last, ok := e.lastMoved[types.UID(m.Owner.UID)]; ok && last.Before(e.planStart) {
 			if since := e.o.Clock.Since(last); since < e.o.Cooldown {
 				return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved %s ago", m.Owner.Kind, m.Owner.Name, since.Round(time.Second))}
 			}

@@ -499,29 +499,31 @@ func TestExecuteStop(t *testing.T) {
 }
 
 func TestExecuteCooldown(t *testing.T) {
-	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
-	sameOwner := newMove("web-2", "node-a", "node-b")
-	sameOwner.Owner = newMove("web-1", "", "").Owner
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-a"))
+	sameOwner := func(name string) plan.Move {
+		m := newMove(name, "node-a", "node-b")
+		m.Owner = newMove("web-1", "", "").Owner
+		return m
+	}
 	e := f.executor(func(o *Options) { o.Cooldown = 10 * time.Minute })
 
-	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), sameOwner))
-	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
-		t.Errorf("evicted %v, want web-1 only", got)
-	}
-	if got := reasons(r); !slices.Equal(got, []string{"web-2:cooldown"}) {
-		t.Errorf("skipped %v, want web-2:cooldown", got)
-	}
-	if n := f.count("get pods web-2"); n != 0 {
-		t.Errorf("web-2 read %d times, want 0: the cooldown needs no API call", n)
+	// Moves of one owner within a plan were simulated together: all go.
+	r := e.Execute(context.Background(), newPlan(sameOwner("web-1"), sameOwner("web-2")))
+	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1", "web-2"}) {
+		t.Errorf("evicted %v, want web-1 and web-2", got)
 	}
 
+	// A later plan leaves the owner alone until the cooldown is over.
 	f.clock.Step(9 * time.Minute)
-	if r := e.Execute(context.Background(), newPlan(sameOwner)); !slices.Equal(reasons(r), []string{"web-2:cooldown"}) {
-		t.Errorf("after 9m: skipped %v, want web-2:cooldown", reasons(r))
+	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3"))); !slices.Equal(reasons(r), []string{"web-3:cooldown"}) {
+		t.Errorf("after 9m: skipped %v, want web-3:cooldown", reasons(r))
+	}
+	if n := f.count("get pods web-3"); n != 0 {
+		t.Errorf("web-3 read %d times, want 0: the cooldown needs no API call", n)
 	}
 	f.clock.Step(time.Minute)
-	if r := e.Execute(context.Background(), newPlan(sameOwner)); !slices.Equal(names(r.Evicted), []string{"web-2"}) {
-		t.Errorf("after 10m: evicted %v, skipped %v; want web-2 evicted", names(r.Evicted), reasons(r))
+	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3"))); !slices.Equal(names(r.Evicted), []string{"web-3"}) {
+		t.Errorf("after 10m: evicted %v, skipped %v; want web-3 evicted", names(r.Evicted), reasons(r))
 	}
 }
 

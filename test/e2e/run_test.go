@@ -1,0 +1,189 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/executor"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+// fragmentedReplicaSet makes a ReplicaSet whose pods are bound to the given
+// nodes, as drift leaves them: the pods are created bound and ownerless, and
+// the ReplicaSet, created next with as many replicas, adopts them (a
+// controller adopts matching orphans before it creates pods). Its template
+// asks for rebalancer-scheduler, which places the replacements.
+func (e *testEnv) fragmentedReplicaSet(name string, requests v1.ResourceList, nodes []string) {
+	e.t.Helper()
+	sel := map[string]string{"app": name}
+	for i, n := range nodes {
+		spec := e.podSpec(schedulerName, requests)
+		spec.NodeName = n
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: e.ns, Labels: sel}, Spec: spec}
+		if _, err := client.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(int32(len(nodes))),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: e.podSpec(schedulerName, requests)},
+		},
+	}
+	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, rs, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.poll("ReplicaSet "+name+" adopting its pods", func() (bool, error) {
+		pods, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil || len(pods.Items) != len(nodes) {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if metav1.GetControllerOf(&p) == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func runOnce(t *testing.T, args ...string) cycleOutput {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), append([]string{"run", "--once", "-o", "json",
+		"--kubeconfig", kubeconfig,
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rebalancer run --once: %v\n%s", err, stderr.String())
+	}
+	var res cycleOutput
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	return res
+}
+
+type cycleOutput struct {
+	Plan   plan.Plan       `json:"plan"`
+	Result executor.Result `json:"result"`
+}
+
+// TestRunOnceConsolidates: a thinly spread cluster (six nodes at 3 of 8
+// CPUs, lower bound 3) under the bin-packing pair. One `run --once` evicts
+// through the Eviction API, the ReplicaSets recreate the pods, and
+// rebalancer-scheduler puts the replacements on the planned targets, never
+// back on their source; nodes in use drop, and a second run plans no move.
+func TestRunOnceConsolidates(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := []string{"run-0", "run-1", "run-2", "run-3", "run-4", "run-5"}
+	e.addNodes("8", nodes...)
+	twice := append(append([]string{}, nodes...), nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), twice) // 2 per node
+	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes) // 1 per node
+	before := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+	beforeUIDs := map[string]bool{}
+	for _, p := range before {
+		beforeUIDs[string(p.UID)] = true
+	}
+
+	started := time.Now()
+	res := runOnce(t)
+	var mine []plan.Move
+	for _, m := range res.Plan.Moves {
+		if m.Namespace == e.ns {
+			mine = append(mine, m)
+		}
+	}
+	evicted := 0
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			evicted++
+		}
+	}
+	if len(mine) == 0 || evicted != len(mine) {
+		t.Fatalf("planned %d moves here, evicted %d; result %+v", len(mine), evicted, res.Result)
+	}
+
+	// The replacements: wait for both workloads to be whole again.
+	after := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+	planned := map[string]int{} // owner/target -> planned replacements
+	sources := map[string]bool{}
+	for _, m := range mine {
+		planned[m.Owner.Name+"/"+m.Target]++
+		sources[m.Owner.Name+"/"+m.Source] = true
+	}
+	onTarget, backOnSource := 0, 0
+	for _, p := range after {
+		if beforeUIDs[string(p.UID)] {
+			continue
+		}
+		key := p.Labels["app"] + "/" + p.Spec.NodeName
+		if planned[key] > 0 {
+			planned[key]--
+			onTarget++
+		}
+		if sources[key] {
+			backOnSource++
+		}
+	}
+	t.Logf("%d moves evicted; %d replacements on their planned target; %d back on a source node", evicted, onTarget, backOnSource)
+	if onTarget*100 < 95*evicted {
+		t.Errorf("only %d of %d replacements landed on their planned target", onTarget, evicted)
+	}
+	if backOnSource > 0 {
+		t.Errorf("%d replacements landed back on the node they were evicted from", backOnSource)
+	}
+	inUse := func(pods []v1.Pod) int { c, _ := perNode(pods); return len(c) }
+	_, summary := perNode(after)
+	t.Logf("nodes in use %d -> %d: %s", inUse(before), inUse(after), summary)
+	if inUse(after) >= inUse(before) {
+		t.Errorf("nodes in use did not drop: %d -> %d", inUse(before), inUse(after))
+	}
+	for _, n := range nodes {
+		node, err := client.CoreV1().Nodes().Get(e.ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.Key == executor.DrainTaintKey {
+				t.Errorf("node %s keeps the drain taint after the run", n)
+			}
+		}
+	}
+	// Every eviction went through the Eviction API, none by delete.
+	_, writes := auditedRequests(t, "rebalancer/", started)
+	for _, w := range writes {
+		if strings.HasPrefix(w, "delete ") {
+			t.Errorf("rebalancer deleted instead of evicting: %s", w)
+		}
+	}
+
+	// Converged: a second cycle finds nothing more worth moving here.
+	again := runOnce(t)
+	for _, m := range again.Plan.Moves {
+		if m.Namespace == e.ns {
+			t.Errorf("second run plans %s %s -> %s (%s)", m.Pod, m.Source, m.Target, m.Strategy)
+		}
+	}
+}
