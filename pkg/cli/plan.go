@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
@@ -106,20 +108,20 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	return o.planWith(ctx, client)
+	return o.planWith(ctx, client, capture)
 }
 
+// clusterView returns the live cluster's state to plan on.
+type clusterView func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error)
+
 // planWith loads the inputs and plans, on the snapshot file if one is given,
-// else on the live cluster of client.
-func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface) (*plan.Plan, error) {
+// else on the cluster of client as view returns it.
+func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView) (*plan.Plan, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
-	_, prof, err := profile.Load(o.schedulerConfig, o.schedulerName)
-	if err != nil {
-		return nil, err
-	}
 	var snap *snapshot.Snapshot
 	if o.snapshot != "" {
+		var err error
 		if snap, err = snapshot.Load(o.snapshot); err != nil {
 			return nil, err
 		}
@@ -133,22 +135,35 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface)
 		}
 		client = fake.NewClientset(objs...)
 	}
-	registry := planner.Registry()
-	pol, err := policy.Load(o.policy, client, registry)
+	prof, pol, err := o.load(client)
 	if err != nil {
 		return nil, err
 	}
-	if field, ok := policy.RequiresMetrics(pol); ok {
-		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", o.policy, field)
-	}
 	if snap == nil {
-		if snap, err = capture(ctx, client); err != nil {
+		if snap, err = view(ctx, client); err != nil {
 			return nil, err
 		}
 	}
-	return planner.Plan(ctx, pol, prof, snap, registry, planner.Options{
+	return planner.Plan(ctx, pol, prof, snap, planner.Registry(), planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
 	})
+}
+
+// load reads the scheduler profile and the policy; client resolves the
+// policy's priority class names.
+func (o *planOptions) load(client kubernetes.Interface) (*config.KubeSchedulerProfile, *api.DeschedulerPolicy, error) {
+	_, prof, err := profile.Load(o.schedulerConfig, o.schedulerName)
+	if err != nil {
+		return nil, nil, err
+	}
+	pol, err := policy.Load(o.policy, client, planner.Registry())
+	if err != nil {
+		return nil, nil, err
+	}
+	if field, ok := policy.RequiresMetrics(pol); ok {
+		return nil, nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", o.policy, field)
+	}
+	return prof, pol, nil
 }
 
 // syncTimeout bounds the wait for the first full view of the cluster.

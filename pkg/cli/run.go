@@ -10,22 +10,35 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 type runOptions struct {
 	planOptions
-	once     bool
-	dryRun   bool
-	cooldown time.Duration
+	once        bool
+	dryRun      bool
+	cooldown    time.Duration
+	interval    time.Duration
+	schedule    string
+	window      string
+	leaderElect bool
+	leaseNS     string
+	leaseName   string
+	bindAddress string
 }
 
 func newRunCommand() *cobra.Command {
@@ -37,7 +50,10 @@ func newRunCommand() *cobra.Command {
 out: each move is re-checked against the live pod, its node is kept free of new
 pods while it is being emptied, the pod is annotated with where its replacement
 should go, and it is evicted through the Eviction API (PodDisruptionBudgets are
-honoured, with retries). --once runs one cycle, for a Job or CronJob.`,
+honoured, with retries). --once runs one cycle, for a Job or CronJob; with
+--interval or --schedule it runs as a long-lived Deployment: cycles never
+overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
+/metrics are served on --bind-address.`,
 		Example: `  rebalancer run --once --policy /etc/rebalancer/binpacking-policy.yaml \
     --scheduler-config /etc/rebalancer/binpacking-scheduler.yaml`,
 		Args: cobra.NoArgs,
@@ -52,6 +68,13 @@ honoured, with retries). --once runs one cycle, for a Job or CronJob.`,
 	}
 	f := cmd.Flags()
 	f.BoolVar(&o.once, "once", false, "run one cycle and exit (Job, CronJob); the exit status says whether it failed")
+	f.DurationVar(&o.interval, "interval", 0, "run a cycle now and then every interval (long-lived mode)")
+	f.StringVar(&o.schedule, "schedule", "", `run cycles on a cron schedule: 5 fields, @hourly and the like, optional "CRON_TZ=Zone " prefix (long-lived mode)`)
+	f.StringVar(&o.window, "window", "", `evict only between these times of day, e.g. "22:00-06:00" (local time of the process)`)
+	f.BoolVar(&o.leaderElect, "leader-elect", true, "long-lived mode: evict only while holding the Lease, so one of several replicas acts")
+	f.StringVar(&o.leaseNS, "leader-elect-resource-namespace", "rebalancer-system", "namespace of the leader Lease")
+	f.StringVar(&o.leaseName, "leader-elect-resource-name", "rebalancer", "name of the leader Lease")
+	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
 	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "do not disturb a workload again within this time of moving one of its pods")
 	f.StringVar(&o.policy, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file")
@@ -68,8 +91,16 @@ honoured, with retries). --once runs one cycle, for a Job or CronJob.`,
 
 func (o *runOptions) validate() error {
 	var errs []error
+	if o.once && (o.interval != 0 || o.schedule != "") {
+		errs = append(errs, errors.New("--once runs a single cycle: it takes no --interval or --schedule"))
+	}
 	if !o.once {
-		errs = append(errs, errors.New("--once is required: this build runs one cycle per invocation (use a CronJob for a schedule)"))
+		if _, err := daemon.ParseSchedule(o.interval, o.schedule); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := daemon.ParseWindow(o.window); err != nil {
+		errs = append(errs, err)
 	}
 	if o.policy == "" {
 		errs = append(errs, errors.New("--policy is required"))
@@ -104,25 +135,79 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	p, err := o.planOptions.planWith(ctx, client)
-	if err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
-	if o.dryRun {
-		return p.Print(out, o.output)
-	}
+	window, _ := daemon.ParseWindow(o.window) // validated
+	reg := prometheus.NewRegistry()
 	ex := executor.New(executor.Options{
 		Client:   client,
 		Recorder: executor.NewEventRecorder(client, logger),
+		Metrics:  executor.NewMetrics(reg),
 		Cooldown: o.cooldown,
 		Stop:     ctx.Done(),
 	})
+	out := cmd.OutOrStdout()
+	if o.once {
+		if !window.Contains(time.Now()) {
+			logger.Info("Outside the eviction window: nothing to do", "window", window.String())
+			return nil
+		}
+		return o.cycle(ctx, client, ex, capture, out)
+	}
+
+	// Long-lived: check the inputs once before anything starts, then keep one
+	// view of the cluster (one LIST per kind, then WATCH) for every cycle.
+	if _, _, err := o.load(client); err != nil {
+		return err
+	}
+	live := snapshot.NewLive(client)
+	defer live.Stop()
+	var synced atomic.Bool
+	if err := live.Start(ctx); err != nil {
+		return fmt.Errorf("reading the cluster: %w", err)
+	}
+	synced.Store(true)
+	view := func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, error) {
+		snap, unknown, err := live.Snapshot()
+		if unknown > 0 {
+			logger.Info("Left out pods bound to nodes not seen yet", "pods", unknown)
+		}
+		return snap, err
+	}
+	sched, _ := daemon.ParseSchedule(o.interval, o.schedule) // validated
+	opts := daemon.Options{
+		Schedule:    sched,
+		RunAtStart:  o.interval > 0,
+		Window:      window,
+		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, client, ex, view, out) },
+		Ready:       synced.Load,
+		BindAddress: o.bindAddress,
+		Registry:    reg,
+	}
+	if o.leaderElect {
+		host, _ := os.Hostname()
+		opts.LeaderElection = &daemon.LeaderElection{
+			Client: client, Namespace: o.leaseNS, Name: o.leaseName, Identity: host + "_" + string(uuid.NewUUID()),
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		}
+	}
+	logger.Info("Running", "interval", o.interval, "schedule", o.schedule, "window", window.String(), "leaderElect", o.leaderElect)
+	return daemon.Run(ctx, opts)
+}
+
+// cycle plans on the cluster view and carries the plan out (or prints it,
+// with --dry-run). It fails when a move failed with an API error.
+func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, view clusterView, out io.Writer) error {
+	p, err := o.planWith(ctx, client, view)
+	if err != nil {
+		return err
+	}
+	if o.dryRun {
+		return p.Print(out, o.output)
+	}
 	if err := ex.CleanupDrainTaints(ctx); err != nil {
 		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
 	}
 	res := ex.Execute(ctx, p)
-	logger.Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "skipped", len(res.Skipped), "errors", res.Errors)
+	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "skipped", len(res.Skipped), "errors", res.Errors)
 	if err := printCycle(out, o.output, p, &res); err != nil {
 		return err
 	}

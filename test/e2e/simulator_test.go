@@ -127,7 +127,7 @@ func (e *testEnv) liveSnapshot() *snapshot.Snapshot {
 
 // startProcess runs one of our binaries until the test ends, logging to a
 // file that is printed if the test fails.
-func startProcess(t *testing.T, bin string, args ...string) {
+func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), bin+".log")
 	logFile, err := os.Create(logPath)
@@ -154,4 +154,5 @@ func startProcess(t *testing.T, bin string, args ...string) {
 			t.Logf("%s log %s:\n%s", bin, logPath, tail(logPath, 40))
 		}
 	})
+	return cmd
 }

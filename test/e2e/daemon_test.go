@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// replica is one `rebalancer run` process in long-lived mode.
+type replica struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+func startReplica(t *testing.T) *replica {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd := startProcess(t, "rebalancer", "run", "--interval=2s", "--leader-elect", "--bind-address="+addr,
+		"--leader-elect-resource-name=rebalancer-e2e", "--cooldown=0s",
+		"--kubeconfig", kubeconfig,
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
+	return &replica{cmd: cmd, addr: addr}
+}
+
+func (r *replica) get(path string) (int, string) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + r.addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (r *replica) leads() bool {
+	_, body := r.get("/metrics")
+	return strings.Contains(body, "\nrebalancer_leader 1")
+}
+
+// TestRunDeploymentMode: two replicas of the long-lived mode with leader
+// election. Exactly one runs cycles and evicts; the cluster consolidates
+// over cycles; killing the leader hands over within the lease duration;
+// no pod is evicted twice.
+func TestRunDeploymentMode(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := []string{"dep-0", "dep-1", "dep-2", "dep-3", "dep-4", "dep-5"}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
+	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes)
+	started := time.Now()
+
+	a, b := startReplica(t), startReplica(t)
+	for _, r := range []*replica{a, b} {
+		e.poll("/healthz and /readyz of "+r.addr, func() (bool, error) {
+			h, _ := r.get("/healthz")
+			rd, _ := r.get("/readyz")
+			return h == 200 && rd == 200, nil
+		})
+	}
+	var leader, follower *replica
+	e.poll("one leader", func() (bool, error) {
+		switch {
+		case a.leads() && !b.leads():
+			leader, follower = a, b
+		case b.leads() && !a.leads():
+			leader, follower = b, a
+		}
+		return leader != nil, nil
+	})
+	e.poll("consolidation over cycles", func() (bool, error) {
+		pods := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+		c, _ := perNode(pods)
+		return len(c) <= 3, nil
+	})
+	if n := evictedCount(follower); n != 0 {
+		t.Errorf("the follower evicted %d pods", n)
+	}
+	if n := evictedCount(leader); n == 0 {
+		t.Error("the leader evicted nothing")
+	}
+
+	// Kill the leader; the follower takes over within the lease duration (15 s).
+	if err := leader.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	handover := time.Now()
+	e.poll("the follower to lead", func() (bool, error) { return follower.leads(), nil })
+	t.Logf("handover took %s", time.Since(handover).Round(100*time.Millisecond))
+	if time.Since(handover) > 20*time.Second {
+		t.Errorf("handover took %s, more than the lease duration", time.Since(handover))
+	}
+
+	// No pod was evicted twice.
+	_, writes := auditedRequests(t, "rebalancer/", started)
+	seen := map[string]int{}
+	for _, w := range writes {
+		if strings.HasPrefix(w, "create ") && strings.HasSuffix(w, "/eviction") {
+			seen[w]++
+		}
+	}
+	for w, n := range seen {
+		if n > 1 {
+			t.Errorf("%s: %d times", w, n)
+		}
+	}
+	t.Logf("%d evictions in the audit log", len(seen))
+}
+
+// evictedCount sums a replica's rebalancer_evictions_total{result="evicted"}.
+func evictedCount(r *replica) int {
+	_, body := r.get("/metrics")
+	total := 0
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "rebalancer_evictions_total{") && strings.Contains(line, `result="evicted"`) {
+			var v float64
+			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
+			total += int(v)
+		}
+	}
+	return total
+}
