@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,6 +178,8 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 
 	e.forgetCooledOwners()
 	e.planStart = e.o.Clock.Now()
+	e.o.Metrics.observePlan(p)
+	e.reportRefusals(p)
 	guard := &drainGuard{nodes: e.o.Client.CoreV1().Nodes(), planID: p.ID}
 	defer guard.release(ctx)
 
@@ -326,6 +329,21 @@ func (e *Executor) clearHint(ctx context.Context, pod *v1.Pod) {
 	}
 	if err := e.annotate(ctx, pod, annotations); err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).Error(err, "Could not remove the hint of a pod that was not evicted", "pod", klog.KObj(pod))
+	}
+}
+
+// reportRefusals records a RebalanceSkipped event on each pod the planner
+// refused to move for a reason its owners can act on: a PodDisruptionBudget
+// that allows no disruption, or no node that fits. Routine refusals
+// (same-node, low-gain, limits) are in the plan and the logs only.
+func (e *Executor) reportRefusals(p *plan.Plan) {
+	for _, s := range p.Skipped {
+		if s.Why != plan.ReasonPDB && s.Why != plan.ReasonNoFit {
+			continue
+		}
+		ns, name, _ := strings.Cut(s.Pod, "/")
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(s.UID)}}
+		e.event(pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s: not moved (%s): %s, plan %s", s.Strategy, s.Why, s.Detail, p.ID)
 	}
 }
 

@@ -685,3 +685,33 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("%d rebalancer_skips_total series, want %d (one per reason)", n, len(Reasons))
 	}
 }
+
+// TestExecuteReportsPlannerRefusals: pods the planner refused for a PDB or
+// for want of a node get a RebalanceSkipped event; routine refusals do not.
+// The plan's size and expected nodes in use are exported as metrics.
+func TestExecuteReportsPlannerRefusals(t *testing.T) {
+	f := newFixture()
+	p := newPlan()
+	p.Skipped = []plan.Skip{
+		{Pod: ns + "/db-0", UID: "uid-db-0", Strategy: "Consolidation", Why: plan.ReasonPDB, Detail: "PodDisruptionBudget default/db allows no further disruption"},
+		{Pod: ns + "/big-0", UID: "uid-big-0", Strategy: "RemovePodsViolatingNodeTaints", Why: plan.ReasonNoFit, Detail: "0/3 nodes are available"},
+		{Pod: ns + "/web-0", UID: "uid-web-0", Strategy: "RemoveDuplicates", Why: plan.ReasonSameNode},
+	}
+	p.Summary = plan.Summary{NodesInUseBefore: 6, NodesInUseAfter: 3}
+	f.executor(nil).Execute(context.Background(), p)
+	got := f.events()
+	if len(got) != 2 {
+		t.Fatalf("events %q, want two RebalanceSkipped (pdb, no-fit)", got)
+	}
+	for i, want := range []string{"pdb", "no-fit"} {
+		if !strings.Contains(got[i], EventRebalanceSkipped) || !strings.Contains(got[i], want) {
+			t.Errorf("event %q does not report %s", got[i], want)
+		}
+	}
+	if v := testutil.ToFloat64(f.metrics.nodesInUse.WithLabelValues("after")); v != 3 {
+		t.Errorf("nodes_in_use{when=after} = %v, want 3", v)
+	}
+	if v := testutil.ToFloat64(f.metrics.planMoves); v != 0 {
+		t.Errorf("plan_moves = %v, want 0", v)
+	}
+}

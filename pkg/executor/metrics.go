@@ -19,8 +19,10 @@ const (
 // set (the descheduler plugin names, Reasons, plan.Reasons, the results), so
 // the number of series stays bounded whatever the cluster holds.
 type Metrics struct {
-	evictions *prometheus.CounterVec
-	skips     *prometheus.CounterVec
+	evictions  *prometheus.CounterVec
+	skips      *prometheus.CounterVec
+	planMoves  prometheus.Gauge
+	nodesInUse *prometheus.GaugeVec
 }
 
 // NewMetrics creates the executor's metrics and registers them on reg. It
@@ -38,13 +40,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:      "Moves the executor did not carry out, by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.evictions, m.skips)
+	m.planMoves = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "rebalancer", Name: "plan_moves",
+		Help: "Moves in the last plan the executor was given.",
+	})
+	m.nodesInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "rebalancer", Name: "nodes_in_use",
+		Help: "Nodes running pods other than DaemonSet and mirror pods, before the last plan and as it predicts them after.",
+	}, []string{"when"})
+	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.nodesInUse)
 	// Start every reason at zero, so rate() and alerts see it before the
 	// first skip.
 	for _, r := range Reasons {
 		m.skips.WithLabelValues(r)
 	}
 	return m
+}
+
+// observePlan records the size of a plan and the nodes in use it expects.
+func (m *Metrics) observePlan(p *plan.Plan) {
+	if m == nil {
+		return
+	}
+	m.planMoves.Set(float64(len(p.Moves)))
+	m.nodesInUse.WithLabelValues("before").Set(float64(p.Summary.NodesInUseBefore))
+	m.nodesInUse.WithLabelValues("after").Set(float64(p.Summary.NodesInUseAfter))
 }
 
 func (m *Metrics) evicted(strategy string) {

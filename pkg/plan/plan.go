@@ -78,6 +78,7 @@ type Move struct {
 // Skip is an eviction a plugin asked for that the plan refused.
 type Skip struct {
 	Pod      string `json:"pod"`
+	UID      string `json:"uid"`
 	Profile  string `json:"profile"`
 	Strategy string `json:"strategy"`
 	// Why is one of the Reason constants.

@@ -106,7 +106,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 
 // skip records an eviction the plan refuses.
 func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string) {
-	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
+	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
 	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
 }
 

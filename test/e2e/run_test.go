@@ -14,7 +14,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
@@ -185,5 +187,94 @@ func TestRunOnceConsolidates(t *testing.T) {
 		if m.Namespace == e.ns {
 			t.Errorf("second run plans %s %s -> %s (%s)", m.Pod, m.Source, m.Target, m.Strategy)
 		}
+	}
+}
+
+// TestRunTaintAndPDB: a node gains a NoSchedule taint. `run --once --dry-run`
+// shows the plan and writes nothing; `run --once` moves the workload pods
+// off the node, but not those whose PodDisruptionBudget allows no
+// disruption: they stay, with a RebalanceSkipped event saying why.
+func TestRunTaintAndPDB(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	e.addNodes("8", "taint-0", "taint-1", "taint-2")
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), []string{"taint-0", "taint-0"})
+	e.fragmentedReplicaSet("db", resources("1", "1Gi"), []string{"taint-0", "taint-0"})
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(2)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+		},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.poll("the disruption controller to compute the PDB", func() (bool, error) {
+		got, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, "db", metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == 2, err
+	})
+	dbBefore := e.boundPods("db", 2)
+	node, err := client.CoreV1().Nodes().Get(e.ctx, "taint-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
+	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Dry run: the plan, and no write at all.
+	started := time.Now()
+	runOnce(t, "--dry-run")
+	if reads, writes := auditedRequests(t, "rebalancer/", started); reads == 0 || len(writes) > 0 {
+		t.Fatalf("run --dry-run: %d reads, writes %v; want reads and no write", reads, writes)
+	}
+
+	res := runOnce(t)
+	evicted := map[string]bool{}
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			evicted[m.Owner.Name] = true
+		}
+	}
+	if !evicted["web"] || evicted["db"] {
+		t.Fatalf("evicted workloads %v, want web and not db", evicted)
+	}
+	pdbSkips := 0
+	for _, s := range res.Plan.Skipped {
+		if strings.HasPrefix(s.Pod, e.ns+"/db-") && s.Why == plan.ReasonPDB {
+			pdbSkips++
+		}
+	}
+	if pdbSkips == 0 {
+		t.Errorf("no pdb skip for db in the plan: %+v", res.Plan.Skipped)
+	}
+	for _, p := range e.boundPods("web", 2) {
+		if p.Spec.NodeName == "taint-0" {
+			t.Errorf("web pod %s is still on the tainted node", p.Name)
+		}
+	}
+	dbAfter := e.boundPods("db", 2)
+	for i := range dbAfter {
+		if dbAfter[i].UID != dbBefore[i].UID && dbAfter[i].UID != dbBefore[1-i].UID {
+			t.Errorf("db pod %s was replaced despite its PDB", dbAfter[i].Name)
+		}
+	}
+	evs, err := client.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, rebalanced := 0, 0
+	for _, ev := range evs.Items {
+		switch {
+		case ev.Reason == executor.EventRebalanceSkipped && strings.HasPrefix(ev.Regarding.Name, "db-") && strings.Contains(ev.Note, "pdb"):
+			skipped++
+		case ev.Reason == executor.EventRebalanced && strings.HasPrefix(ev.Regarding.Name, "web-"):
+			rebalanced++
+		}
+	}
+	if skipped == 0 || rebalanced != 2 {
+		t.Errorf("events: %d RebalanceSkipped on db (want > 0), %d Rebalanced on web (want 2)", skipped, rebalanced)
 	}
 }
