@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,19 +15,19 @@ import (
 
 // replica is one `rebalancer run` process in long-lived mode.
 type replica struct {
-	cmd  *exec.Cmd
+	*process
 	addr string
 }
 
 func startReplica(t *testing.T) *replica {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := startProcess(t, "rebalancer", "run", "--interval=2s", "--leader-elect", "--bind-address="+addr,
+	p := startProcess(t, "rebalancer", "run", "--interval=2s", "--leader-elect", "--bind-address="+addr,
 		"--leader-elect-resource-name=rebalancer-e2e", "--cooldown=0s",
 		"--kubeconfig", kubeconfig,
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
-	return &replica{cmd: cmd, addr: addr}
+	return &replica{process: p, addr: addr}
 }
 
 func (r *replica) get(path string) (int, string) {
@@ -95,6 +94,14 @@ func TestRunDeploymentMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	handover := time.Now()
+	select {
+	case <-leader.done:
+		if leader.err != nil {
+			t.Errorf("the leader exited with %v on SIGTERM, want status 0", leader.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader did not exit within 30 s of SIGTERM")
+	}
 	e.poll("the follower to lead", func() (bool, error) { return follower.leads(), nil })
 	t.Logf("handover took %s", time.Since(handover).Round(100*time.Millisecond))
 	if time.Since(handover) > 20*time.Second {

@@ -125,34 +125,40 @@ func (e *testEnv) liveSnapshot() *snapshot.Snapshot {
 	return snap
 }
 
+// process is one of our binaries running for a test.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+	err  error         // its exit status, once done
+}
+
 // startProcess runs one of our binaries until the test ends, logging to a
 // file that is printed if the test fails.
-func startProcess(t *testing.T, bin string, args ...string) *exec.Cmd {
+func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), bin+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, bin), args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	p := &process{cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
+		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-done:
+		case <-p.done:
 		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
+			_ = p.cmd.Process.Kill()
+			<-p.done
 		}
 		logFile.Close()
 		if t.Failed() {
 			t.Logf("%s log %s:\n%s", bin, logPath, tail(logPath, 40))
 		}
 	})
-	return cmd
+	return p
 }
