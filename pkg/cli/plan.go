@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -60,33 +61,32 @@ It never writes to the cluster.`,
 			return p.Print(cmd.OutOrStdout(), o.output)
 		},
 	}
-	f := cmd.Flags()
+	o.addFlags(cmd.Flags(), "plan against the live cluster of this kubeconfig")
+	cmd.Flags().StringVar(&o.snapshot, "snapshot", "", "plan offline against this snapshot file (a v1 List of nodes, pods, PDBs, ...)")
+	return cmd
+}
+
+// addFlags registers the flags plan and run share.
+func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.policy, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file")
 	f.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file of rebalancer-scheduler")
 	f.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the scheduler config to simulate (default: its only profile)")
-	f.StringVar(&o.snapshot, "snapshot", "", "plan offline against this snapshot file (a v1 List of nodes, pods, PDBs, ...)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "plan against the live cluster of this kubeconfig")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigHelp)
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
 	f.Int64Var(&o.minScoreGain, "min-score-gain", 1, "how much higher than its current node a balance move's target must score")
 	f.IntVar(&o.maxPerWorkload, "max-per-workload", 0, "most moves of one workload (owner) per plan; 0 for no limit")
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
-	return cmd
 }
 
-func (o *planOptions) validate() error {
+// flagErrors checks the flags plan and run share.
+func (o *planOptions) flagErrors() []error {
 	var errs []error
 	if o.policy == "" {
 		errs = append(errs, errors.New("--policy is required"))
 	}
 	if o.schedulerConfig == "" {
 		errs = append(errs, errors.New("--scheduler-config is required"))
-	}
-	if (o.snapshot == "") == (o.kubeconfig == "") {
-		errs = append(errs, errors.New("give exactly one of --snapshot and --kubeconfig"))
-	}
-	if o.context != "" && o.kubeconfig == "" {
-		errs = append(errs, errors.New("--context needs --kubeconfig"))
 	}
 	if !contains(plan.Formats, o.output) {
 		errs = append(errs, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(plan.Formats, ", ")))
@@ -96,6 +96,17 @@ func (o *planOptions) validate() error {
 	}
 	if o.maxPerWorkload < 0 {
 		errs = append(errs, fmt.Errorf("--max-per-workload %d: must not be negative", o.maxPerWorkload))
+	}
+	return errs
+}
+
+func (o *planOptions) validate() error {
+	errs := o.flagErrors()
+	if (o.snapshot == "") == (o.kubeconfig == "") {
+		errs = append(errs, errors.New("give exactly one of --snapshot and --kubeconfig"))
+	}
+	if o.context != "" && o.kubeconfig == "" {
+		errs = append(errs, errors.New("--context needs --kubeconfig"))
 	}
 	return errors.Join(errs...)
 }

@@ -77,20 +77,12 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
 	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "do not disturb a workload again within this time of moving one of its pods")
-	f.StringVar(&o.policy, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file")
-	f.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file of rebalancer-scheduler")
-	f.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the scheduler config to simulate (default: its only profile)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
-	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
-	f.Int64Var(&o.minScoreGain, "min-score-gain", 1, "how much higher than its current node a balance move's target must score")
-	f.IntVar(&o.maxPerWorkload, "max-per-workload", 0, "most moves of one workload (owner) per plan; 0 for no limit")
-	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "run even if the policy and the scheduler profile pull in opposite directions")
+	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	return cmd
 }
 
 func (o *runOptions) validate() error {
-	var errs []error
+	errs := o.flagErrors()
 	if o.once && (o.interval != 0 || o.schedule != "") {
 		errs = append(errs, errors.New("--once runs a single cycle: it takes no --interval or --schedule"))
 	}
@@ -101,21 +93,6 @@ func (o *runOptions) validate() error {
 	}
 	if _, err := daemon.ParseWindow(o.window); err != nil {
 		errs = append(errs, err)
-	}
-	if o.policy == "" {
-		errs = append(errs, errors.New("--policy is required"))
-	}
-	if o.schedulerConfig == "" {
-		errs = append(errs, errors.New("--scheduler-config is required"))
-	}
-	if !contains(plan.Formats, o.output) {
-		errs = append(errs, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(plan.Formats, ", ")))
-	}
-	if o.minScoreGain < 0 {
-		errs = append(errs, fmt.Errorf("--min-score-gain %d: must not be negative", o.minScoreGain))
-	}
-	if o.maxPerWorkload < 0 {
-		errs = append(errs, fmt.Errorf("--max-per-workload %d: must not be negative", o.maxPerWorkload))
 	}
 	if o.cooldown < 0 {
 		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
