@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
 // Load reads the KubeSchedulerConfiguration at path strictly: unknown and
@@ -31,7 +32,8 @@ import (
 // line starting with path.
 //
 // Args of out-of-tree plugins, such as RebalanceHint, stay *runtime.Unknown;
-// the plugin decodes and validates them when the profile's framework is built.
+// the plugin decodes them when the profile's framework is built. RebalanceHint's
+// are validated here too, so a bad hintTTL is reported with path.
 func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *config.KubeSchedulerProfile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -87,6 +89,11 @@ func validate(cfg *config.KubeSchedulerConfiguration) error {
 		for j, pc := range prof.PluginConfig {
 			if args, ok := pc.Args.(*config.NodeResourcesFitArgs); ok {
 				add(validation.ValidateNodeResourcesFitArgs(field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args"), args))
+			}
+			if pc.Name == rebalancehint.Name {
+				if err := rebalancehint.ValidateArgs(pc.Args); err != nil {
+					msgs = append(msgs, fmt.Sprintf("profiles[%d].%s", i, err))
+				}
 			}
 		}
 	}

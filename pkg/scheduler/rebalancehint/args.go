@@ -49,6 +49,13 @@ func (a *Args) Validate() error {
 	return nil
 }
 
+// ValidateArgs decodes and validates the profile's raw args as New does, so a
+// configuration loader can reject bad args before any framework is built.
+func ValidateArgs(obj runtime.Object) error {
+	_, err := decodeArgs(obj)
+	return err
+}
+
 // decodeArgs turns the profile's raw args into defaulted, validated Args.
 // kube-scheduler hands args of out-of-tree plugins over as runtime.Unknown;
 // they are decoded strictly so a misspelt field is an error, not a default.

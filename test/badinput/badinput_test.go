@@ -1,0 +1,306 @@
+// Package badinput runs the real rebalancer binary on the malformed inputs of
+// test/testdata/bad and on bad flag sets, and checks that each one is refused:
+// a non-zero exit status, a message naming the file, the field and the value,
+// no panic, and no plan on stdout.
+//
+// Every file under test/testdata/bad is one of the shipped good inputs
+// (policies/binpacking-*.yaml, testdata/good-snapshot.yaml here) with one
+// thing changed, so each case tests exactly one error. Nothing here needs a
+// cluster: plan runs offline on --snapshot, and run's flag errors are found
+// before any client is built (KUBECONFIG points at a file that does not
+// exist, to make sure).
+package badinput
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	// root is the module root, bin the rebalancer binary TestMain built.
+	root, bin string
+	// env is the environment of every run: no kubeconfig to fall back on.
+	env []string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "badinput: cannot find the test file's location")
+		return 1
+	}
+	root = filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		fmt.Fprintf(os.Stderr, "badinput: module root %s: %v\n", root, err)
+		return 1
+	}
+	tmp, err := os.MkdirTemp("", "badinput-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "badinput:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	bin = filepath.Join(tmp, "rebalancer")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/rebalancer")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "badinput: go build ./cmd/rebalancer: %v\n%s", err, out)
+		return 1
+	}
+	home := filepath.Join(tmp, "home")
+	if err := os.Mkdir(home, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "badinput:", err)
+		return 1
+	}
+	env = append(os.Environ(),
+		"KUBECONFIG="+filepath.Join(tmp, "no-such-kubeconfig"),
+		"HOME="+home,
+		"KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=",
+	)
+	return m.Run()
+}
+
+const (
+	goodPolicy    = "policies/binpacking-policy.yaml"
+	goodScheduler = "policies/binpacking-scheduler.yaml"
+	goodSnapshot  = "test/badinput/testdata/good-snapshot.yaml"
+	badDir        = "test/testdata/bad/"
+)
+
+// planArgs is `rebalancer plan` on the good inputs, with the ones in replace
+// (keyed by flag) swapped in.
+func planArgs(replace map[string]string, extra ...string) []string {
+	in := map[string]string{"--policy": goodPolicy, "--scheduler-config": goodScheduler, "--snapshot": goodSnapshot}
+	for k, v := range replace {
+		in[k] = v
+	}
+	args := []string{"plan"}
+	for _, k := range []string{"--policy", "--scheduler-config", "--snapshot"} {
+		args = append(args, k, in[k])
+	}
+	return append(args, extra...)
+}
+
+// runArgs is `rebalancer run` on the good policy and profile plus extra.
+func runArgs(extra ...string) []string {
+	return append([]string{"run", "--policy", goodPolicy, "--scheduler-config", goodScheduler}, extra...)
+}
+
+type result struct {
+	stdout, stderr string
+	exit           int
+	err            error
+}
+
+// rebalancer runs the binary in the module root with a 60 s limit.
+func rebalancer(t *testing.T, args []string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = root
+	cmd.Env = env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("rebalancer %s: still running after 60s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), stdout.String(), stderr.String())
+	}
+	res := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		res.exit = exitErr.ExitCode()
+	default:
+		t.Fatalf("rebalancer %s: %v", strings.Join(args, " "), err)
+	}
+	return res
+}
+
+// errorLines returns stderr without klog's info lines.
+func errorLines(stderr string) string {
+	var keep []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if len(l) > 0 && l[0] == 'I' && len(l) > 5 && l[1] >= '0' && l[1] <= '9' {
+			continue
+		}
+		keep = append(keep, l)
+	}
+	return strings.TrimSpace(strings.Join(keep, "\n"))
+}
+
+// TestGoodInputs checks the baseline the bad cases are built from: it plans.
+// Without it a bad case could fail for a reason other than its one change.
+func TestGoodInputs(t *testing.T) {
+	t.Parallel()
+	res := rebalancer(t, planArgs(nil))
+	if res.exit != 0 {
+		t.Fatalf("plan on the good inputs: exit status %d\nstderr:\n%s", res.exit, res.stderr)
+	}
+	if !strings.Contains(res.stdout, "POD") || !strings.Contains(res.stdout, "moves") {
+		t.Errorf("plan on the good inputs printed no plan:\n%s", res.stdout)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name string
+		// file is the bad file under test/testdata/bad, "" for flag cases;
+		// its name must be in the message.
+		file string
+		args []string
+		want []string
+	}{
+		// DeschedulerPolicy
+		{name: "policy top-level typo", file: "policy-toplevel-typo.yaml",
+			want: []string{"maxNoOfPodsToEvictTotl", "unknown field"}},
+		{name: "policy profile typo", file: "policy-profile-typo.yaml",
+			want: []string{"profiles[0].pluginConfigs", "unknown field"}},
+		{name: "policy plugin args typo", file: "policy-args-typo.yaml",
+			want: []string{"profiles[0].pluginConfig[2].args.thresholdz", "unknown field"}},
+		{name: "policy field in wrong case", file: "policy-wrong-case.yaml",
+			want: []string{"MaxNoOfPodsToEvictTotal", "unknown field", `did you mean "maxNoOfPodsToEvictTotal"`}},
+		{name: "policy extension point typo", file: "policy-extension-point-typo.yaml",
+			want: []string{"profiles[0].plugins.preEvictionFilter", "unknown field", `"preevictionfilter"`}},
+		{name: "policy wrong type", file: "policy-wrong-type.yaml",
+			want: []string{"maxNoOfPodsToEvictTotal", "cannot unmarshal string"}},
+		{name: "policy threshold out of range", file: "policy-threshold-out-of-range.yaml",
+			want: []string{"targetThresholds", "cpu threshold not in [0, 100] range"}},
+		{name: "policy negative limit", file: "policy-negative-limit.yaml",
+			want: []string{"maxNoOfPodsToEvictPerNode", "-1"}},
+		{name: "policy include and exclude namespaces", file: "policy-include-exclude-namespaces.yaml",
+			want: []string{"profile binpacking", "only one of Include/Exclude namespaces"}},
+		{name: "policy unknown plugin", file: "policy-unknown-plugin.yaml",
+			want: []string{"profiles[0].plugins.balance.enabled[0]", `unknown plugin "Consolidaton"`}},
+		{name: "policy plugin at wrong extension point", file: "policy-plugin-wrong-extension-point.yaml",
+			want: []string{"profiles[0].plugins.deschedule.enabled[3]", `"RemoveDuplicates" does not implement the deschedule extension point`}},
+		{name: "policy plugin without pluginConfig", file: "policy-plugin-without-config.yaml",
+			want: []string{`"RemovePodsViolatingInterPodAntiAffinity" has no pluginConfig entry`}},
+		{name: "policy Consolidation ceiling out of range", file: "policy-consolidation-ceiling.yaml",
+			want: []string{"Consolidation", "targetUtilizationCeiling", "150"}},
+		{name: "policy Consolidation negative maxNodesPerCycle", file: "policy-consolidation-max-nodes.yaml",
+			want: []string{"Consolidation", "maxNodesPerCycle", "-1"}},
+
+		// KubeSchedulerConfiguration
+		{name: "scheduler MostAlocated", file: "scheduler-most-alocated.yaml",
+			want: []string{"scoringStrategy.type", `"MostAlocated"`}},
+		{name: "scheduler unknown field", file: "scheduler-unknown-field.yaml",
+			want: []string{"profiles[0].pluginConfg", "unknown field"}},
+		{name: "scheduler percentageOfNodesToScore 101", file: "scheduler-percentage.yaml",
+			want: []string{"percentageOfNodesToScore", "101"}},
+		{name: "scheduler hintTtl typo", file: "scheduler-hint-ttl-typo.yaml",
+			want: []string{"RebalanceHint", `unknown field "hintTtl"`}},
+		{name: "scheduler hintTTL below 1s", file: "scheduler-hint-ttl-short.yaml",
+			want: []string{"RebalanceHint", "hintTTL", "500ms", "must be between 1s"}},
+
+		// snapshots
+		{name: "snapshot bad quantity", file: "snapshot-bad-quantity.yaml",
+			want: []string{"Node worker-0", "status.allocatable.cpu", `"8x"`}},
+		{name: "snapshot wrong type", file: "snapshot-wrong-type.yaml",
+			want: []string{"Node worker-0", "spec.unschedulable", `"yes"`}},
+		{name: "snapshot unknown field", file: "snapshot-unknown-field.yaml",
+			want: []string{"Pod shop/web-2", "spec.nodeNmae"}},
+		{name: "snapshot missing metadata.name", file: "snapshot-missing-name.yaml",
+			want: []string{"items[4] (Pod)", "metadata.name: required"}},
+		{name: "snapshot pod on unknown node", file: "snapshot-unknown-node.yaml",
+			want: []string{"Pod shop/web-2", `node "worker-9" is not in the snapshot`}},
+		{name: "snapshot zero nodes", file: "snapshot-zero-nodes.yaml",
+			want: []string{"no nodes in snapshot"}},
+		{name: "snapshot truncated", file: "snapshot-truncated.yaml",
+			want: []string{"items[1]", "yaml: line 27"}},
+		{name: "snapshot binary garbage", file: "snapshot-binary.bin",
+			want: []string{"binary data"}},
+		{name: "snapshot empty", file: "snapshot-empty.yaml",
+			want: []string{"empty file"}},
+
+		// flags
+		{name: "plan --output xml", args: planArgs(nil, "--output", "xml"),
+			want: []string{`--output "xml"`, "table, json, yaml"}},
+		{name: "plan --min-score-gain -1", args: planArgs(nil, "--min-score-gain", "-1"),
+			want: []string{"--min-score-gain -1", "must not be negative"}},
+		{name: "plan --snapshot and --kubeconfig", args: planArgs(nil, "--kubeconfig", "kubeconfig.yaml"),
+			want: []string{"exactly one of --snapshot and --kubeconfig"}},
+		{name: "run --schedule minute 61", args: runArgs("--schedule", "61 * * * *"),
+			want: []string{`--schedule "61 * * * *"`, "minute", "61"}},
+		{name: "run --window 25:00", args: runArgs("--interval", "10m", "--window", "25:00-01:00"),
+			want: []string{`--window "25:00-01:00"`, `"25:00" is not a time of day`}},
+		{name: "run --once with --interval", args: runArgs("--once", "--interval", "1m"),
+			want: []string{"--once", "no --interval or --schedule"}},
+		{name: "run --interval with --schedule", args: runArgs("--interval", "1m", "--schedule", "@hourly"),
+			want: []string{"--interval or --schedule, not both"}},
+	}
+
+	// Every file of the corpus has a case, so none is left untested.
+	entries, err := os.ReadDir(filepath.Join(root, badDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		covered[c.file] = true
+	}
+	for _, e := range entries {
+		if !covered[e.Name()] {
+			t.Errorf("%s%s has no case", badDir, e.Name())
+		}
+	}
+
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args, want := c.args, c.want
+			if c.file != "" {
+				path := badDir + c.file
+				switch {
+				case strings.HasPrefix(c.file, "policy-"):
+					args = planArgs(map[string]string{"--policy": path})
+				case strings.HasPrefix(c.file, "scheduler-"):
+					args = planArgs(map[string]string{"--scheduler-config": path})
+				case strings.HasPrefix(c.file, "snapshot-"):
+					args = planArgs(map[string]string{"--snapshot": path})
+				default:
+					t.Fatalf("%s: the name says neither policy, scheduler nor snapshot", c.file)
+				}
+				want = append([]string{path}, want...)
+			}
+			res := rebalancer(t, args)
+			msg := errorLines(res.stderr)
+			t.Logf("rebalancer %s\n-> exit %d: %s", strings.Join(args, " "), res.exit, msg)
+
+			if res.exit == 0 {
+				t.Errorf("exit status 0, want non-zero")
+			}
+			for _, w := range want {
+				if !strings.Contains(res.stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, msg)
+				}
+			}
+			for _, out := range []string{res.stdout, res.stderr} {
+				for _, bad := range []string{"panic", "goroutine "} {
+					if strings.Contains(out, bad) {
+						t.Errorf("output contains %q:\nstdout:\n%s\nstderr:\n%s", bad, res.stdout, res.stderr)
+					}
+				}
+			}
+			for _, planish := range []string{"POD", `"moves"`, "moves:"} {
+				if strings.Contains(res.stdout, planish) {
+					t.Errorf("stdout looks like a plan (%q):\n%s", planish, res.stdout)
+				}
+			}
+		})
+	}
+}
