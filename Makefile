@@ -5,6 +5,8 @@
 #                   plane that it starts and stops itself
 #   make lint       gofmt, go vet (with the e2e build tag), shellcheck
 #   make image      the container image (needs a Docker engine)
+#   make demo       rebalancer plan on an example cluster
+#   make fuzz       every fuzz target for FUZZTIME (default 30s) each
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -60,9 +62,24 @@ demo: build
 	$(BIN)/rebalancer plan --policy policies/binpacking-policy.yaml \
 		--scheduler-config policies/binpacking-scheduler.yaml --snapshot test/testdata/demo-cluster.yaml
 
-# Filled in by the simulation (bench) and reliability (fuzz) work.
-bench fuzz:
+# Filled in by the simulation work.
+bench:
 	@echo "make $@: not implemented yet" >&2; exit 2
+
+# Every fuzz target for FUZZTIME, one after another (go test -fuzz takes one
+# target in one package). Crashers are saved under the package's
+# testdata/fuzz/<target>/ and then run by plain go test.
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/policy
+	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/profile
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/snapshot
+	$(GO) test -run '^$$' -fuzz '^FuzzFromPod$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/hint
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/scheduler/rebalancehint
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/daemon
+	$(GO) test -run '^$$' -fuzz '^FuzzParseWindow$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/daemon
+	$(GO) test -run '^$$' -fuzz '^FuzzDocument$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/strictjson
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/strictjson
 
 clean:
 	hack/local-cluster.sh down

@@ -24,6 +24,10 @@ func ParseSchedule(interval time.Duration, spec string) (cron.Schedule, error) {
 	case spec == "":
 		return nil, errors.New("give --interval or --schedule (or --once)")
 	}
+	// robfig/cron v3.0.1 panics on a time zone with nothing after it.
+	if (strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=")) && !strings.Contains(spec, " ") {
+		return nil, fmt.Errorf("--schedule %q: want a space and the schedule after the time zone, as in CRON_TZ=Europe/Berlin 0 3 * * *", spec)
+	}
 	sched, err := cron.ParseStandard(spec)
 	if err != nil {
 		return nil, fmt.Errorf("--schedule %q: %s", spec, badField(spec, err))

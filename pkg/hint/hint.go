@@ -65,6 +65,11 @@ func (h Hint) Validate() error {
 	if h.Time.IsZero() {
 		return fmt.Errorf("annotation %s: must be set", TimeAnnotation)
 	}
+	// Annotations writes the time in UTC, and RFC 3339 has years 0000-9999
+	// only: 0000-01-01T00:00:00+01:00 parses but is year -1 in UTC.
+	if y := h.Time.UTC().Year(); y < 0 || y > 9999 {
+		return fmt.Errorf("annotation %s: %s is out of range: its year in UTC must be 0000 to 9999", TimeAnnotation, h.Time.Format(time.RFC3339))
+	}
 	return nil
 }
 

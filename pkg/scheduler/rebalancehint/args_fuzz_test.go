@@ -1,0 +1,77 @@
+package rebalancehint
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// FuzzDecodeArgs checks that no raw args panic decodeArgs, that an error is a
+// non-empty message naming the plugin's args, and that args that decode are
+// valid and decode to themselves once encoded as JSON.
+func FuzzDecodeArgs(f *testing.F) {
+	for _, raw := range []string{
+		``,
+		`{}`,
+		`null`,
+		`{"hintTTL":"90s"}`,
+		`{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"RebalanceHintArgs","hintTTL":"1m"}`,
+		`{"hintTTL":"1m","hintTTL":"2m"}`,
+		`{"hintTTL":"-1m"}`,
+		`{"hintTTL":"48h"}`,
+		`{"hintTTL":"soon"}`,
+		`{"hintTTL":5}`,
+		`{"HintTTL":"1m","x":1}`,
+		"hintTTL: 10m\n",
+	} {
+		f.Add([]byte(raw))
+	}
+	// The shipped and broken scheduler configurations, whole: YAML that is
+	// not args at all.
+	for _, glob := range []string{"../../../policies/*-scheduler.yaml", "../../../test/testdata/bad/scheduler-*.yaml"} {
+		files, err := filepath.Glob(glob)
+		if err != nil || len(files) == 0 {
+			f.Fatalf("%s: no seed files (%v)", glob, err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		args, err := decodeArgs(&runtime.Unknown{Raw: data})
+		if err != nil {
+			msg := err.Error()
+			prefix := "pluginConfig[" + Name + "].args"
+			if !strings.HasPrefix(msg, prefix) || len(strings.TrimSpace(msg)) == len(prefix) {
+				t.Fatalf("error does not name %s or has no message: %q", prefix, msg)
+			}
+			return
+		}
+		if args == nil {
+			t.Fatal("decodeArgs returned neither args nor an error")
+		}
+		if err := args.Validate(); err != nil {
+			t.Fatalf("decoded args do not validate: %v", err)
+		}
+		js, err := json.Marshal(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeArgs(&runtime.Unknown{Raw: js})
+		if err != nil {
+			t.Fatalf("decodeArgs(%s) of decoded args: %v", js, err)
+		}
+		if again.HintTTL != args.HintTTL {
+			t.Fatalf("round trip: hintTTL %s, want %s", again.HintTTL.Duration, args.HintTTL.Duration)
+		}
+	})
+}
