@@ -206,3 +206,17 @@ func (e *testEnv) waitGone(name string) {
 		return apierrors.IsNotFound(err), nil
 	})
 }
+
+// taintForMaintenance puts a NoSchedule taint on a node, as an operator
+// does before maintenance: the pods on it no longer tolerate their node.
+func (e *testEnv) taintForMaintenance(name string) {
+	e.t.Helper()
+	node, err := client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
+	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}

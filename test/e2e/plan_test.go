@@ -13,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
@@ -33,14 +30,7 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 		t.Fatalf("the bin-packing profile spread 4 small pods: %s", summary)
 	}
 	tainted := pods[0].Spec.NodeName
-	node, err := client.CoreV1().Nodes().Get(e.ctx, tainted, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
-	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.taintForMaintenance(tainted)
 
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

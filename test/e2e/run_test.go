@@ -215,14 +215,7 @@ func TestRunTaintAndPDB(t *testing.T) {
 		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == 2, err
 	})
 	dbBefore := e.boundPods("db", 2)
-	node, err := client.CoreV1().Nodes().Get(e.ctx, "taint-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
-	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.taintForMaintenance("taint-0")
 
 	// Dry run: the plan, and no write at all.
 	started := time.Now()
