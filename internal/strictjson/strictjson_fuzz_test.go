@@ -2,12 +2,12 @@ package strictjson
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/rebalancer-dev/rebalancer/internal/seeds"
 )
 
 var fuzzGV = schema.GroupVersion{Group: "example.io", Version: "v1"}
@@ -15,18 +15,8 @@ var fuzzGV = schema.GroupVersion{Group: "example.io", Version: "v1"}
 // addFiles adds the bytes of every file matching the globs to the corpus.
 func addFiles(f *testing.F, globs ...string) {
 	f.Helper()
-	for _, glob := range globs {
-		files, err := filepath.Glob(glob)
-		if err != nil || len(files) == 0 {
-			f.Fatalf("%s: no seed files (%v)", glob, err)
-		}
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data)
-		}
+	for _, data := range seeds.Files(f, globs...) {
+		f.Add(data)
 	}
 }
 

@@ -10,23 +10,15 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+
+	"github.com/rebalancer-dev/rebalancer/internal/seeds"
 )
 
 // addFiles adds the bytes of every file matching the globs to the corpus.
 func addFiles(f *testing.F, globs ...string) {
 	f.Helper()
-	for _, glob := range globs {
-		files, err := filepath.Glob(glob)
-		if err != nil || len(files) == 0 {
-			f.Fatalf("%s: no seed files (%v)", glob, err)
-		}
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data)
-		}
+	for _, data := range seeds.Files(f, globs...) {
+		f.Add(data)
 	}
 }
 

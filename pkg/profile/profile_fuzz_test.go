@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+
+	"github.com/rebalancer-dev/rebalancer/internal/seeds"
 )
 
 // FuzzLoad checks that no KubeSchedulerConfiguration file or scheduler name
@@ -14,19 +16,9 @@ import (
 // file's path, and that a configuration that loads comes with the profile
 // asked for.
 func FuzzLoad(f *testing.F) {
-	for _, glob := range []string{"../../policies/*.yaml", "../../test/testdata/bad/scheduler-*.yaml"} {
-		files, err := filepath.Glob(glob)
-		if err != nil || len(files) == 0 {
-			f.Fatalf("%s: no seed files (%v)", glob, err)
-		}
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data, "")
-			f.Add(data, "rebalancer-scheduler")
-		}
+	for _, data := range seeds.Files(f, "../../policies/*.yaml", "../../test/testdata/bad/scheduler-*.yaml") {
+		f.Add(data, "")
+		f.Add(data, "rebalancer-scheduler")
 	}
 	f.Add([]byte(""), "")
 	f.Add([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"), "")

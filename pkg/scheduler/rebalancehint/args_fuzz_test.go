@@ -2,12 +2,12 @@ package rebalancehint
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/rebalancer-dev/rebalancer/internal/seeds"
 )
 
 // FuzzDecodeArgs checks that no raw args panic decodeArgs, that an error is a
@@ -32,18 +32,8 @@ func FuzzDecodeArgs(f *testing.F) {
 	}
 	// The shipped and broken scheduler configurations, whole: YAML that is
 	// not args at all.
-	for _, glob := range []string{"../../../policies/*-scheduler.yaml", "../../../test/testdata/bad/scheduler-*.yaml"} {
-		files, err := filepath.Glob(glob)
-		if err != nil || len(files) == 0 {
-			f.Fatalf("%s: no seed files (%v)", glob, err)
-		}
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				f.Fatal(err)
-			}
-			f.Add(data)
-		}
+	for _, data := range seeds.Files(f, "../../../policies/*-scheduler.yaml", "../../../test/testdata/bad/scheduler-*.yaml") {
+		f.Add(data)
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
