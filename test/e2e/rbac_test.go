@@ -1,0 +1,199 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+)
+
+// TestRebalancerRBACIsEnough: `rebalancer run --once` as the ServiceAccount
+// of manifests/rebalancer, with exactly the permissions shipped there, plans
+// and evicts without a single forbidden request; and every request it made,
+// as the audit log shows, is one a shipped rule grants.
+func TestRebalancerRBACIsEnough(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"))
+	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saConfig := serviceAccountKubeconfig(t, tok.Status.Token)
+
+	nodes := []string{"rbac-0", "rbac-1", "rbac-2"}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
+	e.taintForMaintenance("rbac-0")
+
+	started := time.Now()
+	res := runOnce(t, "--kubeconfig", saConfig)
+	evicted := 0
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			evicted++
+		}
+	}
+	if evicted == 0 || res.Result.Errors != 0 {
+		t.Fatalf("as the ServiceAccount: evicted %d here, %d API errors; result %+v", evicted, res.Result.Errors, res.Result)
+	}
+
+	// What the ServiceAccount did, from the audit log, against what it may do.
+	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer", started)
+	var cr rbacv1.ClusterRole
+	var role rbacv1.Role
+	decodeManifest(t, filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"), &cr, &role)
+	rules := append(append([]rbacv1.PolicyRule{}, cr.Rules...), role.Rules...)
+	for _, u := range used {
+		if u.code == 403 {
+			t.Errorf("forbidden: %s", u)
+		}
+		if !granted(rules, u) {
+			t.Errorf("not granted by manifests/rebalancer/rbac.yaml: %s", u)
+		}
+	}
+	t.Logf("%d distinct requests by the rebalancer ServiceAccount, all granted:\n%s", len(used), joinRequests(used))
+}
+
+type request struct {
+	verb, group, resource, subresource string
+	code                               int
+}
+
+func (r request) String() string {
+	res := r.resource
+	if r.subresource != "" {
+		res += "/" + r.subresource
+	}
+	return fmt.Sprintf("%s %s %s (%d)", r.verb, r.group, res, r.code)
+}
+
+func joinRequests(rs []request) string {
+	var s []string
+	for _, r := range rs {
+		s = append(s, "  "+r.String())
+	}
+	return strings.Join(s, "\n")
+}
+
+// auditedVerbs lists the distinct (verb, resource, status) requests a user
+// made since a time, from the audit log.
+func auditedVerbs(t *testing.T, user string, since time.Time) []request {
+	t.Helper()
+	data, err := os.ReadFile(envOr("AUDIT_LOG", filepath.Join(filepath.Dir(kubeconfig), "audit.log")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[request]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var ev struct {
+			Verb string `json:"verb"`
+			User struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef *struct {
+				APIGroup    string `json:"apiGroup"`
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+			RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.User.Username != user || ev.ObjectRef == nil || ev.RequestReceivedTimestamp.Before(since) {
+			continue
+		}
+		r := request{verb: ev.Verb, group: ev.ObjectRef.APIGroup, resource: ev.ObjectRef.Resource, subresource: ev.ObjectRef.Subresource}
+		if ev.ResponseStatus != nil {
+			r.code = ev.ResponseStatus.Code
+		}
+		seen[r] = true
+	}
+	var out []request
+	for r := range seen {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	if len(out) == 0 {
+		t.Fatalf("no request by %s in the audit log", user)
+	}
+	return out
+}
+
+func granted(rules []rbacv1.PolicyRule, r request) bool {
+	res := r.resource
+	if r.subresource != "" {
+		res += "/" + r.subresource
+	}
+	for _, rule := range rules {
+		if contains(rule.APIGroups, r.group) && contains(rule.Resources, res) && contains(rule.Verbs, r.verb) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeManifest fills the ClusterRole and the Role of a multi-document file.
+func decodeManifest(t *testing.T, path string, cr *rbacv1.ClusterRole, role *rbacv1.Role) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range decodeAll(t, string(data)) {
+		switch u.GetKind() {
+		case "ClusterRole":
+			fromUnstructured(t, u, cr)
+		case "Role":
+			fromUnstructured(t, u, role)
+		}
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for the test cluster that
+// authenticates with a ServiceAccount token.
+func serviceAccountKubeconfig(t *testing.T, token string) string {
+	t.Helper()
+	admin, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := admin.Clusters[admin.Contexts[admin.CurrentContext].Cluster]
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = cluster
+	cfg.AuthInfos["rebalancer"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "rebalancer"}
+	cfg.CurrentContext = "local"
+	path := filepath.Join(t.TempDir(), "rebalancer.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
