@@ -15,6 +15,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -240,18 +241,10 @@ func fraction(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) float64
 	return float64(used) / float64(total)
 }
 
-// requests sums a pod's container requests (enough for the ceiling check;
-// the scheduler's Fit filter does the exact accounting).
+// requests is a pod's effective request as the scheduler computes it
+// (init containers, sidecars and overhead included).
 func requests(pod *v1.Pod) v1.ResourceList {
-	out := v1.ResourceList{}
-	for _, ctr := range pod.Spec.Containers {
-		for name, q := range ctr.Resources.Requests {
-			sum := out[name]
-			sum.Add(q)
-			out[name] = sum
-		}
-	}
-	return out
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 }
 
 func size(pod *v1.Pod) int64 {
