@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,7 +89,7 @@ func (o *planOptions) flagErrors() []error {
 	if o.schedulerConfig == "" {
 		errs = append(errs, errors.New("--scheduler-config is required"))
 	}
-	if !contains(plan.Formats, o.output) {
+	if !slices.Contains(plan.Formats, o.output) {
 		errs = append(errs, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(plan.Formats, ", ")))
 	}
 	if o.minScoreGain < 0 {
@@ -214,13 +215,4 @@ func newClient(kubeconfig, context string) (kubernetes.Interface, error) {
 	cfg.UserAgent = "rebalancer/" + version.Version
 	cfg.QPS, cfg.Burst = 50, 100
 	return kubernetes.NewForConfig(cfg)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

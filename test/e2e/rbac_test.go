@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -144,16 +145,7 @@ func granted(rules []rbacv1.PolicyRule, r request) bool {
 		res += "/" + r.subresource
 	}
 	for _, rule := range rules {
-		if contains(rule.APIGroups, r.group) && contains(rule.Resources, res) && contains(rule.Verbs, r.verb) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
+		if slices.Contains(rule.APIGroups, r.group) && slices.Contains(rule.Resources, res) && slices.Contains(rule.Verbs, r.verb) {
 			return true
 		}
 	}
