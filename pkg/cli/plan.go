@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -120,7 +121,7 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	return o.planWith(ctx, client, capture)
+	return o.planWith(ctx, client, capture, nil)
 }
 
 // clusterView returns the live cluster's state to plan on.
@@ -128,7 +129,7 @@ type clusterView func(ctx context.Context, client kubernetes.Interface) (*snapsh
 
 // planWith loads the inputs and plans, on the snapshot file if one is given,
 // else on the cluster of client as view returns it.
-func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView) (*plan.Plan, error) {
+func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, inCooldown func(*v1.Pod) bool) (*plan.Plan, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
 	var snap *snapshot.Snapshot
@@ -158,6 +159,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	}
 	return planner.Plan(ctx, pol, prof, snap, planner.Registry(), planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
+		InCooldown: inCooldown,
 	})
 }
 

@@ -37,7 +37,7 @@ a pod is evicted only if the simulation places it on a better node.`,
 		applyLogging.Do(func() { errLogging = logsapi.ValidateAndApply(logging, nil) })
 		return errLogging
 	}
-	root.AddCommand(newPlanCommand(), newRunCommand(), newVersionCommand())
+	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newVersionCommand())
 	return root
 }
 

@@ -76,7 +76,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.StringVar(&o.leaseName, "leader-elect-resource-name", "rebalancer", "name of the leader Lease")
 	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
-	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "do not disturb a workload again within this time of moving one of its pods")
+	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "leave a workload's pods on a node alone for this long after moving one of its pods there")
 	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	return cmd
 }
@@ -173,7 +173,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 // cycle plans on the cluster view and carries the plan out (or prints it,
 // with --dry-run). It fails when a move failed with an API error.
 func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, view clusterView, out io.Writer) error {
-	p, err := o.planWith(ctx, client, view)
+	p, err := o.planWith(ctx, client, view, ex.InCooldown)
 	if err != nil {
 		return err
 	}

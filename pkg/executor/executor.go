@@ -34,8 +34,8 @@ const (
 	// ReasonStopped: Options.Stop was closed or the context was cancelled
 	// before the eviction started.
 	ReasonStopped = "stopped"
-	// ReasonCooldown: a pod of the same owner was moved less than
-	// Options.Cooldown ago.
+	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
+	// less than Options.Cooldown ago.
 	ReasonCooldown = "cooldown"
 	// ReasonGone: the pod no longer exists or is already terminating.
 	ReasonGone = "gone"
@@ -95,11 +95,13 @@ type Options struct {
 	// answers 429; Steps is the most attempts per pod. The zero value is
 	// DefaultBackoff.
 	Backoff wait.Backoff
-	// Cooldown keeps the executor off an owner for this long after an
-	// earlier plan moved one of its pods, so a workload settles before it is
-	// disturbed again. Moves of one owner within a plan are paced by the
-	// planner (--max-per-workload), not here: the planner simulated them
-	// together and RebalanceHint keeps a hint per moved pod. Zero disables it.
+	// Cooldown keeps a workload's pods on a node for this long after an
+	// earlier plan moved one of its pods there, so a moved pod is not moved
+	// again before it settles. It is per owner and node, not per owner: a
+	// cooldown on whole workloads would pin a large Deployment's pods on
+	// every node and stop drains from emptying any. Moves of one owner within
+	// a plan are paced by the planner (--max-per-workload), not here: the
+	// planner simulated them together. Zero disables it.
 	Cooldown time.Duration
 	// Validate re-checks a move against the live cluster just before it is
 	// carried out (the caller simulates the target again); nil means no extra
@@ -111,7 +113,7 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// Executor carries out plans. It remembers when it last moved a pod of each
+// Executor carries out plans. It remembers where it moved pods of each
 // owner, for Options.Cooldown, so one Executor should serve every cycle.
 type Executor struct {
 	o Options
@@ -119,8 +121,8 @@ type Executor struct {
 	// mu serializes Execute and CleanupDrainTaints: a cleanup running during
 	// an Execute would remove the taints that guard its nodes.
 	mu sync.Mutex
-	// lastMoved is when a pod of each owner UID was last evicted.
-	lastMoved map[types.UID]time.Time
+	// lastMoved is when a pod of an owner was last moved onto a node.
+	lastMoved map[landing]time.Time
 	// planStart is when the running Execute began: owners moved since are in this plan.
 	planStart time.Time
 }
@@ -133,7 +135,13 @@ func New(o Options) *Executor {
 	if o.Backoff == (wait.Backoff{}) {
 		o.Backoff = DefaultBackoff
 	}
-	return &Executor{o: o, lastMoved: map[types.UID]time.Time{}}
+	return &Executor{o: o, lastMoved: map[landing]time.Time{}}
+}
+
+// landing is an owner's pods on one node.
+type landing struct {
+	owner types.UID
+	node  string
 }
 
 // Result is what became of a plan's moves: each one is either evicted or
@@ -201,9 +209,9 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 // move checks one move against the live cluster and carries it out.
 func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
 	if m.Owner != nil && e.o.Cooldown > 0 {
-		if last, ok := e.lastMoved[types.UID(m.Owner.UID)]; ok && last.Before(e.planStart) {
+		if last, ok := e.lastMoved[landing{types.UID(m.Owner.UID), m.Source}]; ok && last.Before(e.planStart) {
 			if since := e.o.Clock.Since(last); since < e.o.Cooldown {
-				return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved %s ago", m.Owner.Kind, m.Owner.Name, since.Round(time.Second))}
+				return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, since.Round(time.Second))}
 			}
 		}
 	}
@@ -354,7 +362,7 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 	if o.reason == "" {
 		r.Evicted = append(r.Evicted, m)
 		if m.Owner != nil && e.o.Cooldown > 0 {
-			e.lastMoved[types.UID(m.Owner.UID)] = e.o.Clock.Now()
+			e.lastMoved[landing{types.UID(m.Owner.UID), m.Target}] = e.o.Clock.Now()
 		}
 		e.o.Metrics.evicted(m.Strategy)
 		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
@@ -392,12 +400,23 @@ func (e *Executor) event(pod *v1.Pod, eventtype, reason, note string, args ...an
 	}
 }
 
+// InCooldown reports whether a pod of the pod's owner was moved onto the
+// pod's node less than Options.Cooldown ago; the planner leaves such pods alone.
+func (e *Executor) InCooldown(pod *v1.Pod) bool {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil || e.o.Cooldown <= 0 {
+		return false
+	}
+	last, ok := e.lastMoved[landing{owner.UID, pod.Spec.NodeName}]
+	return ok && e.o.Clock.Since(last) < e.o.Cooldown
+}
+
 // forgetCooledOwners drops owners whose cooldown is over, so lastMoved does
 // not grow with every owner ever moved in a long-lived process.
 func (e *Executor) forgetCooledOwners() {
-	for uid, last := range e.lastMoved {
+	for l, last := range e.lastMoved {
 		if e.o.Clock.Since(last) >= e.o.Cooldown {
-			delete(e.lastMoved, uid)
+			delete(e.lastMoved, l)
 		}
 	}
 }

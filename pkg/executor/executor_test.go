@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -499,30 +500,40 @@ func TestExecuteStop(t *testing.T) {
 }
 
 func TestExecuteCooldown(t *testing.T) {
-	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-a"))
-	sameOwner := func(name string) plan.Move {
-		m := newMove(name, "node-a", "node-b")
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-b"), newPod("web-4", "node-a"))
+	sameOwner := func(name, source, target string) plan.Move {
+		m := newMove(name, source, target)
 		m.Owner = newMove("web-1", "", "").Owner
 		return m
+	}
+	ownerPod := func(name, node string) *v1.Pod {
+		p := newPod(name, node)
+		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1-rs", UID: "web-1-owner", Controller: ptr.To(true)}}
+		return p
 	}
 	e := f.executor(func(o *Options) { o.Cooldown = 10 * time.Minute })
 
 	// Moves of one owner within a plan were simulated together: all go.
-	r := e.Execute(context.Background(), newPlan(sameOwner("web-1"), sameOwner("web-2")))
+	r := e.Execute(context.Background(), newPlan(sameOwner("web-1", "node-a", "node-b"), sameOwner("web-2", "node-a", "node-b")))
 	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1", "web-2"}) {
 		t.Errorf("evicted %v, want web-1 and web-2", got)
 	}
+	if !e.InCooldown(ownerPod("web-1-new", "node-b")) || e.InCooldown(ownerPod("web-4", "node-a")) {
+		t.Errorf("InCooldown: want the owner's pods on node-b (where it got moved pods) and not on node-a")
+	}
 
-	// A later plan leaves the owner alone until the cooldown is over.
+	// A later plan leaves the owner's pods on node-b alone until the cooldown
+	// is over; its pods elsewhere may move.
 	f.clock.Step(9 * time.Minute)
-	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3"))); !slices.Equal(reasons(r), []string{"web-3:cooldown"}) {
-		t.Errorf("after 9m: skipped %v, want web-3:cooldown", reasons(r))
+	r = e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c"), sameOwner("web-4", "node-a", "node-c")))
+	if !slices.Equal(reasons(r), []string{"web-3:cooldown"}) || !slices.Equal(names(r.Evicted), []string{"web-4"}) {
+		t.Errorf("after 9m: evicted %v, skipped %v; want web-4 evicted, web-3 in cooldown", names(r.Evicted), reasons(r))
 	}
 	if n := f.count("get pods web-3"); n != 0 {
 		t.Errorf("web-3 read %d times, want 0: the cooldown needs no API call", n)
 	}
 	f.clock.Step(time.Minute)
-	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3"))); !slices.Equal(names(r.Evicted), []string{"web-3"}) {
+	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c"))); !slices.Equal(names(r.Evicted), []string{"web-3"}) {
 		t.Errorf("after 10m: evicted %v, skipped %v; want web-3 evicted", names(r.Evicted), reasons(r))
 	}
 }

@@ -28,10 +28,13 @@ const (
 	// ReasonConflict: the policy and the scheduler profile pull in opposite
 	// directions for this move.
 	ReasonConflict = "conflict"
+	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
+	// recently (run mode).
+	ReasonCooldown = "cooldown"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
-var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict}
+var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

@@ -47,6 +47,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if owner != nil && p.opts.MaxPerWorkload > 0 && p.perOwner[owner.UID] >= p.opts.MaxPerWorkload {
 		return skip(plan.ReasonLimit, fmt.Sprintf("%d move(s) of %s %s already planned (--max-per-workload)", p.perOwner[owner.UID], owner.Kind, owner.Name), errSkipped)
 	}
+	if p.opts.InCooldown != nil && p.opts.InCooldown(pod) {
+		return skip(plan.ReasonCooldown, fmt.Sprintf("a pod of its owner was moved onto %s recently", pod.Spec.NodeName), errSkipped)
+	}
 	b, err := p.budgetFor(pod)
 	if err != nil {
 		return skip(plan.ReasonPDB, err.Error(), errSkipped)

@@ -51,6 +51,11 @@ type Options struct {
 	// ...) in one plan, so a workload is never disrupted all at once; 0 means
 	// no cap beyond the policy's own limits.
 	MaxPerWorkload int
+	// InCooldown reports pods that must not move now: a pod of their owner
+	// was moved onto their node recently. Known at plan time, they are
+	// protected like any other pod, so an all-or-nothing drain does not
+	// count on moving them. nil: none.
+	InCooldown func(pod *v1.Pod) bool
 	// AllowConflicting plans even when the policy and the scheduler profile
 	// pull in opposite directions (the conflicts become warnings).
 	AllowConflicting bool

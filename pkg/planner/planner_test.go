@@ -525,3 +525,22 @@ func TestNodeFitLeftToTheSimulator(t *testing.T) {
 		t.Errorf("moves %v, skips %v; want no move and a no-fit skip", p.Moves, p.Summary.SkippedByReason)
 	}
 }
+
+// TestCooldownProtectsPods: pods the executor's cooldown keeps in place are
+// not planned, and a drain that would need one of them is not started.
+func TestCooldownProtectsPods(t *testing.T) {
+	c := thinCluster(12)
+	held := func(pod *v1.Pod) bool { return pod.Spec.NodeName == "node-00" || pod.Spec.NodeName == "node-01" }
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, InCooldown: held})
+	for _, m := range p.Moves {
+		if m.Source == "node-00" || m.Source == "node-01" {
+			t.Errorf("moved %s off %s, whose pods are in cooldown", m.Pod, m.Source)
+		}
+	}
+	if len(p.Moves) == 0 {
+		t.Fatal("no moves: the other nodes are free to consolidate")
+	}
+	if p.Summary.SkippedByReason[plan.ReasonCooldown] == 0 {
+		t.Errorf("no cooldown skips recorded: %v", p.Summary.SkippedByReason)
+	}
+}

@@ -40,8 +40,12 @@ import (
 // Registry returns the plugins rebalancer-scheduler is built with: the
 // in-tree ones and ours. The simulator must know exactly the same set.
 func Registry() (frameworkruntime.Registry, error) {
+	return registry(rebalancehint.New)
+}
+
+func registry(hintFactory frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
 	r := plugins.NewInTreeRegistry()
-	if err := r.Register(rebalancehint.Name, rebalancehint.New); err != nil {
+	if err := r.Register(rebalancehint.Name, hintFactory); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -77,6 +81,9 @@ type Simulator struct {
 	pods map[types.UID]*v1.Pod
 	// replacements counts simulated replacement pods, for unique names.
 	replacements int
+	// hints is the profile's RebalanceHint plugin, nil when the profile
+	// does not enable it.
+	hints *rebalancehint.Plugin
 }
 
 // New builds the profile's framework with the plugins of rebalancer-scheduler
@@ -86,7 +93,19 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	logger := klog.FromContext(ctx).WithName("simulator")
 	initMetrics.Do(metrics.InitMetrics)
 
-	registry, err := Registry()
+	s := &Simulator{
+		logger:   logger,
+		cache:    internalcache.New(ctx, nil, false),
+		snapshot: internalcache.NewEmptySnapshot(),
+		pods:     map[types.UID]*v1.Pod{},
+	}
+	registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := rebalancehint.New(ctx, obj, h)
+		if err == nil {
+			s.hints = p.(*rebalancehint.Plugin)
+		}
+		return p, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -112,12 +131,6 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 
-	s := &Simulator{
-		logger:   logger,
-		cache:    internalcache.New(ctx, nil, false),
-		snapshot: internalcache.NewEmptySnapshot(),
-		pods:     map[types.UID]*v1.Pod{},
-	}
 	opts := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
@@ -264,7 +277,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	candidate.Spec.NodeName = ""
 	candidate.Status = v1.PodStatus{}
 
-	scores, diag, err := s.schedule(ctx, candidate)
+	scores, diag, _, err := s.schedule(ctx, candidate)
 	if err != nil {
 		return pred, err
 	}
@@ -308,21 +321,21 @@ func better(a, b fwk.NodePluginScores, source string) bool {
 // nodes PreFilter allows, then PreScore and Score (with normalization) over
 // the feasible nodes. It returns every feasible node's total score, or why
 // none was feasible.
-func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePluginScores, string, error) {
+func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePluginScores, string, *framework.CycleState, error) {
 	state := framework.NewCycleState()
 	all, err := s.snapshot.NodeInfos().List()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if len(all) == 0 {
-		return nil, "no nodes", nil
+		return nil, "no nodes", nil, nil
 	}
 	preRes, status, _ := s.framework.RunPreFilterPlugins(ctx, state, pod)
 	if !status.IsSuccess() {
 		if !status.IsRejected() {
-			return nil, "", status.AsError()
+			return nil, "", nil, status.AsError()
 		}
-		return nil, status.Message(), nil
+		return nil, status.Message(), nil, nil
 	}
 	nodes := all
 	if !preRes.AllNodes() {
@@ -350,7 +363,7 @@ func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePlugin
 		}
 	}, "Filter")
 	if firstErr != nil {
-		return nil, "", firstErr
+		return nil, "", nil, firstErr
 	}
 	fit := feasible[:0]
 	for _, ni := range feasible {
@@ -359,23 +372,23 @@ func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePlugin
 		}
 	}
 	if len(fit) == 0 {
-		return nil, summarize(reasons, len(nodes)), nil
+		return nil, summarize(reasons, len(nodes)), nil, nil
 	}
 	if !s.framework.HasScorePlugins() {
 		out := make([]fwk.NodePluginScores, len(fit))
 		for i, ni := range fit {
 			out[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
 		}
-		return out, "", nil
+		return out, "", state, nil
 	}
 	if st := s.framework.RunPreScorePlugins(ctx, state, pod, fit); !st.IsSuccess() {
-		return nil, "", st.AsError()
+		return nil, "", nil, st.AsError()
 	}
 	scores, st := s.framework.RunScorePlugins(ctx, state, pod, fit)
 	if !st.IsSuccess() {
-		return nil, "", st.AsError()
+		return nil, "", nil, st.AsError()
 	}
-	return scores, "", nil
+	return scores, "", state, nil
 }
 
 // summarize counts the filter rejections, as kube-scheduler's FitError does:
@@ -421,6 +434,49 @@ func (s *Simulator) Move(pod *v1.Pod, target string) (*v1.Pod, error) {
 		return nil, err
 	}
 	return r, s.sync()
+}
+
+// Place schedules a pending pod as rebalancer-scheduler would and binds it:
+// the best node by the profile's scores (ties to the node name), after the
+// Reserve plugins ran there (RebalanceHint consumes the hint it followed).
+// It returns the bound copy, or nil and the reason when no node fits.
+func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
+	if pod.Spec.NodeName != "" {
+		return nil, "", fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
+	}
+	scores, diag, state, err := s.schedule(ctx, pod)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(scores) == 0 {
+		return nil, diag, nil
+	}
+	best := 0
+	for i := range scores {
+		if better(scores[i], scores[best], "") {
+			best = i
+		}
+	}
+	node := scores[best].Name
+	if st := s.framework.RunReservePluginsReserve(ctx, state, pod, node); !st.IsSuccess() {
+		return nil, "", fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
+	}
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = node
+	bound.Status = v1.PodStatus{Phase: v1.PodRunning}
+	if err := s.add(bound); err != nil {
+		return nil, "", err
+	}
+	return bound, "", s.sync()
+}
+
+// Leaving tells the profile's RebalanceHint plugin that a pod is going away,
+// as rebalancer-scheduler's pod informer would, so that the replacement
+// follows the hint the pod carries. It does not remove the pod.
+func (s *Simulator) Leaving(pod *v1.Pod) {
+	if s.hints != nil {
+		s.hints.PodLeaving(s.logger, pod)
+	}
 }
 
 // Revert undoes a Move: the replacement goes and the original pod is back

@@ -77,6 +77,8 @@ const (
 	goodPolicy    = "policies/binpacking-policy.yaml"
 	goodScheduler = "policies/binpacking-scheduler.yaml"
 	goodSnapshot  = "test/badinput/testdata/good-snapshot.yaml"
+	goodNodes     = "test/badinput/testdata/good-nodes.csv"
+	goodPods      = "test/badinput/testdata/good-pods.csv"
 	badDir        = "test/testdata/bad/"
 )
 
@@ -92,6 +94,20 @@ func planArgs(replace map[string]string, extra ...string) []string {
 		args = append(args, k, in[k])
 	}
 	return append(args, extra...)
+}
+
+// openbArgs is `rebalancer snapshot openb` on the good CSVs, with replacements.
+func openbArgs(replace map[string]string) []string {
+	in := map[string]string{"--nodes": goodNodes, "--pods": goodPods}
+	for k, v := range replace {
+		in[k] = v
+	}
+	return []string{"snapshot", "openb", "--nodes", in["--nodes"], "--pods", in["--pods"], "-o", "-"}
+}
+
+// simulateArgs is `rebalancer simulate` on the good inputs plus extra.
+func simulateArgs(extra ...string) []string {
+	return append([]string{"simulate", "--policy", goodPolicy, "--scheduler-config", goodScheduler, "--snapshot", goodSnapshot}, extra...)
 }
 
 // runArgs is `rebalancer run` on the good policy and profile plus extra.
@@ -150,6 +166,9 @@ func TestGoodInputs(t *testing.T) {
 	res := rebalancer(t, planArgs(nil))
 	if res.exit != 0 {
 		t.Fatalf("plan on the good inputs: exit status %d\nstderr:\n%s", res.exit, res.stderr)
+	}
+	if r := rebalancer(t, openbArgs(nil)); r.exit != 0 || !strings.Contains(r.stdout, "openb-pod-0001") {
+		t.Errorf("snapshot openb on the good CSVs: exit status %d\nstderr:\n%s", r.exit, r.stderr)
 	}
 	if !strings.Contains(res.stdout, "POD") || !strings.Contains(res.stdout, "moves") {
 		t.Errorf("plan on the good inputs printed no plan:\n%s", res.stdout)
@@ -242,6 +261,26 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--once", "no --interval or --schedule"}},
 		{name: "run --interval with --schedule", args: runArgs("--interval", "1m", "--schedule", "@hourly"),
 			want: []string{"--interval or --schedule, not both"}},
+
+		// openb trace CSVs: file, line and column of the bad field.
+		{name: "openb nodes memory with a unit", file: "openb-nodes-bad-memory.csv",
+			want: []string{":3:23:", `column "memory_mib"`, `"768Gi" is not a whole number`}},
+		{name: "openb pods without deletion_time", file: "openb-pods-missing-column.csv",
+			want: []string{":1:", "header lacks column(s) deletion_time"}},
+		{name: "openb pods unknown qos", file: "openb-pods-bad-qos.csv",
+			want: []string{":4:", `column "qos"`, `"Gold"`}},
+		{name: "openb pods unterminated quote", file: "openb-pods-unterminated-quote.csv",
+			want: []string{":3:", "extraneous or missing \" in quoted-field"}},
+		{name: "simulate --rounds 0", args: simulateArgs("--rounds", "0"),
+			want: []string{"--rounds 0", "between 1 and 1000"}},
+		{name: "simulate --baseline kube", args: simulateArgs("--baseline", "kube"),
+			want: []string{`--baseline "kube"`, `"upstream"`}},
+		{name: "simulate --report pdf", args: simulateArgs("--report", "out.pdf"),
+			want: []string{"--report out.pdf", ".html"}},
+		{name: "snapshot synthetic 6000 nodes", args: []string{"snapshot", "synthetic", "--nodes", "6000", "-o", "-"},
+			want: []string{"6000", "5000"}},
+		{name: "snapshot openb --at -5", args: append(openbArgs(nil), "--at", "-5"),
+			want: []string{"--at -5"}},
 	}
 
 	// Every file of the corpus has a case, so none is left untested.
@@ -272,6 +311,10 @@ func TestBadInput(t *testing.T) {
 					args = planArgs(map[string]string{"--scheduler-config": path})
 				case strings.HasPrefix(c.file, "snapshot-"):
 					args = planArgs(map[string]string{"--snapshot": path})
+				case strings.HasPrefix(c.file, "openb-nodes-"):
+					args = openbArgs(map[string]string{"--nodes": path})
+				case strings.HasPrefix(c.file, "openb-pods-"):
+					args = openbArgs(map[string]string{"--pods": path})
 				default:
 					t.Fatalf("%s: the name says neither policy, scheduler nor snapshot", c.file)
 				}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,15 +64,46 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 		t.Errorf("planned %d moves of web off the tainted node, want 4; plan: %s", moved, out)
 	}
 
+	// The same cluster captured to a file plans the same moves offline.
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	capture := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "snapshot", "capture", "--kubeconfig", kubeconfig, "-o", file)
+	if b, err := capture.CombinedOutput(); err != nil {
+		t.Fatalf("rebalancer snapshot capture: %v\n%s", err, b)
+	}
+	offline := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "plan", "-o", "json", "--snapshot", file,
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
+	offline.Stderr = &stderr
+	out2, err := offline.Output()
+	if err != nil {
+		t.Fatalf("rebalancer plan --snapshot (captured): %v\n%s", err, stderr.String())
+	}
+	var p2 plan.Plan
+	if err := json.Unmarshal(out2, &p2); err != nil {
+		t.Fatalf("plan output is not JSON: %v\n%s", err, out2)
+	}
+	moves := func(p plan.Plan) []string {
+		var out []string
+		for _, m := range p.Moves {
+			if m.Namespace == e.ns {
+				out = append(out, m.Pod+" "+m.Source+" -> "+m.Target)
+			}
+		}
+		return out
+	}
+	if a, b := moves(p), moves(p2); !slices.Equal(a, b) {
+		t.Errorf("plan on the captured snapshot differs from the live plan:\nlive:     %v\ncaptured: %v", a, b)
+	}
+
 	// Every request rebalancer made, from the audit log: reads only.
 	reads, writes := auditedRequests(t, "rebalancer/", started)
 	if reads == 0 {
 		t.Fatal("no request of rebalancer in the audit log: the check would prove nothing")
 	}
 	if len(writes) > 0 {
-		t.Fatalf("rebalancer plan wrote to the cluster: %v", writes)
+		t.Fatalf("rebalancer plan or snapshot capture wrote to the cluster: %v", writes)
 	}
-	t.Logf("rebalancer plan: %d read requests, 0 writes; %d moves planned", reads, len(p.Moves))
+	t.Logf("rebalancer plan and snapshot capture: %d read requests, 0 writes; %d moves planned", reads, len(p.Moves))
 }
 
 // auditedRequests reads the API server's audit log (JSON lines, written by

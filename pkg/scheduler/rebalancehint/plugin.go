@@ -70,7 +70,7 @@ func newWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 			oldPod, ok1 := oldObj.(*v1.Pod)
 			newPod, ok2 := newObj.(*v1.Pod)
 			if ok1 && ok2 && oldPod.DeletionTimestamp == nil && newPod.DeletionTimestamp != nil {
-				pl.podLeaving(logger, newPod)
+				pl.PodLeaving(logger, newPod)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -78,7 +78,7 @@ func newWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 				obj = t.Obj
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
-				pl.podLeaving(logger, pod)
+				pl.PodLeaving(logger, pod)
 			}
 		},
 	})
@@ -88,8 +88,10 @@ func newWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 	return pl, nil
 }
 
-// podLeaving records the hint of a pod that is going away.
-func (pl *Plugin) podLeaving(logger klog.Logger, pod *v1.Pod) {
+// PodLeaving records the hint of a pod that is going away. The pod informer
+// calls it; rebalancer's simulator calls it directly when it replays an
+// eviction, so simulated replacements are steered exactly as real ones.
+func (pl *Plugin) PodLeaving(logger klog.Logger, pod *v1.Pod) {
 	h, found, err := hint.FromPod(pod)
 	if !found {
 		return

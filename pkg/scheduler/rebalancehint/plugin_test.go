@@ -176,7 +176,7 @@ func TestWithoutHintProfileDecides(t *testing.T) {
 func TestHintSteersReplacementToTarget(t *testing.T) {
 	e := newEnv(t, "")
 	nodes, pods := cluster()
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "half" {
 		t.Fatalf("replacement placed on %q, want hinted target %q", got, "half")
 	}
@@ -189,7 +189,7 @@ func TestHintSteersReplacementToTarget(t *testing.T) {
 func TestOtherOwnerIsNotSteered(t *testing.T) {
 	e := newEnv(t, "")
 	nodes, pods := cluster()
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	if got := e.schedule(t, nodes, pods, pod("other", "", "1", &api)); got != "full" {
 		t.Fatalf("pod of another owner placed on %q, want %q", got, "full")
 	}
@@ -205,7 +205,7 @@ func TestOtherOwnerIsNotSteered(t *testing.T) {
 func TestHintExpires(t *testing.T) {
 	e := newEnv(t, `{"hintTTL":"2m"}`)
 	nodes, pods := cluster()
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	e.clock.Step(2*time.Minute + time.Second)
 	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
 		t.Fatalf("after expiry the pod went to %q, want %q", got, "full")
@@ -220,7 +220,7 @@ func TestStaleHintIgnored(t *testing.T) {
 	nodes, pods := cluster()
 	old := toNode
 	old.Time = t0.Add(-time.Hour) // the eviction failed an hour ago; the pod leaves now for another reason
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), old))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), old))
 	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
 		t.Fatalf("stale hint steered the pod to %q", got)
 	}
@@ -230,7 +230,7 @@ func TestTargetThatNoLongerFitsLosesToFilter(t *testing.T) {
 	e := newEnv(t, "")
 	nodes, pods := cluster()
 	pods = append(pods, pod("filler", "half", "5", &api)) // "half" is now full
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	got := e.schedule(t, nodes, pods, pod("new", "", "2", &web))
 	if got == "half" {
 		t.Fatal("pod placed on a target that does not fit")
@@ -248,7 +248,7 @@ func TestMalformedHintIgnored(t *testing.T) {
 	nodes, pods := cluster()
 	bad := pod("old", "full", "1", &web)
 	bad.Annotations = map[string]string{hint.TargetNodeAnnotation: "half", hint.TimeAnnotation: "not-a-time"}
-	e.pl.podLeaving(klogger(t), bad)
+	e.pl.PodLeaving(klogger(t), bad)
 	if n := e.pl.book.len(); n != 0 {
 		t.Fatalf("malformed hint recorded (%d entries)", n)
 	}
@@ -259,7 +259,7 @@ func TestMalformedHintIgnored(t *testing.T) {
 
 func TestUnreserveGivesHintBack(t *testing.T) {
 	e := newEnv(t, "")
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	state := framework.NewCycleState()
 	p := pod("new", "", "1", &web)
 	if s := e.pl.PreScore(e.ctx, state, p, nil); !s.IsSuccess() {
@@ -285,7 +285,7 @@ func TestSignPodRefusesPodsWithPendingHint(t *testing.T) {
 	if _, s := e.pl.SignPod(e.ctx, pod("new", "", "1", &web)); !s.IsSuccess() {
 		t.Fatalf("SignPod without hint: %v", s)
 	}
-	e.pl.podLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
+	e.pl.PodLeaving(klogger(t), hinted(pod("old", "full", "1", &web), toNode))
 	if _, s := e.pl.SignPod(e.ctx, pod("new", "", "1", &web)); s.Code() != fwk.Unschedulable {
 		t.Fatalf("SignPod with a pending hint = %v, want Unschedulable", s)
 	}

@@ -1,0 +1,472 @@
+// Command bench measures rebalancer beside the upstream descheduler and
+// writes bench-results.json; `make bench` runs it from the repository root.
+//
+// Each measurement runs in a child process of its own (this binary with a
+// subcommand), so that its peak RSS (from the kernel's rusage) and its
+// timing are not disturbed by the measurements before it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/openb"
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
+	"github.com/rebalancer-dev/rebalancer/pkg/upstream"
+)
+
+const (
+	policyFile    = "policies/binpacking-policy.yaml"
+	schedulerFile = "policies/binpacking-scheduler.yaml"
+	podsPerNode   = 30
+	seed          = 1
+)
+
+func main() {
+	klog.InitFlags(nil)
+	// The children print one JSON object on stdout; logs go to stderr.
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		sub, args := os.Args[1], os.Args[2:]
+		if err := child(sub, args); err != nil {
+			fmt.Fprintf(os.Stderr, "bench %s: %v\n", sub, err)
+			os.Exit(1)
+		}
+		return
+	}
+	out := flag.String("o", "bench-results.json", "results file")
+	openbDir := flag.String("openb", "../shared/data/openb", "directory of the openb trace CSVs")
+	sizes := flag.String("nodes", "1000,5000", "cluster sizes for the plan benchmark")
+	flag.Parse()
+	if err := parent(*out, *openbDir, strings.Split(*sizes, ",")); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// Results is bench-results.json.
+type Results struct {
+	Plan                map[string]PlanResult `json:"plan"`
+	PredictionsPerS5000 float64               `json:"predictions_per_s_5000"`
+	HintOverheadPct     float64               `json:"hint_overhead_pct"`
+	Openb               OpenbResult           `json:"openb"`
+	Commands            map[string]string     `json:"commands"`
+	Machine             string                `json:"machine"`
+	Notes               []string              `json:"notes"`
+}
+
+// PlanResult compares one plan of ours with one upstream cycle.
+type PlanResult struct {
+	OursS             float64 `json:"ours_s"`
+	UpstreamS         float64 `json:"upstream_s"`
+	OursRSSMiB        float64 `json:"ours_rss_mib"`
+	UpstreamRSSMiB    float64 `json:"upstream_rss_mib"`
+	Moves             int     `json:"moves"`
+	UpstreamEvictions int     `json:"upstream_evictions"`
+}
+
+// OpenbResult compares 10 simulated rounds on the openb trace.
+type OpenbResult struct {
+	Pods                int `json:"pods"`
+	NodesBefore         int `json:"nodes_before"`
+	NodesInUse          int `json:"nodes_in_use"`
+	LowerBound          int `json:"lower_bound"`
+	NodesOverLowerBound int `json:"nodes_over_lower_bound"`
+	EvictionsOurs       int `json:"evictions_ours"`
+	EvictionsUpstream   int `json:"evictions_upstream"`
+	NodesInUseUpstream  int `json:"nodes_in_use_upstream"`
+	PingPong            int `json:"ping_pong"`
+	PingPongUpstream    int `json:"ping_pong_upstream"`
+	ConvergedAt         int `json:"converged_at"`
+	UnschedulableOurs   int `json:"unschedulable_ours"`
+	UnschedulableUp     int `json:"unschedulable_upstream"`
+}
+
+// measurement is what a child prints.
+type measurement struct {
+	Seconds float64 `json:"seconds"`
+	Count   int     `json:"count"`
+	Value   float64 `json:"value"`
+	// Openb is set by the openb child.
+	Openb *OpenbResult `json:"openb,omitempty"`
+	// RSSMiB is filled in by the parent from the child's rusage.
+	RSSMiB float64 `json:"-"`
+}
+
+func parent(out, openbDir string, sizes []string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	res := Results{Plan: map[string]PlanResult{}, Commands: map[string]string{}, Machine: machine()}
+	run := func(key string, args ...string) (measurement, error) {
+		cmdline := "go run ./hack/bench " + strings.Join(args, " ")
+		res.Commands[key] = cmdline
+		fmt.Fprintf(os.Stderr, "bench: %s\n", cmdline)
+		return runChild(self, args...)
+	}
+	for _, n := range sizes {
+		ours, err := run("plan."+n+".ours", "plan", "--nodes", n, "--impl", "ours")
+		if err != nil {
+			return err
+		}
+		up, err := run("plan."+n+".upstream", "plan", "--nodes", n, "--impl", "upstream")
+		if err != nil {
+			return err
+		}
+		res.Plan[n] = PlanResult{
+			OursS: round(ours.Seconds, 2), UpstreamS: round(up.Seconds, 2),
+			OursRSSMiB: round(ours.RSSMiB, 0), UpstreamRSSMiB: round(up.RSSMiB, 0),
+			Moves: ours.Count, UpstreamEvictions: up.Count,
+		}
+	}
+	m, err := run("predictions_per_s_5000", "predict", "--nodes", "5000", "--count", "300")
+	if err != nil {
+		return err
+	}
+	res.PredictionsPerS5000 = round(m.Value, 0)
+	m, err = run("hint_overhead_pct", "hint", "--nodes", "1000", "--count", "400")
+	if err != nil {
+		return err
+	}
+	res.HintOverheadPct = round(m.Value, 2)
+	m, err = run("openb", "openb", "--dir", openbDir, "--rounds", "10")
+	if err != nil {
+		return err
+	}
+	res.Openb = *m.Openb
+	res.Notes = []string{
+		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
+		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
+		"openb: the default pod list replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair.",
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	printTable(res)
+	fmt.Fprintf(os.Stderr, "bench: wrote %s\n", out)
+	return nil
+}
+
+func runChild(self string, args ...string) (measurement, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return measurement{}, fmt.Errorf("%s: %w\n%s", strings.Join(args, " "), err, tail(stderr.String(), 2000))
+	}
+	var m measurement
+	if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
+		return m, fmt.Errorf("%s: reading its output: %w\n%s", strings.Join(args, " "), err, stdout.String())
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		m.RSSMiB = float64(ru.Maxrss) / 1024 // Linux reports KiB
+	}
+	return m, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+func printTable(r Results) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLAN\tOURS S\tUPSTREAM S\tOURS RSS MiB\tUPSTREAM RSS MiB\tMOVES\tUPSTREAM EVICTIONS")
+	var sizes []string
+	for n := range r.Plan {
+		sizes = append(sizes, n)
+	}
+	sort.Slice(sizes, func(i, j int) bool {
+		return len(sizes[i]) < len(sizes[j]) || len(sizes[i]) == len(sizes[j]) && sizes[i] < sizes[j]
+	})
+	for _, n := range sizes {
+		p := r.Plan[n]
+		fmt.Fprintf(tw, "%s nodes\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", n, p.OursS, p.UpstreamS, p.OursRSSMiB, p.UpstreamRSSMiB, p.Moves, p.UpstreamEvictions)
+	}
+	fmt.Fprintf(tw, "\npredictions/s at 5000 nodes\t%.0f\n", r.PredictionsPerS5000)
+	fmt.Fprintf(tw, "RebalanceHint overhead\t%.2f %%\n", r.HintOverheadPct)
+	o := r.Openb
+	fmt.Fprintf(tw, "\nOPENB (10 ROUNDS)\tREBALANCER\tUPSTREAM\n")
+	fmt.Fprintf(tw, "nodes in use before\t%d\t%d\n", o.NodesBefore, o.NodesBefore)
+	fmt.Fprintf(tw, "nodes in use after\t%d\t%d\n", o.NodesInUse, o.NodesInUseUpstream)
+	fmt.Fprintf(tw, "lower bound\t%d\t%d\n", o.LowerBound, o.LowerBound)
+	fmt.Fprintf(tw, "evictions\t%d\t%d\n", o.EvictionsOurs, o.EvictionsUpstream)
+	fmt.Fprintf(tw, "ping-pong\t%d\t%d\n", o.PingPong, o.PingPongUpstream)
+	fmt.Fprintf(tw, "unschedulable after\t%d\t%d\n", o.UnschedulableOurs, o.UnschedulableUp)
+	fmt.Fprintf(tw, "converged at round\t%d\t\n", o.ConvergedAt)
+	tw.Flush()
+}
+
+func machine() string {
+	cpus, _ := os.ReadFile("/proc/cpuinfo")
+	model := ""
+	for _, line := range strings.Split(string(cpus), "\n") {
+		if strings.HasPrefix(line, "model name") {
+			model = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+			break
+		}
+	}
+	return fmt.Sprintf("%d CPUs, %s", countCPUs(), model)
+}
+
+func countCPUs() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func round(x float64, digits int) float64 {
+	p := 1.0
+	for i := 0; i < digits; i++ {
+		p *= 10
+	}
+	return float64(int64(x*p+0.5)) / p
+}
+
+// child runs one measurement and prints it as JSON.
+func child(sub string, args []string) error {
+	fs := flag.NewFlagSet(sub, flag.ExitOnError)
+	nodes := fs.Int("nodes", 1000, "cluster size")
+	impl := fs.String("impl", "ours", "ours or upstream")
+	count := fs.Int("count", 300, "predictions")
+	dir := fs.String("dir", "", "openb trace directory")
+	rounds := fs.Int("rounds", 10, "rounds")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx := klog.NewContext(context.Background(), klog.NewKlogr())
+	var m measurement
+	var err error
+	switch sub {
+	case "plan":
+		m, err = benchPlan(ctx, *nodes, *impl)
+	case "predict":
+		m, err = benchPredict(ctx, *nodes, *count)
+	case "hint":
+		m, err = benchHint(ctx, *nodes, *count)
+	case "openb":
+		m, err = benchOpenb(ctx, *dir, *rounds)
+	default:
+		err = fmt.Errorf("unknown subcommand %q", sub)
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(m)
+}
+
+func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
+	pol, err := policy.Load(policyFile, fake.NewClientset(), planner.Registry())
+	if err != nil {
+		return nil, nil, err
+	}
+	_, prof, err := profile.Load(schedulerFile, "")
+	return pol, prof, err
+}
+
+func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	if err != nil {
+		return measurement{}, err
+	}
+	pol, prof, err := loadPair()
+	if err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	switch impl {
+	case "ours":
+		p, err := planner.Plan(ctx, pol, prof, snap, planner.Registry(), planner.Options{MinScoreGain: 1})
+		if err != nil {
+			return measurement{}, err
+		}
+		return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves)}, nil
+	case "upstream":
+		r, err := upstream.Run(ctx, upstream.Policy(pol), snap)
+		if err != nil {
+			return measurement{}, err
+		}
+		return measurement{Seconds: time.Since(start).Seconds(), Count: len(r.Evicted)}, nil
+	}
+	return measurement{}, fmt.Errorf("--impl %q: want ours or upstream", impl)
+}
+
+// runningPods are the pods a prediction is asked about: bound, movable.
+func runningPods(pods []*v1.Pod) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && !simulator.NodeBound(p) && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func benchPredict(ctx context.Context, nodes, count int) (measurement, error) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	if err != nil {
+		return measurement{}, err
+	}
+	_, prof, err := loadPair()
+	if err != nil {
+		return measurement{}, err
+	}
+	sim, err := simulator.New(ctx, prof, snap)
+	if err != nil {
+		return measurement{}, err
+	}
+	pods := runningPods(snap.Pods)
+	start := time.Now()
+	for i := 0; i < count; i++ {
+		if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.Options{}); err != nil {
+			return measurement{}, err
+		}
+	}
+	s := time.Since(start).Seconds()
+	return measurement{Seconds: s, Count: count, Value: float64(count) / s}, nil
+}
+
+// benchHint compares the shipped profile with the same profile without
+// RebalanceHint on the same pods. Every pod's owner has a hint recorded, so
+// the plugin does its full work (PreScore finds a hint, Score runs per node).
+// The two are measured alternately, three times each, and the best of each
+// is kept: a shared 2-core machine is noisy.
+func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	if err != nil {
+		return measurement{}, err
+	}
+	_, with, err := loadPair()
+	if err != nil {
+		return measurement{}, err
+	}
+	without := with.DeepCopy()
+	drop := func(set *config.PluginSet) {
+		kept := set.Enabled[:0]
+		for _, p := range set.Enabled {
+			if p.Name != rebalancehint.Name {
+				kept = append(kept, p)
+			}
+		}
+		set.Enabled = kept
+	}
+	for _, set := range []*config.PluginSet{&without.Plugins.MultiPoint, &without.Plugins.PreScore, &without.Plugins.Score, &without.Plugins.Reserve} {
+		drop(set)
+	}
+	pods := runningPods(snap.Pods)
+	time1 := func(prof *config.KubeSchedulerProfile, hinted bool) (time.Duration, error) {
+		sim, err := simulator.New(ctx, prof, snap)
+		if err != nil {
+			return 0, err
+		}
+		if hinted {
+			for i := 0; i < count; i++ {
+				p := pods[(i*7919)%len(pods)].DeepCopy()
+				p.Annotations = hint.Hint{Source: p.Spec.NodeName, Target: snap.Nodes[i%len(snap.Nodes)].Name, PlanID: "bench", Time: time.Now()}.Annotations()
+				sim.Leaving(p)
+			}
+		}
+		start := time.Now()
+		for i := 0; i < count; i++ {
+			if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.Options{}); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	}
+	var best [2]time.Duration
+	for rep := 0; rep < 3; rep++ {
+		for i, prof := range []*config.KubeSchedulerProfile{with, without} {
+			d, err := time1(prof, i == 0)
+			if err != nil {
+				return measurement{}, err
+			}
+			if best[i] == 0 || d < best[i] {
+				best[i] = d
+			}
+		}
+	}
+	pct := (best[0].Seconds() - best[1].Seconds()) / best[1].Seconds() * 100
+	return measurement{Seconds: best[0].Seconds(), Count: count, Value: pct}, nil
+}
+
+func benchOpenb(ctx context.Context, dir string, rounds int) (measurement, error) {
+	read := func(name string) (*os.File, error) { return os.Open(filepath.Join(dir, name)) }
+	nf, err := read("openb_node_list_all_node.csv")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer nf.Close()
+	pf, err := read("openb_pod_list_default.csv")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer pf.Close()
+	nodes, err := openb.ReadNodes(nf.Name(), nf)
+	if err != nil {
+		return measurement{}, err
+	}
+	pods, err := openb.ReadPods(pf.Name(), pf)
+	if err != nil {
+		return measurement{}, err
+	}
+	snap, _, err := openb.Import(ctx, nodes, pods, openb.Options{At: openb.Peak})
+	if err != nil {
+		return measurement{}, err
+	}
+	pol, prof, err := loadPair()
+	if err != nil {
+		return measurement{}, err
+	}
+	opts := simulate.Options{Strategy: simulate.Rebalancer, Rounds: rounds, Registry: planner.Registry(),
+		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
+	ours, err := simulate.Run(ctx, pol, prof, snap, opts)
+	if err != nil {
+		return measurement{}, err
+	}
+	opts.Strategy = simulate.Upstream
+	up, err := simulate.Run(ctx, pol, prof, snap, opts)
+	if err != nil {
+		return measurement{}, err
+	}
+	if len(ours.Rounds) == 0 || len(up.Rounds) == 0 {
+		return measurement{}, errors.New("no rounds simulated")
+	}
+	o, u := ours.Totals(), up.Totals()
+	return measurement{Openb: &OpenbResult{
+		Pods: len(snap.Pods), NodesBefore: ours.Rounds[0].NodesInUse, NodesInUse: o.NodesInUse, LowerBound: o.LowerBound,
+		NodesOverLowerBound: o.NodesInUse - o.LowerBound, EvictionsOurs: o.Evictions, EvictionsUpstream: u.Evictions,
+		NodesInUseUpstream: u.NodesInUse, PingPong: o.PingPong, PingPongUpstream: u.PingPong, ConvergedAt: ours.ConvergedAt,
+		UnschedulableOurs: o.Unschedulable, UnschedulableUp: u.Unschedulable,
+	}}, nil
+}

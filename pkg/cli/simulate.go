@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/report"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+type simulateOptions struct {
+	planOptions
+	rounds             int
+	baseline           string
+	report             string
+	interval, cooldown time.Duration
+}
+
+func newSimulateCommand() *cobra.Command {
+	o := &simulateOptions{}
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Run rebalancing rounds on a snapshot in memory and measure the cluster after each",
+		Long: `simulate repeats, on a snapshot and in memory: plan, evict the planned pods,
+let the scheduler profile re-place them as their owners recreate them (in
+scheduling-queue order, following rebalancer's hints), and measure nodes in
+use, utilization, unschedulable pods and ping-pong. --baseline upstream runs
+the same policy the way the upstream descheduler does (its plugins, its
+evictor, every eviction it asks for) with the same scheduler profile
+re-placing pods, for comparison.`,
+		Example: `  rebalancer simulate --snapshot cluster.yaml --policy policies/binpacking-policy.yaml \
+    --scheduler-config policies/binpacking-scheduler.yaml --rounds 10 --baseline upstream --report report.html`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	o.addFlags(f, "")
+	// simulate is offline only.
+	f.MarkHidden("kubeconfig")
+	f.MarkHidden("context")
+	f.StringVar(&o.snapshot, "snapshot", "", "snapshot file to simulate on")
+	f.IntVar(&o.rounds, "rounds", 10, "rounds to simulate")
+	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
+	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
+	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as `run --interval`")
+	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "as `run --cooldown`; also the window in which a second eviction counts as ping-pong")
+	return cmd
+}
+
+func (o *simulateOptions) validate() error {
+	errs := o.flagErrors()
+	if o.snapshot == "" {
+		errs = append(errs, errors.New("--snapshot is required"))
+	}
+	if o.kubeconfig != "" {
+		errs = append(errs, errors.New("--kubeconfig: simulate works on snapshots only (write one with `rebalancer snapshot capture`)"))
+	}
+	if o.rounds < 1 || o.rounds > 1000 {
+		errs = append(errs, fmt.Errorf("--rounds %d: must be between 1 and 1000", o.rounds))
+	}
+	if o.baseline != "" && o.baseline != simulate.Upstream {
+		errs = append(errs, fmt.Errorf("--baseline %q: the only baseline is %q", o.baseline, simulate.Upstream))
+	}
+	if o.interval <= 0 {
+		errs = append(errs, fmt.Errorf("--interval %s: must be positive", o.interval))
+	}
+	if o.cooldown < 0 {
+		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
+	}
+	if o.report != "" && !strings.HasSuffix(o.report, ".html") {
+		errs = append(errs, fmt.Errorf("--report %s: want an .html file", o.report))
+	}
+	return errors.Join(errs...)
+}
+
+func (o *simulateOptions) run(cmd *cobra.Command) error {
+	ctx := cmd.Context()
+	snap, err := snapshot.Load(o.snapshot)
+	if err != nil {
+		return err
+	}
+	var objs []runtime.Object
+	for _, pc := range snap.PriorityClasses {
+		objs = append(objs, pc)
+	}
+	prof, pol, err := o.load(fake.NewClientset(objs...))
+	if err != nil {
+		return err
+	}
+	opts := simulate.Options{
+		Strategy: simulate.Rebalancer, Rounds: o.rounds, Registry: planner.Registry(),
+		Planner:  planner.Options{MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts},
+		Interval: o.interval, Cooldown: o.cooldown,
+	}
+	var c simulate.Comparison
+	if c.Rebalancer, err = simulate.Run(ctx, pol, prof, snap, opts); err != nil {
+		return err
+	}
+	if o.baseline != "" {
+		opts.Strategy = o.baseline
+		if c.Baseline, err = simulate.Run(ctx, pol, prof, snap, opts); err != nil {
+			return fmt.Errorf("baseline %s: %w", o.baseline, err)
+		}
+	}
+	if o.report != "" {
+		title := fmt.Sprintf("%s · %s · %s", filepath.Base(o.snapshot), filepath.Base(o.policy), filepath.Base(o.schedulerConfig))
+		if err := writeAtomically(o.report, func(w io.Writer) error { return report.Write(w, title, &c) }, nil); err != nil {
+			return err
+		}
+	}
+	return c.Print(cmd.OutOrStdout(), o.output)
+}

@@ -1,0 +1,190 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/openb"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
+)
+
+func newSnapshotCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Write snapshot files: generated clusters, the openb trace replayed, or a live cluster",
+		Long: `snapshot writes cluster snapshots (a v1 List of nodes, pods, PDBs, ...) that
+plan --snapshot and simulate read.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newSyntheticCommand(), newOpenbCommand(), newCaptureCommand())
+	return cmd
+}
+
+func newSyntheticCommand() *cobra.Command {
+	var o synthetic.Options
+	var out string
+	cmd := &cobra.Command{
+		Use:     "synthetic",
+		Short:   "Generate a fragmented cluster: heterogeneous pods, owned workloads, PDBs, DaemonSets",
+		Example: `  rebalancer snapshot synthetic --nodes 1000 --pods 30000 -o cluster.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return errors.New("--output is required (- for stdout)")
+			}
+			snap, err := synthetic.Generate(o)
+			if err != nil {
+				return err
+			}
+			return writeSnapshot(cmd, out, snap)
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "number of nodes (at most 5000)")
+	cmd.Flags().IntVar(&o.Pods, "pods", 3000, "number of pods (at most 150000)")
+	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "random seed; the same seed gives the same cluster")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
+	return cmd
+}
+
+func newOpenbCommand() *cobra.Command {
+	var nodesFile, podsFile, schedulerConfig, schedulerName, out string
+	var o openb.Options
+	cmd := &cobra.Command{
+		Use:   "openb",
+		Short: "Replay the openb trace (node and pod CSV lists) through a scheduler profile into a snapshot",
+		Long: `openb replays the pods of an openb pod list (Alibaba's GPU cluster trace) onto the
+nodes of a node list, creations and deletions in time order, through a
+scheduler profile (kube-scheduler's default unless --scheduler-config), and
+writes the cluster that history leaves at --at (default: the first moment
+the most pods ran). GPUs become nvidia.com/gpu; gpu_milli (GPU sharing) is
+not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
+		Example: `  rebalancer snapshot openb --nodes openb_node_list_all_node.csv \
+    --pods openb_pod_list_default.csv -o openb.yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var errs []error
+			if nodesFile == "" {
+				errs = append(errs, errors.New("--nodes is required"))
+			}
+			if podsFile == "" {
+				errs = append(errs, errors.New("--pods is required"))
+			}
+			if out == "" {
+				errs = append(errs, errors.New("--output is required (- for stdout)"))
+			}
+			if o.At < openb.Peak {
+				errs = append(errs, fmt.Errorf("--at %d: must be a second of the trace (>= 0), or -1 for the peak", o.At))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return err
+			}
+			if schedulerConfig != "" {
+				_, prof, err := profile.Load(schedulerConfig, schedulerName)
+				if err != nil {
+					return err
+				}
+				o.Profile = prof
+			}
+			nodes, err := readCSV(nodesFile, openb.ReadNodes)
+			if err != nil {
+				return err
+			}
+			pods, err := readCSV(podsFile, openb.ReadPods)
+			if err != nil {
+				return err
+			}
+			snap, stats, err := openb.Import(cmd.Context(), nodes, pods, o)
+			if err != nil {
+				return err
+			}
+			klog.FromContext(cmd.Context()).Info("Replayed the openb trace", "nodes", len(nodes), "result", stats.String())
+			return writeSnapshot(cmd, out, snap)
+		},
+	}
+	cmd.Flags().StringVar(&nodesFile, "nodes", "", "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
+	cmd.Flags().StringVar(&podsFile, "pods", "", "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time)")
+	cmd.Flags().StringVar(&schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration that places the pods (default: kube-scheduler's default profile)")
+	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile)")
+	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")
+	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
+	return cmd
+}
+
+func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return read(path, f)
+}
+
+func newCaptureCommand() *cobra.Command {
+	var kubeconfig, kubeContext, out string
+	cmd := &cobra.Command{
+		Use:     "capture",
+		Short:   "Write a live cluster's nodes, pods, PDBs, ... to a snapshot file (read-only)",
+		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if kubeconfig == "" || out == "" {
+				return errors.New("--kubeconfig and --output are required")
+			}
+			client, err := newClient(kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
+			snap, err := capture(cmd.Context(), client)
+			if err != nil {
+				return err
+			}
+			return writeSnapshot(cmd, out, snap)
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to capture")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context to use")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
+	return cmd
+}
+
+// writeSnapshot writes to a temporary file renamed into place, so a failed
+// or interrupted write never leaves a truncated snapshot behind.
+func writeSnapshot(cmd *cobra.Command, path string, snap *snapshot.Snapshot) error {
+	if path == "-" {
+		return snap.Encode(cmd.OutOrStdout())
+	}
+	return writeAtomically(path, snap.Encode, func() {
+		klog.FromContext(cmd.Context()).Info("Wrote snapshot", "file", path, "snapshot", snap.String())
+	})
+}
+
+func writeAtomically(path string, write func(io.Writer) error, done func()) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // no-op once renamed
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if done != nil {
+		done()
+	}
+	return nil
+}

@@ -1,0 +1,269 @@
+// Package openb imports the openb production trace (Alibaba's GPU cluster,
+// "Beware of Fragmentation", USENIX ATC'23): a node list and a pod list in
+// CSV. Replaying the pods' creations and deletions in time order through a
+// scheduler profile leaves the fragmented cluster that history produced.
+package openb
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Node is one row of a node list (openb_node_list_*.csv).
+type Node struct {
+	Name      string
+	MilliCPU  int64
+	MemoryMiB int64
+	GPUs      int64
+	GPUModel  string // "" for CPU-only nodes
+}
+
+// Pod is one row of a pod list (openb_pod_list_*.csv).
+type Pod struct {
+	Name      string
+	MilliCPU  int64
+	MemoryMiB int64
+	GPUs      int64
+	// GPUMilli is the share of one GPU a GPU-sharing pod asks for (1–1000).
+	GPUMilli int64
+	// GPUModels restricts the GPU models the pod runs on; empty means any.
+	GPUModels []string
+	QoS       string
+	Phase     string
+	// Created and Deleted are seconds from the start of the trace.
+	Created, Deleted int64
+}
+
+var (
+	nodeColumns = []string{"sn", "cpu_milli", "memory_mib", "gpu", "model"}
+	podColumns  = []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time"}
+	qosClasses  = []string{"LS", "BE", "Burstable", "Guaranteed"}
+	podPhases   = []string{"Pending", "Running", "Succeeded", "Failed", "Unknown"}
+)
+
+// table reads a CSV file whose first row names its columns; columns are
+// found by name, so their order and extra columns do not matter.
+type table struct {
+	file    string
+	r       *csv.Reader
+	columns map[string]int
+	row     []string
+}
+
+func newTable(file string, r io.Reader, required []string) (*table, error) {
+	t := &table{file: file, r: csv.NewReader(r), columns: map[string]int{}}
+	t.r.ReuseRecord = true
+	header, err := t.r.Read()
+	if err == io.EOF {
+		return nil, fmt.Errorf("%s: empty file, expected a header row with columns %s", file, strings.Join(required, ","))
+	}
+	if err != nil {
+		return nil, t.csvError(err)
+	}
+	for i, name := range header {
+		name = strings.TrimSpace(strings.TrimPrefix(name, "\ufeff"))
+		if _, dup := t.columns[name]; dup {
+			return nil, fmt.Errorf("%s:1: column %q appears twice in the header", file, name)
+		}
+		t.columns[name] = i
+	}
+	var missing []string
+	for _, c := range required {
+		if _, ok := t.columns[c]; !ok {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%s:1: header lacks column(s) %s (has %s)", file, strings.Join(missing, ","), strings.Join(header, ","))
+	}
+	return t, nil
+}
+
+// next reads the next row; false at the end of the file.
+func (t *table) next() (bool, error) {
+	row, err := t.r.Read()
+	if err == io.EOF {
+		return false, nil
+	}
+	if err != nil {
+		return false, t.csvError(err)
+	}
+	t.row = row
+	return true, nil
+}
+
+func (t *table) csvError(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s:%d: column %d: %v", t.file, pe.Line, pe.Column, pe.Err)
+	}
+	return fmt.Errorf("%s: %w", t.file, err)
+}
+
+// errorf names the file, line and column of a field of the current row.
+func (t *table) errorf(column, format string, args ...any) error {
+	line, col := t.r.FieldPos(t.columns[column])
+	return fmt.Errorf("%s:%d:%d: column %q: %s", t.file, line, col, column, fmt.Sprintf(format, args...))
+}
+
+func (t *table) text(column string) string { return strings.TrimSpace(t.row[t.columns[column]]) }
+
+// integer reads a whole number in [min, max]; empty is allowed only when
+// orEmpty is not nil, and then yields *orEmpty.
+func (t *table) integer(column string, min, max int64, orEmpty *int64) (int64, error) {
+	s := t.text(column)
+	if s == "" && orEmpty != nil {
+		return *orEmpty, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, t.errorf(column, "%q is not a whole number", s)
+	}
+	if v < min || v > max {
+		return 0, t.errorf(column, "%d is out of range [%d, %d]", v, min, max)
+	}
+	return v, nil
+}
+
+func (t *table) oneOf(column string, allowed []string) (string, error) {
+	s := t.text(column)
+	for _, a := range allowed {
+		if s == a {
+			return s, nil
+		}
+	}
+	return "", t.errorf(column, "%q is not one of %s", s, strings.Join(allowed, ", "))
+}
+
+// Limits well above any real machine, so a unit mistake (bytes for MiB)
+// is caught rather than turned into a node of exabytes.
+const (
+	maxMilliCPU  = 10_000_000 // 10,000 cores
+	maxMemoryMiB = 1 << 30    // 1 PiB
+	maxGPUs      = 64
+	maxSeconds   = 1 << 40
+)
+
+// ReadNodes parses a node list. file names the input in errors.
+func ReadNodes(file string, r io.Reader) ([]Node, error) {
+	t, err := newTable(file, r, nodeColumns)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []Node
+	seen := map[string]int{}
+	for {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		n := Node{Name: t.text("sn"), GPUModel: t.text("model")}
+		line, _ := t.r.FieldPos(0)
+		if n.Name == "" {
+			return nil, t.errorf("sn", "empty node name")
+		}
+		if line, dup := seen[n.Name]; dup {
+			return nil, t.errorf("sn", "node %q is already listed on line %d", n.Name, line)
+		}
+		seen[n.Name] = line
+		if n.MilliCPU, err = t.integer("cpu_milli", 1, maxMilliCPU, nil); err != nil {
+			return nil, err
+		}
+		if n.MemoryMiB, err = t.integer("memory_mib", 1, maxMemoryMiB, nil); err != nil {
+			return nil, err
+		}
+		if n.GPUs, err = t.integer("gpu", 0, maxGPUs, nil); err != nil {
+			return nil, err
+		}
+		if n.GPUs == 0 && n.GPUModel != "" && n.GPUModel != "nan" {
+			return nil, t.errorf("model", "GPU model %q on a node with 0 GPUs", n.GPUModel)
+		}
+		if n.GPUModel == "nan" { // pandas writes a missing value as nan
+			n.GPUModel = ""
+		}
+		nodes = append(nodes, n)
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("%s: no nodes", file)
+	}
+	return nodes, nil
+}
+
+// ReadPods parses a pod list. file names the input in errors.
+func ReadPods(file string, r io.Reader) ([]Pod, error) {
+	t, err := newTable(file, r, podColumns)
+	if err != nil {
+		return nil, err
+	}
+	var pods []Pod
+	seen := map[string]int{}
+	never := int64(-1)
+	for {
+		ok, err := t.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		p := Pod{Name: t.text("name")}
+		line, _ := t.r.FieldPos(0)
+		if p.Name == "" {
+			return nil, t.errorf("name", "empty pod name")
+		}
+		if first, dup := seen[p.Name]; dup {
+			return nil, t.errorf("name", "pod %q is already listed on line %d", p.Name, first)
+		}
+		seen[p.Name] = line
+		if p.MilliCPU, err = t.integer("cpu_milli", 0, maxMilliCPU, nil); err != nil {
+			return nil, err
+		}
+		if p.MemoryMiB, err = t.integer("memory_mib", 0, maxMemoryMiB, nil); err != nil {
+			return nil, err
+		}
+		if p.GPUs, err = t.integer("num_gpu", 0, maxGPUs, nil); err != nil {
+			return nil, err
+		}
+		if p.GPUMilli, err = t.integer("gpu_milli", 0, 1000, nil); err != nil {
+			return nil, err
+		}
+		if p.GPUs > 0 && p.GPUMilli == 0 {
+			return nil, t.errorf("gpu_milli", "0 on a pod asking for %d GPU(s)", p.GPUs)
+		}
+		if spec := t.text("gpu_spec"); spec != "" && spec != "nan" {
+			for _, m := range strings.Split(spec, "|") {
+				if m = strings.TrimSpace(m); m == "" {
+					return nil, t.errorf("gpu_spec", "%q has an empty GPU model", spec)
+				}
+				p.GPUModels = append(p.GPUModels, strings.TrimSpace(m))
+			}
+		}
+		if p.QoS, err = t.oneOf("qos", qosClasses); err != nil {
+			return nil, err
+		}
+		if p.Phase, err = t.oneOf("pod_phase", podPhases); err != nil {
+			return nil, err
+		}
+		if p.Created, err = t.integer("creation_time", 0, maxSeconds, nil); err != nil {
+			return nil, err
+		}
+		if p.Deleted, err = t.integer("deletion_time", 0, maxSeconds, &never); err != nil {
+			return nil, err
+		}
+		if p.Deleted != never && p.Deleted < p.Created {
+			return nil, t.errorf("deletion_time", "%d is before creation_time %d", p.Deleted, p.Created)
+		}
+		pods = append(pods, p)
+	}
+	if len(pods) == 0 {
+		return nil, fmt.Errorf("%s: no pods", file)
+	}
+	return pods, nil
+}

@@ -1,0 +1,186 @@
+package openb
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+func TestReadErrorsNameLineAndColumn(t *testing.T) {
+	nodeHeader := "sn,cpu_milli,memory_mib,gpu,model\n"
+	podHeader := "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+	for _, tc := range []struct {
+		name, nodes, pods, want string
+	}{
+		{"node cpu not a number", nodeHeader + "n0,32000,1024,0,\nn1,32k,1024,0,\n", "", `nodes.csv:3:4: column "cpu_milli": "32k" is not a whole number`},
+		{"node missing column", "sn,cpu_milli,gpu,model\n", "", `nodes.csv:1: header lacks column(s) memory_mib`},
+		{"duplicate node", nodeHeader + "n0,1,1,0,\nn0,1,1,0,\n", "", `nodes.csv:3:1: column "sn": node "n0" is already listed on line 2`},
+		{"negative gpu", nodeHeader + "n0,1,1,-1,\n", "", `nodes.csv:2:8: column "gpu": -1 is out of range [0, 64]`},
+		{"model without gpu", nodeHeader + "n0,1,1,0,V100\n", "", `column "model": GPU model "V100" on a node with 0 GPUs`},
+		{"ragged row", nodeHeader + "n0,1,1\n", "", `nodes.csv:2: column 1: wrong number of fields`},
+		{"empty", "", "", `nodes.csv: empty file`},
+		{"pod gpu_milli", "", podHeader + "p0,1000,1024,1,1200,,LS,Running,0,10,0\n", `pods.csv:2:16: column "gpu_milli": 1200 is out of range [0, 1000]`},
+		{"pod qos", "", podHeader + "p0,1000,1024,0,0,,Gold,Running,0,10,0\n", `pods.csv:2:19: column "qos": "Gold" is not one of LS, BE, Burstable, Guaranteed`},
+		{"pod deleted before created", "", podHeader + "p0,1000,1024,0,0,,LS,Running,20,10,0\n", `column "deletion_time": 10 is before creation_time 20`},
+		{"pod empty gpu model", "", podHeader + "p0,1000,1024,1,1000,V100||T4,LS,Running,0,10,0\n", `column "gpu_spec": "V100||T4" has an empty GPU model`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var err error
+			if tc.nodes != "" || tc.pods == "" {
+				_, err = ReadNodes("nodes.csv", strings.NewReader(tc.nodes))
+			} else {
+				_, err = ReadPods("pods.csv", strings.NewReader(tc.pods))
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// smallTrace: two 8-CPU nodes, one of them with 2 GPUs of model T4.
+func smallTrace(t *testing.T, podRows string) ([]Node, []Pod) {
+	t.Helper()
+	nodes, err := ReadNodes("nodes.csv", strings.NewReader("sn,cpu_milli,memory_mib,gpu,model\ncpu,8000,32768,0,\ngpu,8000,32768,2,T4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods("pods.csv", strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"+podRows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes, pods
+}
+
+func TestImportReplaysCreationsAndDeletions(t *testing.T) {
+	nodes, pods := smallTrace(t, ""+
+		"big,6000,1024,0,0,,LS,Running,0,100,0\n"+
+		"gpu1,1000,1024,1,500,T4,BE,Running,10,1000,10\n"+
+		"gpu2,1000,1024,2,1000,,LS,Running,20,1000,20\n"+ // waits: one GPU left
+		"late,1000,1024,0,0,,BE,Running,500,,500\n")
+	snap, stats, err := Import(context.Background(), nodes, pods, Options{At: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Created != 4 || stats.Deleted != 1 || stats.Running != 2 || stats.Pending != 1 {
+		t.Fatalf("stats = %+v", stats)
+	}
+	on := map[string]string{}
+	var gpuPod *v1.Pod
+	for _, p := range snap.Pods {
+		on[p.Name] = p.Spec.NodeName
+		if p.Name == "gpu1" {
+			gpuPod = p
+		}
+	}
+	if _, ok := on["big"]; ok {
+		t.Errorf("pod big was deleted at second 100 but is in the snapshot")
+	}
+	if on["gpu1"] != "gpu" || on["gpu2"] != "" {
+		t.Errorf("gpu1 on %q (want gpu), gpu2 on %q (want pending: 1 GPU free, 2 asked)", on["gpu1"], on["gpu2"])
+	}
+	if !gpuPod.Spec.Containers[0].Resources.Requests[GPUResource].Equal(resource.MustParse("1")) {
+		t.Errorf("gpu1 requests %v", gpuPod.Spec.Containers[0].Resources.Requests)
+	}
+	if terms := gpuPod.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; terms[0].MatchExpressions[0].Values[0] != "T4" {
+		t.Errorf("gpu_spec T4 did not become node affinity: %v", terms)
+	}
+	if ref := gpuPod.OwnerReferences; len(ref) != 1 || ref[0].Kind != "ReplicaSet" {
+		t.Errorf("pod is not owned by a ReplicaSet: %v", ref)
+	}
+	if snap.Nodes[1].Labels[GPUModelLabel] != "T4" || !snap.Nodes[1].Status.Allocatable[GPUResource].Equal(resource.MustParse("2")) {
+		t.Errorf("gpu node: labels %v allocatable %v", snap.Nodes[1].Labels, snap.Nodes[1].Status.Allocatable)
+	}
+
+	// After gpu1 is deleted the waiting gpu2 gets both GPUs.
+	snap, stats, err = Import(context.Background(), nodes, pods, Options{At: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.PlacementsAfterDeletion != 1 || stats.Running != 1 || snap.Pods[0].Name != "late" {
+		t.Fatalf("at 2000: stats %+v, pods %v", stats, snap.Pods)
+	}
+}
+
+func TestPeak(t *testing.T) {
+	_, pods := smallTrace(t, ""+
+		"a,1,1,0,0,,LS,Running,0,10,0\n"+
+		"b,1,1,0,0,,LS,Running,5,30,0\n"+
+		"c,1,1,0,0,,LS,Running,10,30,0\n"+ // a leaves as c comes: still 2
+		"d,1,1,0,0,,LS,Running,20,40,0\n") // 3 at second 20
+	if got := peak(pods, false); got != 20 {
+		t.Errorf("peak = %d, want 20", got)
+	}
+	if got := peak(pods, true); got != 20 {
+		t.Errorf("peak ignoring deletions = %d, want 20 (the last creation)", got)
+	}
+}
+
+// TestImportOpenbTrace replays the real trace: every running pod fits its
+// node, and the pods present are those alive at the snapshot's moment.
+func TestImportOpenbTrace(t *testing.T) {
+	dir := os.Getenv("OPENB_DIR")
+	if dir == "" {
+		dir = "../../../shared/data/openb"
+	}
+	nf, err := os.Open(dir + "/openb_node_list_all_node.csv")
+	if err != nil {
+		t.Skipf("openb trace not available (set OPENB_DIR): %v", err)
+	}
+	defer nf.Close()
+	pf, err := os.Open(dir + "/openb_pod_list_default.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	nodes, err := ReadNodes(nf.Name(), nf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods(pf.Name(), pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 1523 || len(pods) != 8152 {
+		t.Fatalf("read %d nodes and %d pods, want 1523 and 8152", len(nodes), len(pods))
+	}
+	snap, stats, err := Import(context.Background(), nodes, pods, Options{At: Peak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", stats)
+	alive := 0
+	for _, p := range pods {
+		if p.Created <= stats.At && (p.Deleted < 0 || p.Deleted > stats.At) {
+			alive++
+		}
+	}
+	if len(snap.Pods) != alive || stats.Running+stats.Pending != alive {
+		t.Fatalf("snapshot has %d pods (%d running, %d pending), %d were alive at second %d", len(snap.Pods), stats.Running, stats.Pending, alive, stats.At)
+	}
+	used := map[string]v1.ResourceList{}
+	for _, p := range snap.Pods {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		if used[p.Spec.NodeName] == nil {
+			used[p.Spec.NodeName] = v1.ResourceList{}
+		}
+		for r, q := range p.Spec.Containers[0].Resources.Requests {
+			sum := used[p.Spec.NodeName][r]
+			sum.Add(q)
+			used[p.Spec.NodeName][r] = sum
+		}
+	}
+	for _, n := range snap.Nodes {
+		for r, q := range used[n.Name] {
+			if a := n.Status.Allocatable[r]; q.Cmp(a) > 0 {
+				t.Errorf("node %s: %s requested %s > allocatable %s", n.Name, r, q.String(), a.String())
+			}
+		}
+	}
+}

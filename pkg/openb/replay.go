@@ -1,0 +1,298 @@
+package openb
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+const (
+	// Namespace holds the trace's pods.
+	Namespace = "openb"
+	// GPUResource is the extended resource GPUs become, as NVIDIA's device
+	// plugin advertises them.
+	GPUResource v1.ResourceName = "nvidia.com/gpu"
+	// GPUModelLabel carries a node's GPU model, as NVIDIA's GPU feature
+	// discovery labels nodes; a pod's gpu_spec becomes node affinity on it.
+	GPUModelLabel = "nvidia.com/gpu.product"
+	// QoSLabel keeps the trace's QoS class (LS, BE, ...) on each pod.
+	QoSLabel = "openb.rebalancer.dev/qos"
+	// Peak, as Options.At, takes the snapshot when the most pods ran.
+	Peak = -1
+	// maxPodsPerNode is the kubelet's default.
+	maxPodsPerNode = 110
+)
+
+// start anchors the trace's relative seconds to a fixed date, so that pod
+// creation timestamps (and everything derived from them) are repeatable.
+var start = time.Date(2023, time.July, 10, 0, 0, 0, 0, time.UTC)
+
+// Options control the replay.
+type Options struct {
+	// Profile places the pods; nil means kube-scheduler's default profile.
+	Profile *config.KubeSchedulerProfile
+	// At is the trace second the snapshot shows: pods created at or before it
+	// and not deleted by then. Peak (the default) is the first moment the most
+	// pods ran.
+	At int64
+	// IgnoreDeletions keeps every pod from its creation on, filling the
+	// cluster with the whole trace (pods that no longer fit stay pending).
+	IgnoreDeletions bool
+}
+
+// Stats describe a replay.
+type Stats struct {
+	At                      int64
+	Created, Deleted        int
+	Running, Pending        int
+	PlacementsAfterDeletion int // pending pods placed once a deletion made room
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("at second %d of the trace: %d pods created, %d deleted, %d running, %d pending",
+		s.At, s.Created, s.Deleted, s.Running, s.Pending)
+}
+
+// Import replays the trace and returns the cluster it leaves at opts.At.
+//
+// Each pod becomes a pod of namespace openb owned by a ReplicaSet of its own
+// (so that it may be evicted and recreated), with its CPU and memory as
+// requests, and num_gpu whole GPUs as nvidia.com/gpu. gpu_milli is not
+// modelled: Kubernetes' device plugin allocates whole GPUs, so a pod sharing
+// a GPU holds one here. LS and Guaranteed pods get limits equal to their
+// requests (QoS Guaranteed); the others requests only.
+//
+// Creations and deletions are applied in time order (deletions first at
+// equal times). A pod that fits nowhere waits, and the waiting pods are
+// tried again, in creation order, after each deletion, as kube-scheduler
+// retries pods when the cluster changes.
+func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snapshot.Snapshot, Stats, error) {
+	logger := klog.FromContext(ctx).WithName("openb")
+	prof := opts.Profile
+	if prof == nil {
+		cfg, err := latest.Default()
+		if err != nil {
+			return nil, Stats{}, err
+		}
+		prof = &cfg.Profiles[0]
+	}
+	snap := &snapshot.Snapshot{Namespaces: []*v1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: Namespace, UID: "openb-namespace"}}}}
+	for _, n := range nodes {
+		snap.Nodes = append(snap.Nodes, nodeObject(n))
+	}
+	sim, err := simulator.New(ctx, prof, snap)
+	if err != nil {
+		return nil, Stats{}, err
+	}
+
+	stats := Stats{At: opts.At}
+	if opts.At == Peak {
+		stats.At = peak(pods, opts.IgnoreDeletions)
+	}
+	type event struct {
+		at     int64
+		delete bool
+		pod    int
+	}
+	var events []event
+	for i, p := range pods {
+		if p.Created > stats.At {
+			continue
+		}
+		events = append(events, event{at: p.Created, pod: i})
+		if !opts.IgnoreDeletions && p.Deleted >= 0 && p.Deleted <= stats.At {
+			events = append(events, event{at: p.Deleted, delete: true, pod: i})
+		}
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		if events[i].at != events[j].at {
+			return events[i].at < events[j].at
+		}
+		return events[i].delete && !events[j].delete
+	})
+
+	bound := map[int]*v1.Pod{}
+	var waiting []int // pod indexes, in creation order
+	place := func(i int) (bool, error) {
+		b, _, err := sim.Place(ctx, podObject(pods[i]))
+		if err != nil || b == nil {
+			return false, err
+		}
+		bound[i] = b
+		return true, nil
+	}
+	for _, e := range events {
+		if !e.delete {
+			stats.Created++
+			ok, err := place(e.pod)
+			if err != nil {
+				return nil, stats, err
+			}
+			if !ok {
+				waiting = append(waiting, e.pod)
+			}
+			continue
+		}
+		stats.Deleted++
+		b, ok := bound[e.pod]
+		if !ok {
+			waiting = remove(waiting, e.pod)
+			continue
+		}
+		if err := sim.Evict(b); err != nil {
+			return nil, stats, err
+		}
+		delete(bound, e.pod)
+		still := waiting[:0]
+		for _, w := range waiting {
+			ok, err := place(w)
+			if err != nil {
+				return nil, stats, err
+			}
+			if ok {
+				stats.PlacementsAfterDeletion++
+			} else {
+				still = append(still, w)
+			}
+		}
+		waiting = still
+	}
+
+	// Pods in trace order, so that the file is stable and easy to diff.
+	for i := range pods {
+		if b, ok := bound[i]; ok {
+			snap.Pods = append(snap.Pods, b)
+		}
+	}
+	for _, w := range waiting {
+		snap.Pods = append(snap.Pods, podObject(pods[w]))
+	}
+	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
+	stats.Running, stats.Pending = len(bound), len(waiting)
+	logger.V(2).Info("Replayed trace", "stats", stats.String())
+	return snap, stats, nil
+}
+
+func remove(list []int, v int) []int {
+	for i, x := range list {
+		if x == v {
+			return append(list[:i], list[i+1:]...)
+		}
+	}
+	return list
+}
+
+// peak is the first second at which the most pods existed.
+func peak(pods []Pod, ignoreDeletions bool) int64 {
+	type change struct{ at, delta int64 }
+	var changes []change
+	for _, p := range pods {
+		changes = append(changes, change{p.Created, 1})
+		if !ignoreDeletions && p.Deleted >= 0 {
+			changes = append(changes, change{p.Deleted, -1})
+		}
+	}
+	sort.Slice(changes, func(i, j int) bool {
+		if changes[i].at != changes[j].at {
+			return changes[i].at < changes[j].at
+		}
+		return changes[i].delta < changes[j].delta
+	})
+	var alive, most, at int64
+	for i, c := range changes {
+		alive += c.delta
+		// Only count a moment once all of its changes are applied.
+		if i+1 < len(changes) && changes[i+1].at == c.at {
+			continue
+		}
+		if alive > most {
+			most, at = alive, c.at
+		}
+	}
+	return at
+}
+
+func nodeObject(n Node) *v1.Node {
+	resources := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(n.MilliCPU, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(n.MemoryMiB<<20, resource.BinarySI),
+		v1.ResourcePods:   *resource.NewQuantity(maxPodsPerNode, resource.DecimalSI),
+	}
+	labels := map[string]string{v1.LabelHostname: n.Name, v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}
+	if n.GPUs > 0 {
+		resources[GPUResource] = *resource.NewQuantity(n.GPUs, resource.DecimalSI)
+		if n.GPUModel != "" {
+			labels[GPUModelLabel] = n.GPUModel
+		}
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: types.UID("openb-" + n.Name), Labels: labels, CreationTimestamp: metav1.NewTime(start)},
+		Status: v1.NodeStatus{
+			Capacity:    resources,
+			Allocatable: resources.DeepCopy(),
+			Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
+		},
+	}
+}
+
+func podObject(p Pod) *v1.Pod {
+	requests := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
+	}
+	if p.GPUs > 0 {
+		requests[GPUResource] = *resource.NewQuantity(p.GPUs, resource.DecimalSI)
+	}
+	var limits v1.ResourceList
+	if p.QoS == "LS" || p.QoS == "Guaranteed" {
+		limits = requests.DeepCopy()
+	}
+	// Extended resources cannot be overcommitted: the API requires a limit
+	// equal to the request.
+	if p.GPUs > 0 && limits == nil {
+		limits = v1.ResourceList{GPUResource: requests[GPUResource]}
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              p.Name,
+			Namespace:         Namespace,
+			UID:               types.UID("openb-" + p.Name),
+			Labels:            map[string]string{"app": p.Name, QoSLabel: p.QoS},
+			CreationTimestamp: metav1.NewTime(start.Add(time.Duration(p.Created) * time.Second)),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: p.Name,
+				UID: types.UID("openb-rs-" + p.Name), Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true),
+			}},
+		},
+		Spec: v1.PodSpec{
+			Containers: []v1.Container{{
+				Name: "task", Image: "openb/task",
+				Resources: v1.ResourceRequirements{Requests: requests, Limits: limits},
+			}},
+			SchedulerName: v1.DefaultSchedulerName,
+		},
+		Status: v1.PodStatus{Phase: v1.PodPending},
+	}
+	if len(p.GPUModels) > 0 {
+		pod.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+				MatchExpressions: []v1.NodeSelectorRequirement{{Key: GPUModelLabel, Operator: v1.NodeSelectorOpIn, Values: p.GPUModels}},
+			}}},
+		}}
+	}
+	return pod
+}
+
+func ptrTo[T any](v T) *T { return &v }

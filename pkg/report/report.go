@@ -1,0 +1,114 @@
+// Package report renders a simulation comparison as one self-contained HTML
+// file. The charts are SVG drawn here, on the server side, and the CSS is
+// inline: the file has no script and fetches nothing, so it opens the same
+// on a machine without network access, where clusters often are.
+package report
+
+import (
+	_ "embed"
+	"errors"
+	"html/template"
+	"io"
+	"strconv"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+)
+
+//go:embed report.html.tmpl
+var pageTemplate string
+
+var tmpl = template.Must(template.New("report").Parse(pageTemplate))
+
+// Write renders c as an HTML page titled title. c.Baseline may be nil; the
+// page then shows rebalancer alone.
+func Write(w io.Writer, title string, c *simulate.Comparison) error {
+	if c == nil || c.Rebalancer == nil {
+		return errors.New("report: the comparison has no rebalancer result")
+	}
+	return tmpl.Execute(w, newPage(title, c))
+}
+
+// series is one strategy's result with the names the page shows it under.
+type series struct {
+	// Role is "rebalancer" or "baseline": the CSS class that colors the
+	// strategy, and the suffix of its data-chart names. It does not depend
+	// on Result.Strategy, so tests and readers can rely on it.
+	Role string
+	// Name is the strategy as the simulation named it.
+	Name string
+	*simulate.Result
+}
+
+func seriesOf(c *simulate.Comparison) []series {
+	ss := []series{{Role: "rebalancer", Result: c.Rebalancer}}
+	if c.Baseline != nil {
+		ss = append(ss, series{Role: "baseline", Result: c.Baseline})
+	}
+	for i := range ss {
+		ss[i].Name = ss[i].Strategy
+		if ss[i].Name == "" {
+			ss[i].Name = ss[i].Role
+		}
+	}
+	return ss
+}
+
+type page struct {
+	Title      string
+	Series     []series
+	Summary    []summaryRow
+	NodesInUse lineChart
+	Evictions  barChart
+	// Util holds, per strategy in Series order, its before and after charts.
+	Util []utilChart
+}
+
+func newPage(title string, c *simulate.Comparison) page {
+	ss := seriesOf(c)
+	p := page{
+		Title:      title,
+		Series:     ss,
+		NodesInUse: nodesInUseChart(ss),
+		Evictions:  evictionsChart(ss),
+	}
+	for _, s := range ss {
+		p.Summary = append(p.Summary, summarize(s))
+		p.Util = append(p.Util,
+			newUtilChart("util-before-"+s.Role, s.Name+": before the first round", s.NodesBefore),
+			newUtilChart("util-after-"+s.Role, s.Name+": after the last round", s.NodesAfter))
+	}
+	return p
+}
+
+// summaryRow is one strategy's line in the summary table. Cells that need
+// a round are strings, "–" when the strategy has no rounds.
+type summaryRow struct {
+	Role, Name          string
+	Evictions, PingPong int
+	NodesFirst          string
+	NodesLast           string
+	LowerBound          string
+	ConvergedAt         string
+	Unschedulable       string
+}
+
+func summarize(s series) summaryRow {
+	row := summaryRow{Role: s.Role, Name: s.Name, NodesFirst: "–", NodesLast: "–", LowerBound: "–", Unschedulable: "–", ConvergedAt: "not converged"}
+	for _, r := range s.Rounds {
+		row.Evictions += r.Evictions
+		row.PingPong += r.PingPong
+	}
+	if s.ConvergedAt > 0 {
+		row.ConvergedAt = strconv.Itoa(s.ConvergedAt)
+	}
+	if len(s.Rounds) > 0 {
+		first, last := s.Rounds[0], s.Rounds[len(s.Rounds)-1]
+		row.NodesFirst = strconv.Itoa(first.NodesInUse)
+		row.NodesLast = strconv.Itoa(last.NodesInUse) + " (round " + strconv.Itoa(last.Round) + ")"
+		// The snapshot's bound: later rounds lower it when pods are left
+		// without a node, which is no progress.
+		row.LowerBound = strconv.Itoa(first.LowerBound)
+		row.Unschedulable = strconv.Itoa(last.Unschedulable)
+	}
+	return row
+}

@@ -1,0 +1,82 @@
+package simulate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Formats accepted by Print.
+var Formats = []string{"table", "json", "yaml"}
+
+// document is the printed form: rebalancer's result at the top level
+// ({"rounds": [...], ...}) and the baseline beside it.
+type document struct {
+	*Result  `json:",inline"`
+	Baseline *Result `json:"baseline,omitempty"`
+}
+
+// Print writes the comparison as a table, JSON or YAML.
+func (c *Comparison) Print(w io.Writer, format string) error {
+	doc := document{Result: c.Rebalancer, Baseline: c.Baseline}
+	switch format {
+	case "table", "":
+		return c.printTable(w)
+	case "json":
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	default:
+		return fmt.Errorf("unknown output format %q: want one of %s", format, strings.Join(Formats, ", "))
+	}
+}
+
+func (c *Comparison) printTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, res := range []*Result{c.Rebalancer, c.Baseline} {
+		if res == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\n", strings.ToUpper(res.Strategy))
+		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tNODES IN USE\tLOWER BOUND\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
+		for _, r := range res.Rounds {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, r.NodesInUse,
+				r.LowerBound, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev)
+		}
+		converged := "not converged"
+		if res.ConvergedAt > 0 {
+			converged = fmt.Sprintf("converged at round %d", res.ConvergedAt)
+		}
+		t := res.Totals()
+		fmt.Fprintf(tw, "%d evictions, %d ping-pong, %s\n\n", t.Evictions, t.PingPong, converged)
+	}
+	return tw.Flush()
+}
+
+// Totals sums the rounds.
+func (r *Result) Totals() Round {
+	var t Round
+	for _, x := range r.Rounds {
+		t.Evictions += x.Evictions
+		t.PingPong += x.PingPong
+	}
+	if n := len(r.Rounds); n > 0 {
+		last := r.Rounds[n-1]
+		t.Round, t.NodesInUse, t.LowerBound, t.Unschedulable = last.Round, last.NodesInUse, last.LowerBound, last.Unschedulable
+	}
+	return t
+}

@@ -1,0 +1,54 @@
+package simulate
+
+// Result is what a simulation measured, round by round.
+type Result struct {
+	// Strategy is "rebalancer" for rebalancer's own planner, or "upstream"
+	// for the descheduler's own plugins and evictor (the baseline).
+	Strategy string  `json:"strategy"`
+	Rounds   []Round `json:"rounds"`
+	// NodesBefore and NodesAfter are the per-node utilizations before the
+	// first round and after the last.
+	NodesBefore []NodeUtil `json:"nodesBefore"`
+	NodesAfter  []NodeUtil `json:"nodesAfter"`
+	// ConvergedAt is the first round that evicted nothing, 0 if none did.
+	ConvergedAt int `json:"convergedAt"`
+}
+
+// Round is the cluster after one round: plan, evict, re-place.
+// Round 0 is the cluster as the snapshot has it.
+type Round struct {
+	Round     int `json:"round"`
+	Evictions int `json:"evictions"`
+	// PingPong counts evicted pods whose replacement landed back on the node
+	// the pod was evicted from, plus pods evicted again within the cooldown
+	// after an earlier eviction of their lineage.
+	PingPong int `json:"pingPong"`
+	// NodesInUse counts nodes running at least one pod that is not bound to
+	// its node (DaemonSet and mirror pods do not keep a node in use).
+	NodesInUse int `json:"nodesInUse"`
+	// LowerBound is the fewest nodes whose allocatable can hold the total
+	// requests, per resource, largest nodes first; the max over resources.
+	LowerBound int `json:"lowerBound"`
+	// Unschedulable counts pods without a node after the round.
+	Unschedulable int `json:"unschedulable"`
+	// Utilization of requested CPU and memory, percent of allocatable, over
+	// the nodes in use.
+	CPUUtilMean   float64 `json:"cpuUtilMean"`
+	CPUUtilStddev float64 `json:"cpuUtilStddev"`
+	MemUtilMean   float64 `json:"memUtilMean"`
+	MemUtilStddev float64 `json:"memUtilStddev"`
+}
+
+// NodeUtil is one node's requested CPU and memory, percent of allocatable.
+type NodeUtil struct {
+	Node   string  `json:"node"`
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
+}
+
+// Comparison is a simulation of rebalancer beside the upstream baseline on
+// the same snapshot, policy and scheduler profile.
+type Comparison struct {
+	Rebalancer *Result `json:"rebalancer"`
+	Baseline   *Result `json:"baseline,omitempty"`
+}

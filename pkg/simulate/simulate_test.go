@@ -1,0 +1,189 @@
+package simulate
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
+)
+
+func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
+	t.Helper()
+	dir := filepath.Join("..", "..", "policies")
+	pol, err := policy.Load(filepath.Join(dir, name+"-policy.yaml"), fake.NewClientset(), planner.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prof, err := profile.Load(filepath.Join(dir, name+"-scheduler.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol, prof
+}
+
+// testContext logs at -v=1: the scheduler plugins are chatty at higher levels.
+func testContext(t *testing.T) context.Context {
+	return klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1))))
+}
+
+func options(strategy string, rounds int) Options {
+	return Options{Strategy: strategy, Rounds: rounds, Registry: planner.Registry(),
+		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
+}
+
+// owned counts the pods a controller recreates, bound or pending.
+func owned(snap *snapshot.Snapshot) int {
+	n := 0
+	for _, p := range snap.Pods {
+		if metav1.GetControllerOf(p) != nil && !terminal(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRebalancerConverges: on a fragmented cluster the bin-packing pair
+// empties nodes round after round without ping-pong, loses no pod, and then
+// stops moving pods.
+func TestRebalancerConverges(t *testing.T) {
+	// 10 pods per node, so the policy's 10 evictions per node can empty one.
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 20, Pods: 200, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := owned(snap)
+	pol, prof := loadPair(t, "binpacking")
+	ctx := testContext(t)
+	res, err := Run(ctx, pol, prof, snap, options(Rebalancer, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rounds) != 9 {
+		t.Fatalf("%d rounds measured, want 9 (round 0 and 8 rounds)", len(res.Rounds))
+	}
+	first, last := res.Rounds[0], res.Rounds[len(res.Rounds)-1]
+	t.Logf("nodes in use %d -> %d, lower bound %d, converged at round %d", first.NodesInUse, last.NodesInUse, last.LowerBound, res.ConvergedAt)
+	evictions := 0
+	for _, r := range res.Rounds {
+		evictions += r.Evictions
+		if r.PingPong != 0 {
+			t.Errorf("round %d: %d ping-pong", r.Round, r.PingPong)
+		}
+		if r.Unschedulable > first.Unschedulable {
+			t.Errorf("round %d: %d pods unschedulable, %d before the first round", r.Round, r.Unschedulable, first.Unschedulable)
+		}
+		if r.NodesInUse < r.LowerBound {
+			t.Errorf("round %d: %d nodes in use, below the lower bound %d", r.Round, r.NodesInUse, r.LowerBound)
+		}
+	}
+	if evictions == 0 || last.NodesInUse >= first.NodesInUse {
+		t.Errorf("%d evictions, nodes in use %d -> %d: want fewer nodes in use", evictions, first.NodesInUse, last.NodesInUse)
+	}
+	if res.ConvergedAt == 0 {
+		t.Fatalf("did not converge in 8 rounds: %+v", res.Rounds)
+	}
+	for _, r := range res.Rounds[res.ConvergedAt:] {
+		if r.Evictions != 0 {
+			t.Errorf("round %d evicted %d pods after converging at round %d", r.Round, r.Evictions, res.ConvergedAt)
+		}
+	}
+	if got := owned(snap); got != pods {
+		t.Errorf("the input snapshot changed: %d owned pods, had %d", got, pods)
+	}
+	if len(res.NodesBefore) != len(snap.Nodes) || len(res.NodesAfter) != len(snap.Nodes) {
+		t.Errorf("per-node utilization for %d/%d nodes, want %d", len(res.NodesBefore), len(res.NodesAfter), len(snap.Nodes))
+	}
+}
+
+// TestUpstreamBaseline runs the same pair the upstream way: every eviction
+// its plugins ask for, re-placed by the same profile.
+func TestUpstreamBaseline(t *testing.T) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 40, Pods: 1200, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, prof := loadPair(t, "binpacking")
+	ctx := testContext(t)
+	res, err := Run(ctx, pol, prof, snap, options(Upstream, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evictions := 0
+	for _, r := range res.Rounds {
+		evictions += r.Evictions
+	}
+	// The synthetic cluster has tainted nodes whose pods the policy's
+	// RemovePodsViolatingNodeTaints evicts upstream too.
+	if evictions == 0 {
+		t.Fatalf("upstream evicted nothing in 3 rounds: %+v", res.Rounds)
+	}
+	t.Logf("upstream: %+v", res.Rounds)
+}
+
+func TestLowerBound(t *testing.T) {
+	node := func(name, cpu, mem string, taint bool) *v1.Node {
+		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem), v1.ResourcePods: resource.MustParse("110")}}}
+		if taint {
+			n.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+		}
+		return n
+	}
+	pod := func(i int, node, kind, cpu, mem string) *v1.Pod {
+		return &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i), Namespace: "ns", UID: types.UID(fmt.Sprint("u", i)),
+				OwnerReferences: []metav1.OwnerReference{{Kind: kind, Name: "o", Controller: new(true)}}},
+			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+				v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}}}}},
+		}
+	}
+	snap := &snapshot.Snapshot{Nodes: []*v1.Node{
+		node("a", "8", "8Gi", false), node("b", "8", "64Gi", false), node("c", "4", "8Gi", false), node("tainted", "64", "64Gi", true),
+	}}
+	for i, n := range []string{"a", "b", "c", "tainted"} {
+		snap.Pods = append(snap.Pods, pod(i, n, "DaemonSet", "1", "1Gi"))
+	}
+	// 10 CPUs of workload: a and b have 7 each after their DaemonSet pods.
+	snap.Pods = append(snap.Pods, pod(10, "a", "ReplicaSet", "6", "1Gi"), pod(11, "", "ReplicaSet", "4", "1Gi"))
+	if got := LowerBound(snap); got != 2 {
+		t.Errorf("lower bound = %d, want 2 (CPU: 10 of 7+7)", got)
+	}
+	// 60Gi of memory: only b (63Gi free) holds it... with one other node's CPU.
+	snap.Pods = append(snap.Pods, pod(12, "b", "ReplicaSet", "0", "60Gi"))
+	if got := LowerBound(snap); got != 2 {
+		t.Errorf("lower bound = %d, want 2", got)
+	}
+	snap.Pods = append(snap.Pods, pod(13, "", "ReplicaSet", "7", "1Gi"))
+	if got := LowerBound(snap); got != 3 {
+		t.Errorf("lower bound = %d, want 3 (CPU 17: all of a, b and c)", got)
+	}
+	snap.Pods = append(snap.Pods, pod(14, "", "ReplicaSet", "100", "1Gi"))
+	if got := LowerBound(snap); got != 4 {
+		t.Errorf("lower bound = %d, want all 4 nodes when the requests do not fit", got)
+	}
+}
+
+func TestBaseName(t *testing.T) {
+	for in, want := range map[string]string{"web-abc12": "web-abc12", "web-abc12-r7": "web-abc12", "web-r": "web-r", "r-r2": "r", "x-r12-r3": "x-r12"} {
+		if got := baseName(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: in}}); got != want {
+			t.Errorf("baseName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
