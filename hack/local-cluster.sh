@@ -6,6 +6,9 @@
 #   hack/local-cluster.sh up     build what is missing, start, wait until ready
 #   hack/local-cluster.sh down   stop what `up` started (by recorded PID only)
 #   hack/local-cluster.sh env    print `export KUBECONFIG=...` for a shell
+#   hack/local-cluster.sh restart-apiserver
+#                                stop kube-apiserver and start it again (tests
+#                                of clients that must ride out a restart)
 #
 # State lives in $CLUSTER_DIR (default _output/local-cluster): PKI,
 # kubeconfigs, etcd data, logs, PIDs and the apiserver audit log.
@@ -127,6 +130,42 @@ $(tail -20 "$LOGS/$(basename "$f").log")"
   die "$what not ready at $url after 60 s"
 }
 
+start_apiserver() {
+  start kube-apiserver "$BIN_DIR/kube-apiserver" "--etcd-servers=http://127.0.0.1:$ETCD_PORT" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 "--secure-port=$APISERVER_PORT" \
+    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --endpoint-reconciler-type=none \
+    --audit-policy-file="$CLUSTER_DIR/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/audit.log" \
+    --audit-log-format=json --audit-log-mode=blocking
+  wait_for kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" --cacert "$PKI/ca.crt"
+}
+
+stop() { # names...: SIGTERM together, wait up to 20 s, then SIGKILL
+  local n pid i pids=()
+  for n in "$@"; do
+    [[ -f $PIDS/$n ]] || continue
+    pid=$(cat "$PIDS/$n")
+    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    rm -f "$PIDS/$n"
+  done
+  for ((i = 0; i < 200; i++)); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    ((alive)) || return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+}
+
+restart_apiserver() {
+  [[ -f $PIDS/kube-apiserver ]] || die "no kube-apiserver started from $CLUSTER_DIR"
+  stop kube-apiserver
+  start_apiserver
+  log "kube-apiserver restarted"
+}
+
 up() {
   if [[ -d $PIDS ]] && compgen -G "$PIDS/*" >/dev/null; then
     die "a cluster started from $CLUSTER_DIR is already up (run: $0 down)"
@@ -152,15 +191,7 @@ EOF
     --initial-cluster=local=http://127.0.0.1:$((ETCD_PORT + 1)) --listen-metrics-urls=http://127.0.0.1:$((ETCD_PORT + 2))
   wait_for etcd "http://127.0.0.1:$ETCD_PORT/readyz"
 
-  start kube-apiserver "$BIN_DIR/kube-apiserver" "--etcd-servers=http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 "--secure-port=$APISERVER_PORT" \
-    --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
-    --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --endpoint-reconciler-type=none \
-    --audit-policy-file="$CLUSTER_DIR/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/audit.log" \
-    --audit-log-format=json --audit-log-mode=blocking
-  wait_for kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" --cacert "$PKI/ca.crt"
+  start_apiserver
 
   # Only the controllers the tests need: a faster start and less noise.
   start kube-controller-manager "$BIN_DIR/kube-controller-manager" --kubeconfig="$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
@@ -184,22 +215,6 @@ EOF
 
 down() {
   [[ -d $PIDS ]] || return 0
-  stop() { # names...: SIGTERM together, wait up to 20 s, then SIGKILL
-    local n pid i pids=()
-    for n in "$@"; do
-      [[ -f $PIDS/$n ]] || continue
-      pid=$(cat "$PIDS/$n")
-      kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-      rm -f "$PIDS/$n"
-    done
-    for ((i = 0; i < 200; i++)); do
-      local alive=0
-      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      ((alive)) || return 0
-      sleep 0.1
-    done
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  }
   # The apiserver hangs in shutdown if etcd goes first.
   stop kwok kube-controller-manager
   stop kube-apiserver
@@ -212,8 +227,9 @@ up) up ;;
 down) down ;;
 env) echo "export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig" ;;
 build) build ;;
+restart-apiserver) restart_apiserver ;;
 *)
-  echo "usage: $0 up|down|env|build" >&2
+  echo "usage: $0 up|down|env|build|restart-apiserver" >&2
   exit 2
   ;;
 esac

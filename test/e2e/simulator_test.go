@@ -130,7 +130,11 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when it has exited
 	err  error         // its exit status, once done
+	log  string        // its output file
 }
+
+// tail returns the last n lines of the process's output.
+func (p *process) tail(n int) string { return tail(p.log, n) }
 
 // startProcess runs one of our binaries until the test ends, logging to a
 // file that is printed if the test fails.
@@ -141,7 +145,7 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &process{cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{})}
+	p := &process{cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{}), log: logPath}
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
