@@ -21,10 +21,17 @@ type replica struct {
 
 func startReplica(t *testing.T) *replica {
 	t.Helper()
+	return startReplicaWith(t, kubeconfig, "rebalancer-e2e")
+}
+
+// startReplicaWith starts a replica that reaches the apiserver through kc and
+// competes for the Lease named lease.
+func startReplicaWith(t *testing.T, kc, lease string) *replica {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	p := startProcess(t, "rebalancer", "run", "--interval=2s", "--leader-elect", "--bind-address="+addr,
-		"--leader-elect-resource-name=rebalancer-e2e", "--cooldown=0s",
-		"--kubeconfig", kubeconfig,
+		"--leader-elect-resource-name="+lease, "--cooldown=0s",
+		"--kubeconfig", kc,
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
 	return &replica{process: p, addr: addr}

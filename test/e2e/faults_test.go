@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -347,4 +348,50 @@ func cycles(r *replica, result string) int {
 		}
 	}
 	return 0
+}
+
+// TestLeaderLosesLease: two replicas in long-lived mode, each reaching the
+// apiserver through its own proxy. Once the leader's Lease renewals start
+// failing, it stops evicting within the renew deadline and exits non-zero;
+// the other replica takes over. No pod is evicted twice, the PDB holds.
+func TestLeaderLosesLease(t *testing.T) {
+	needScheduler(t)
+	e := faultCluster(t, "lease")
+	lease := "rebalancer-" + e.name[len(e.name)-5:]
+	started := time.Now()
+	pa, pb := newFaultProxy(t), newFaultProxy(t)
+	a := startReplicaWith(t, pa.Kubeconfig, lease)
+	e.poll("the first replica to lead", func() (bool, error) { return a.leads(), nil })
+	b := startReplicaWith(t, pb.Kubeconfig, lease)
+	e.poll("the second replica to be ready", func() (bool, error) { code, _ := b.get("/readyz"); return code == http.StatusOK, nil })
+	if b.leads() {
+		t.Fatal("two leaders")
+	}
+
+	renewal := func(r *http.Request) bool {
+		return r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/leases/"+lease)
+	}
+	pa.inject(&fault{name: "lease renewal 500", match: renewal, status: http.StatusInternalServerError})
+	faulted := time.Now()
+	select {
+	case <-a.done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("the leader still runs 40 s after its renewals started failing")
+	}
+	t.Logf("the leader exited %s after its renewals started failing: %v", time.Since(faulted).Round(100*time.Millisecond), a.err)
+	if a.err == nil {
+		t.Error("the leader exited with status 0 after losing its Lease, want non-zero")
+	}
+	e.poll("the second replica to lead", func() (bool, error) { return b.leads(), nil })
+	t.Logf("the second replica leads %s after the faults began", time.Since(faulted).Round(100*time.Millisecond))
+
+	// The renew deadline is 10 s: no eviction may start later than that.
+	const renewDeadline = 10 * time.Second
+	for _, r := range pa.requests() {
+		if isEviction(&http.Request{Method: r.method, URL: &url.URL{Path: r.path}}) && r.at.After(faulted.Add(renewDeadline)) {
+			t.Errorf("the old leader started eviction %s %s after its renewals began to fail", r.path, r.at.Sub(faulted))
+		}
+	}
+	n := checkEvictions(t, e.ns, "db", started, 1000)
+	t.Logf("%d evictions in all", n)
 }
