@@ -173,6 +173,11 @@ func decodeManifest(t *testing.T, path string, cr *rbacv1.ClusterRole, role *rba
 // authenticates with a ServiceAccount token.
 func serviceAccountKubeconfig(t *testing.T, token string) string {
 	t.Helper()
+	return serviceAccountKubeconfigIn(t, t.TempDir(), token)
+}
+
+func serviceAccountKubeconfigIn(t *testing.T, dir, token string) string {
+	t.Helper()
 	admin, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -183,9 +188,10 @@ func serviceAccountKubeconfig(t *testing.T, token string) string {
 	cfg.AuthInfos["rebalancer"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "rebalancer"}
 	cfg.CurrentContext = "local"
-	path := filepath.Join(t.TempDir(), "rebalancer.kubeconfig")
+	path := filepath.Join(dir, "serviceaccount.kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
+

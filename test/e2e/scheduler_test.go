@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,6 +73,9 @@ var scheduler struct {
 	exited  chan error
 	logPath string
 	err     error
+	// started is when the process was started: its requests in the audit
+	// log are those since.
+	started time.Time
 }
 
 // needScheduler makes sure rebalancer-scheduler runs with the shipped
@@ -79,7 +85,14 @@ func needScheduler(t *testing.T) {
 	scheduler.Lock()
 	defer scheduler.Unlock()
 	if scheduler.cmd == nil && scheduler.err == nil {
-		scheduler.err = startScheduler(schedulerConfig(t, "binpacking-scheduler.yaml", nil))
+		// As shipped: the scheduler's own ServiceAccount with the RBAC of
+		// manifests/scheduler, so the suite exercises exactly those rights
+		// (TestSchedulerRBAC checks them against the audit log).
+		kc := schedulerServiceAccount(t)
+		scheduler.started = time.Now()
+		scheduler.err = startScheduler(schedulerConfig(t, "binpacking-scheduler.yaml", func(cfg map[string]any) {
+			cfg["clientConnection"] = map[string]any{"kubeconfig": kc}
+		}))
 	}
 	if scheduler.err != nil {
 		t.Fatalf("rebalancer-scheduler: %v", scheduler.err)
@@ -175,6 +188,25 @@ func tail(path string, n int) string {
 
 // TestSchedulerRejectsBadConfig: a bad profile stops rebalancer-scheduler
 // with a message naming the bad value, before it schedules anything.
+// schedulerServiceAccount applies manifests/scheduler's RBAC and returns a
+// kubeconfig with a token of the rebalancer-scheduler ServiceAccount, valid
+// for the whole suite.
+func schedulerServiceAccount(t *testing.T) string {
+	t.Helper()
+	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "scheduler", "rbac.yaml"))
+	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(context.Background(), "rebalancer-scheduler",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3 * 3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not in t.TempDir(): the process outlives the test that starts it.
+	dir, err := os.MkdirTemp("", "rebalancer-scheduler-sa-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serviceAccountKubeconfigIn(t, dir, tok.Status.Token)
+}
+
 func TestSchedulerRejectsBadConfig(t *testing.T) {
 	cases := []struct {
 		name string
