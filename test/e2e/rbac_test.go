@@ -194,4 +194,3 @@ func serviceAccountKubeconfigIn(t *testing.T, dir, token string) string {
 	}
 	return path
 }
-
