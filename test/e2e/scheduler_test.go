@@ -73,9 +73,11 @@ var scheduler struct {
 	exited  chan error
 	logPath string
 	err     error
-	// started is when the process was started: its requests in the audit
-	// log are those since.
+	// started is when the first process was started: its requests in the
+	// audit log are those since.
 	started time.Time
+	// config is the process's configuration file, kept for restarts.
+	config string
 }
 
 // needScheduler makes sure rebalancer-scheduler runs with the shipped
@@ -90,16 +92,26 @@ func needScheduler(t *testing.T) {
 		// (TestSchedulerRBAC checks them against the audit log).
 		kc := schedulerServiceAccount(t)
 		scheduler.started = time.Now()
-		scheduler.err = startScheduler(schedulerConfig(t, "binpacking-scheduler.yaml", func(cfg map[string]any) {
+		scheduler.config = filepath.Join(filepath.Dir(kc), "binpacking-scheduler.yaml")
+		scheduler.err = copyFile(schedulerConfig(t, "binpacking-scheduler.yaml", func(cfg map[string]any) {
 			cfg["clientConnection"] = map[string]any{"kubeconfig": kc}
-		}))
+		}), scheduler.config)
+		if scheduler.err == nil {
+			scheduler.err = startScheduler(scheduler.config)
+		}
 	}
 	if scheduler.err != nil {
 		t.Fatalf("rebalancer-scheduler: %v", scheduler.err)
 	}
 	select {
 	case err := <-scheduler.exited:
-		t.Fatalf("rebalancer-scheduler exited: %v\n%s", err, tail(scheduler.logPath, 40))
+		// kube-scheduler exits when it cannot renew its Lease, e.g. while
+		// kube-apiserver restarts (TestAPIServerRestartMidCycle); its
+		// Deployment would start it again, and so does the suite.
+		t.Logf("rebalancer-scheduler had exited (%v); starting it again", err)
+		if scheduler.err = startScheduler(scheduler.config); scheduler.err != nil {
+			t.Fatalf("rebalancer-scheduler: %v", scheduler.err)
+		}
 	default:
 	}
 	t.Cleanup(func() {
@@ -107,6 +119,16 @@ func needScheduler(t *testing.T) {
 			t.Logf("rebalancer-scheduler log %s:\n%s", scheduler.logPath, tail(scheduler.logPath, 40))
 		}
 	})
+}
+
+// copyFile copies a file out of a test's temporary directory into one that
+// outlives the test.
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
 }
 
 func startScheduler(config string) error {
@@ -199,7 +221,8 @@ func schedulerServiceAccount(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not in t.TempDir(): the process outlives the test that starts it.
+	// Not in t.TempDir(): the process outlives the test that starts it, and
+	// may be restarted.
 	dir, err := os.MkdirTemp("", "rebalancer-scheduler-sa-")
 	if err != nil {
 		t.Fatal(err)
