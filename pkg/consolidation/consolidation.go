@@ -3,8 +3,10 @@
 // on them a place on another node that stays in use. Upstream
 // HighNodeUtilization only packs onto nodes already above its thresholds, so
 // on a uniformly thin cluster it does nothing; Consolidation reaches for the
-// lower bound instead. It runs only inside rebalancer's planner, which hands
-// it the simulation.
+// lower bound instead. When no node in use has room, it empties several
+// nodes onto one empty node, a net saving (in clusters of mixed node sizes,
+// pods stranded on small nodes fit together on a large one). It runs only
+// inside rebalancer's planner, which hands it the simulation.
 package consolidation
 
 import (
@@ -46,6 +48,9 @@ type Simulation interface {
 type Transaction interface {
 	Commit()
 	Rollback() error
+	// Savepoint marks the moves so far; the function it returns takes back
+	// the moves made after, and the transaction goes on.
+	Savepoint() func() error
 }
 
 // Consolidation is a descheduler BalancePlugin.
@@ -76,6 +81,7 @@ func (c *Consolidation) Name() string { return Name }
 type candidate struct {
 	node        *v1.Node
 	utilization float64
+	load        int64 // requested CPU and memory, for ordering sources of a replace
 }
 
 // Balance tries the given nodes from least to most utilized and empties a
@@ -121,7 +127,10 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			break
 		}
 		name := cand.node.Name
-		movable, blocker := c.movablePods(name)
+		movable, blocker, ok := c.movablePods(name)
+		if !ok {
+			continue // it took pods from a node emptied before it
+		}
 		if blocker != nil {
 			c.sim.Skip(blocker, plan.ReasonProtected, fmt.Sprintf("the evictor's filters protect it, so node %s cannot be emptied", name))
 			logger.V(3).Info("Node not consolidated: it holds a protected pod", "node", name, "pod", klog.KObj(blocker))
@@ -143,12 +152,155 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			logger.V(2).Info("Node consolidated", "node", name, "pods", len(movable))
 		}
 	}
+
+	// Then several nodes onto one empty node, while the budget allows two.
+	// Sources are tried smallest load first, so that as many as possible fit.
+	var sources []candidate
+	for _, cand := range candidates {
+		if inUse[cand.node.Name] {
+			ni, err := sim.Node(cand.node.Name)
+			if err != nil {
+				return &frameworktypes.Status{Err: err}
+			}
+			cand.load = ni.GetRequested().GetMilliCPU()*1024 + ni.GetRequested().GetMemory()>>20
+			sources = append(sources, cand)
+		}
+	}
+	sort.SliceStable(sources, func(i, j int) bool { return sources[i].load < sources[j].load })
+	var empties []*v1.Node
+	for _, n := range nodes {
+		if !inUse[n.Name] && !isEmptied(n.Name, candidates, inUse) {
+			empties = append(empties, n)
+		}
+	}
+	sort.SliceStable(empties, func(i, j int) bool { return larger(empties[i], empties[j]) })
+	for tries := 0; tries < maxReplaceTargets && tries < len(empties); tries++ {
+		budget := int(c.args.MaxNodesPerCycle) - emptied
+		if budget < 2 {
+			break
+		}
+		target := empties[tries].Name
+		moved, err := c.replace(ctx, target, sources, budget, func(n string, pod *v1.Pod) bool {
+			return n != target || c.overCeiling(n, pod)
+		})
+		if len(moved) > 0 {
+			emptied += len(moved)
+			for _, n := range moved {
+				inUse[n] = false
+			}
+			inUse[target] = true
+			kept := sources[:0]
+			for _, s := range sources {
+				if inUse[s.node.Name] {
+					kept = append(kept, s)
+				}
+			}
+			sources = kept
+			logger.V(2).Info("Nodes consolidated onto an empty node", "nodes", moved, "target", target)
+		}
+		if err != nil {
+			var total *evictions.EvictionTotalLimitError
+			if errors.As(err, &total) {
+				break
+			}
+			return &frameworktypes.Status{Err: err}
+		}
+	}
 	return nil
 }
 
+// maxReplaceTargets bounds the empty nodes one plan tries to fill, and
+// maxReplaceSources the nodes tried as sources for each: together they bound
+// the simulations spent on a cluster with no such saving to find.
+const (
+	maxReplaceTargets = 3
+	maxReplaceSources = 16
+)
+
+// isEmptied says whether a node was in use when the cycle began (a
+// candidate) and has been emptied by it: pods must not come back.
+func isEmptied(node string, candidates []candidate, inUse map[string]bool) bool {
+	for _, c := range candidates {
+		if c.node.Name == node {
+			return !inUse[node]
+		}
+	}
+	return false
+}
+
+// larger orders empty nodes largest first (CPU, then memory), then by name.
+func larger(a, b *v1.Node) bool {
+	ca, cb := a.Status.Allocatable.Cpu().MilliValue(), b.Status.Allocatable.Cpu().MilliValue()
+	if ca != cb {
+		return ca > cb
+	}
+	ma, mb := a.Status.Allocatable.Memory().Value(), b.Status.Allocatable.Memory().Value()
+	if ma != mb {
+		return ma > mb
+	}
+	return a.Name < b.Name
+}
+
+// replace moves every pod of as many source nodes as fit (up to budget, in
+// the order given) onto the empty node target, each source all or
+// nothing. The moves stay only if at least two sources are emptied: one
+// node in use instead of two or more. It returns the emptied sources.
+func (c *Consolidation) replace(ctx context.Context, target string, sources []candidate, budget int, exclude func(target string, pod *v1.Pod) bool) ([]string, error) {
+	tx := c.sim.Begin()
+	var emptied []string
+	for i, src := range sources {
+		if len(emptied) == budget || i == maxReplaceSources {
+			break
+		}
+		movable, blocker, ok := c.movablePods(src.node.Name)
+		if !ok || blocker != nil || len(movable) == 0 {
+			continue
+		}
+		undo := tx.Savepoint()
+		for _, p := range movable {
+			opts := simulator.Options{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
+			err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
+			if err == nil {
+				continue
+			}
+			ok = false
+			var total *evictions.EvictionTotalLimitError
+			if errors.As(err, &total) {
+				// The plan is full: keep what was emptied if it saves a node.
+				if uerr := undo(); uerr != nil {
+					return nil, uerr
+				}
+				if len(emptied) >= 2 {
+					tx.Commit()
+					return emptied, err
+				}
+				if rbErr := tx.Rollback(); rbErr != nil {
+					return nil, rbErr
+				}
+				return nil, err
+			}
+			break
+		}
+		if !ok {
+			if err := undo(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		emptied = append(emptied, src.node.Name)
+	}
+	if len(emptied) < 2 {
+		return nil, tx.Rollback()
+	}
+	tx.Commit()
+	return emptied, nil
+}
+
 // movablePods lists the pods that must leave a node to empty it, biggest
-// first, or returns the first pod that may not move.
-func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1.Pod) {
+// first, or returns the first pod that may not move. ok is false when the
+// node received pods moved earlier in this plan: those cannot move again,
+// so the node cannot be emptied.
+func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1.Pod, ok bool) {
 	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil) // the node is in the simulation: no error
 	ev := c.handle.Evictor()
 	for _, p := range pods {
@@ -156,12 +308,24 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 			continue
 		}
 		if !ev.Filter(p) || !ev.PreEvictionFilter(p) {
-			return nil, p
+			return nil, p, true
 		}
 		movable = append(movable, p)
 	}
+	// The plugin lists the cluster as the plan found it; the simulation has
+	// the plan's moves applied.
+	simulated, _ := c.sim.Simulator().PodsOn(node)
+	n := 0
+	for _, p := range simulated {
+		if !simulator.NodeBound(p) {
+			n++
+		}
+	}
+	if n != len(movable) {
+		return nil, nil, false
+	}
 	sort.SliceStable(movable, func(i, j int) bool { return size(movable[i]) > size(movable[j]) })
-	return movable, nil
+	return movable, nil, true
 }
 
 // empty moves every pod off node in one transaction. It reports false, with

@@ -67,7 +67,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonNoFit, pred.Unschedulable, errSkipped)
 	case pred.Node == pred.Source:
 		return skip(plan.ReasonSameNode, fmt.Sprintf("the scheduler profile would place the replacement back on %s (score %d)", pred.Source, pred.Score), errSkipped)
-	case p.balancing && pred.SourceFeasible && pred.Score-pred.SourceScore < p.opts.MinScoreGain:
+	// A drain's gain is the node it empties, not each pod's score: a pod
+	// may land on a node that scores less than the one being emptied.
+	case p.balancing && !simOpts.LeaveSource && pred.SourceFeasible && pred.Score-pred.SourceScore < p.opts.MinScoreGain:
 		return skip(plan.ReasonLowGain, fmt.Sprintf("%s scores %d, only %d above %s (minimum gain %d)",
 			pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, p.opts.MinScoreGain), errSkipped)
 	}

@@ -544,3 +544,42 @@ func TestCooldownProtectsPods(t *testing.T) {
 		t.Errorf("no cooldown skips recorded: %v", p.Summary.SkippedByReason)
 	}
 }
+
+// TestConsolidationOntoEmptyNode: three small nodes each run one pod that no
+// other node in use has room for; a large node is empty. Consolidation
+// empties the small nodes onto the large one: one node in use instead of
+// three, which no move onto a node in use could reach.
+func TestConsolidationOntoEmptyNode(t *testing.T) {
+	c := newCluster()
+	for _, n := range []string{"small-a", "small-b", "small-c"} {
+		c.node(n, "4", "16Gi")
+		c.pod("team-a", "job-"+n, "ReplicaSet", n, "3", "4Gi")
+	}
+	c.node("large", "16", "64Gi")
+	pol, _ := loadPair(t, "binpacking")
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	checkInvariants(t, c, pol, p)
+	for _, m := range p.Moves {
+		if m.Target != "large" || !m.Drain || m.Strategy != "Consolidation" {
+			t.Errorf("move %s %s -> %s (%s, drain %v), want drains onto large", m.Pod, m.Source, m.Target, m.Strategy, m.Drain)
+		}
+	}
+	if p.Summary.NodesInUseBefore != 3 || p.Summary.NodesInUseAfter != 1 {
+		t.Errorf("nodes in use %d -> %d, want 3 -> 1", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+}
+
+// TestConsolidationOntoEmptyNodeNeedsANetSaving: one small node's pod alone
+// would move to the empty large node, which saves nothing: no move.
+func TestConsolidationOntoEmptyNodeNeedsANetSaving(t *testing.T) {
+	c := newCluster()
+	c.node("small-a", "4", "16Gi")
+	c.pod("team-a", "job-a", "ReplicaSet", "small-a", "3", "4Gi")
+	c.node("small-b", "4", "16Gi")
+	c.pod("team-a", "job-b", "ReplicaSet", "small-b", "3", "4Gi")
+	c.node("large", "4", "16Gi") // as large as the others: holds only one of them
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if len(p.Moves) != 0 {
+		t.Errorf("planned %d moves, want none: %+v", len(p.Moves), p.Moves)
+	}
+}
