@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,29 +38,49 @@ func TestRebalancerRBACIsEnough(t *testing.T) {
 	}
 	saConfig := serviceAccountKubeconfig(t, tok.Status.Token)
 
-	nodes := []string{"rbac-0", "rbac-1", "rbac-2"}
+	// A node under maintenance (its pods move) and thin nodes (Consolidation
+	// drains one, patching its taints).
+	nodes := []string{"rbac-0", "rbac-1", "rbac-2", "rbac-3"}
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
 	e.taintForMaintenance("rbac-0")
 
 	started := time.Now()
 	res := runOnce(t, "--kubeconfig", saConfig)
-	evicted := 0
+	evicted, drains := 0, 0
 	for _, m := range res.Result.Evicted {
 		if m.Namespace == e.ns {
 			evicted++
+			if m.Drain {
+				drains++
+			}
 		}
 	}
-	if evicted == 0 || res.Result.Errors != 0 {
-		t.Fatalf("as the ServiceAccount: evicted %d here, %d API errors; result %+v", evicted, res.Result.Errors, res.Result)
+	if evicted == 0 || drains == 0 || res.Result.Errors != 0 {
+		t.Fatalf("as the ServiceAccount: evicted %d here (%d drains), %d API errors; result %+v", evicted, drains, res.Result.Errors, res.Result)
 	}
 
-	// What the ServiceAccount did, from the audit log, against what it may do.
+	// The long-lived mode takes its Lease (named as the manifests name it)
+	// and gives it back on SIGTERM.
+	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	r := &replica{process: startProcess(t, "rebalancer", "run", "--interval=1h", "--leader-elect", "--dry-run",
+		"--bind-address="+addr, "--kubeconfig", saConfig,
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")), addr: addr}
+	e.poll("the long-lived mode to lead", func() (bool, error) { return r.leads(), nil })
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-r.done
+
+	// What the ServiceAccount did, from the audit log, against what it may
+	// do: every request granted, every rule used.
 	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer", started)
 	var cr rbacv1.ClusterRole
 	var role rbacv1.Role
 	decodeManifest(t, filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"), &cr, &role)
 	rules := append(append([]rbacv1.PolicyRule{}, cr.Rules...), role.Rules...)
+	seen := map[string]bool{}
 	for _, u := range used {
 		if u.code == 403 {
 			t.Errorf("forbidden: %s", u)
@@ -66,8 +88,19 @@ func TestRebalancerRBACIsEnough(t *testing.T) {
 		if !granted(rules, u) {
 			t.Errorf("not granted by manifests/rebalancer/rbac.yaml: %s", u)
 		}
+		seen[ruleKey(u.verb, u.group, resourceOf(u))] = true
+	}
+	for _, k := range unusedRules(rules, seen, rebalancerNotExercised) {
+		t.Errorf("manifests/rebalancer/rbac.yaml grants %q, which rebalancer never used", k)
 	}
 	t.Logf("%d distinct requests by the rebalancer ServiceAccount, all granted:\n%s", len(used), joinRequests(used))
+}
+
+// rebalancerNotExercised are the rebalancer's rules the test does not reach,
+// and why rebalancer needs them.
+var rebalancerNotExercised = map[string]string{
+	"create coordination.k8s.io/leases":     "the first start in a cluster creates the Lease",
+	"get scheduling.k8s.io/priorityclasses": "a policy that names its priorityThreshold by class",
 }
 
 type request struct {
