@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestSimulateJSON: simulate prints the documented JSON keys for every
+// round, ours and the baseline's, and writes the report.
+func TestSimulateJSON(t *testing.T) {
+	report := filepath.Join(t.TempDir(), "report.html")
+	out, err := run("simulate", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo,
+		"--rounds", "3", "--baseline", "upstream", "--report", report, "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var doc struct {
+		Rounds      []map[string]any `json:"rounds"`
+		ConvergedAt *int             `json:"convergedAt"`
+		Baseline    *struct {
+			Strategy string           `json:"strategy"`
+			Rounds   []map[string]any `json:"rounds"`
+		} `json:"baseline"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("-o json is not JSON: %v\n%s", err, out)
+	}
+	if len(doc.Rounds) != 4 || doc.ConvergedAt == nil || doc.Baseline == nil || doc.Baseline.Strategy != "upstream" || len(doc.Baseline.Rounds) != 4 {
+		t.Fatalf("want rounds 0-3 of rebalancer and of the upstream baseline:\n%s", out)
+	}
+	keys := []string{"round", "evictions", "pingPong", "nodesInUse", "lowerBound", "unschedulable", "cpuUtilMean", "cpuUtilStddev", "memUtilMean", "memUtilStddev"}
+	for _, r := range append(doc.Rounds, doc.Baseline.Rounds...) {
+		for _, k := range keys {
+			if _, ok := r[k]; !ok {
+				t.Errorf("round lacks %q: %v", k, r)
+			}
+		}
+	}
+	if doc.Rounds[1]["evictions"].(float64) == 0 {
+		t.Errorf("the demo cluster's first round evicted nothing:\n%s", out)
+	}
+	html, err := os.ReadFile(report)
+	if err != nil || !strings.Contains(string(html), `data-chart="nodes-in-use"`) {
+		t.Errorf("report %s: %v", report, err)
+	}
+}
+
+// TestSnapshotSyntheticThenPlan: a generated snapshot file is one plan reads.
+func TestSnapshotSyntheticThenPlan(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	if out, err := run("snapshot", "synthetic", "--nodes", "20", "--pods", "300", "--seed", "7", "-o", file); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := run("plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", file)
+	if err != nil {
+		t.Fatalf("plan on the generated snapshot: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "of 20") {
+		t.Errorf("plan does not show the 20 generated nodes:\n%s", out)
+	}
+}
