@@ -42,14 +42,16 @@ type Options struct {
 	Registry pluginregistry.Registry
 	// Planner tunes rebalancer's planner; its ID is set per round.
 	Planner planner.Options
-	// Interval is the time between rounds and Cooldown the time an owner is
-	// left alone after a move, as `rebalancer run` has them. rebalancer skips
-	// moves of owners in cooldown, as its executor does; for both strategies
-	// a pod evicted again within the cooldown counts as ping-pong.
-	// Cooldown 0 turns rebalancer's cooldown off.
+	// Interval is the time between rounds and Cooldown how long a
+	// workload's pods stay on a node it moved pods onto, as `rebalancer run`
+	// has them: rebalancer's planner leaves those pods alone, as it does in
+	// run mode. For both strategies a pod evicted again within the cooldown
+	// counts as ping-pong. Cooldown 0 turns rebalancer's cooldown off.
 	Interval, Cooldown time.Duration
-	// Start stamps the hints; the zero time means a fixed date, so results
-	// are repeatable.
+	// Start is the time of round 0, which replacements' creation times
+	// count from; the zero time means a fixed date, so results are
+	// repeatable. (Hints carry the real time: RebalanceHint judges their
+	// age by the real clock.)
 	Start time.Time
 }
 
@@ -245,8 +247,8 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 	}
 	opts := r.o.Planner
 	opts.ID = fmt.Sprintf("round-%d", i)
-	// The executor leaves an owner alone for its cooldown after a move; the
-	// planner knows, so drains do not count on those pods.
+	// As in run mode: a workload's pods on a node it moved pods onto stay
+	// for the cooldown, and the planner knows, so drains do not count on them.
 	opts.InCooldown = func(pod *v1.Pod) bool {
 		owner := metav1.GetControllerOf(pod)
 		if owner == nil {
