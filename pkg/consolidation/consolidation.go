@@ -93,6 +93,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	allowed := map[string]bool{} // nodes of the policy's nodeSelector
 	inUse := map[string]bool{}
 	var candidates []candidate
+	var empties []*v1.Node
 	for _, n := range nodes {
 		allowed[n.Name] = true
 		pods, err := sim.PodsOn(n.Name)
@@ -106,7 +107,10 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			}
 		}
 		if !inUse[n.Name] {
-			continue // already empty
+			// Already empty: a target for several nodes at once. (Nodes this
+			// cycle empties are not: their pods must not come back.)
+			empties = append(empties, n)
+			continue
 		}
 		ni, err := sim.Node(n.Name)
 		if err != nil {
@@ -167,12 +171,6 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 	}
 	sort.SliceStable(sources, func(i, j int) bool { return sources[i].load < sources[j].load })
-	var empties []*v1.Node
-	for _, n := range nodes {
-		if !inUse[n.Name] && !isEmptied(n.Name, candidates, inUse) {
-			empties = append(empties, n)
-		}
-	}
 	sort.SliceStable(empties, func(i, j int) bool { return larger(empties[i], empties[j]) })
 	for tries := 0; tries < maxReplaceTargets && tries < len(empties); tries++ {
 		budget := int(c.args.MaxNodesPerCycle) - emptied
@@ -216,17 +214,6 @@ const (
 	maxReplaceTargets = 3
 	maxReplaceSources = 16
 )
-
-// isEmptied says whether a node was in use when the cycle began (a
-// candidate) and has been emptied by it: pods must not come back.
-func isEmptied(node string, candidates []candidate, inUse map[string]bool) bool {
-	for _, c := range candidates {
-		if c.node.Name == node {
-			return !inUse[node]
-		}
-	}
-	return false
-}
 
 // larger orders empty nodes largest first (CPU, then memory), then by name.
 func larger(a, b *v1.Node) bool {
@@ -314,11 +301,12 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	}
 	// The plugin lists the cluster as the plan found it; the simulation has
 	// the plan's moves applied.
-	simulated, _ := c.sim.Simulator().PodsOn(node)
 	n := 0
-	for _, p := range simulated {
-		if !simulator.NodeBound(p) {
-			n++
+	if ni, err := c.sim.Simulator().Node(node); err == nil {
+		for _, pi := range ni.GetPods() {
+			if !simulator.NodeBound(pi.GetPod()) {
+				n++
+			}
 		}
 	}
 	if n != len(movable) {
