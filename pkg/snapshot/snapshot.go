@@ -56,6 +56,20 @@ func Load(path string) (*Snapshot, error) {
 	return Decode(path, data)
 }
 
+// Objects returns every object of the snapshot (not copies), kind by kind,
+// e.g. to seed a fake clientset.
+func (s *Snapshot) Objects() []runtime.Object {
+	n := 0
+	for _, k := range kinds {
+		n += k.count(s)
+	}
+	out := make([]runtime.Object, 0, n)
+	for _, k := range kinds {
+		out = k.objects(s, out)
+	}
+	return out
+}
+
 // String summarizes the snapshot for humans, e.g.
 // "12 nodes, 340 pods, 3 PDBs, 5 namespaces, 2 priority classes; ignored: 4 apps/v1/Deployment".
 // Nodes and pods are always counted; other kinds only when present.
@@ -97,6 +111,8 @@ type kind struct {
 	new              func() object
 	add              func(*Snapshot, object)
 	count            func(*Snapshot) int
+	// objects appends the snapshot's objects of this kind to out, as they are.
+	objects func(s *Snapshot, out []runtime.Object) []runtime.Object
 	// each calls fn on a shallow copy of every object of this kind with apiVersion and kind
 	// set, so Encode writes them without touching the caller's objects.
 	each func(s *Snapshot, fn func(object) error) error
@@ -146,6 +162,12 @@ func kindOf[T any, P interface {
 			*l = append(*l, o.(P))
 		},
 		count: func(s *Snapshot) int { return len(*list(s)) },
+		objects: func(s *Snapshot, out []runtime.Object) []runtime.Object {
+			for _, o := range *list(s) {
+				out = append(out, o)
+			}
+			return out
+		},
 		each: func(s *Snapshot, fn func(object) error) error {
 			for _, o := range *list(s) {
 				c := *o

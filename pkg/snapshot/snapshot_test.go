@@ -14,6 +14,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // list wraps items (YAML sequence entries) as kubectl writes a List.
@@ -202,6 +203,21 @@ func TestDecodeEveryKind(t *testing.T) {
 		"ignored: 2 apps/v1/Deployment, 1 example.com/v1/Node, 1 v1/Event"
 	if got := s.String(); got != want {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestObjects: every object of every kind, the snapshot's own, kind by kind.
+func TestObjects(t *testing.T) {
+	s, err := Decode("snap.yaml", []byte(everyKind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := s.Objects()
+	if len(objs) != 13 { // 2 nodes, 4 pods, one of each of the other 7 kinds
+		t.Fatalf("%d objects, want 13", len(objs))
+	}
+	if objs[0] != runtime.Object(s.Nodes[0]) || objs[2] != runtime.Object(s.Pods[0]) || objs[12] != runtime.Object(s.CSINodes[0]) {
+		t.Errorf("objects are not the snapshot's own, in kind order: %T %T %T", objs[0], objs[2], objs[12])
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -143,37 +142,9 @@ func registerPlugins() {
 // upstream's informers list exactly the snapshot before the cycle starts.
 func seed(snap *snapshot.Snapshot) (*fake.Clientset, error) {
 	client := fake.NewClientset()
-	var objs []runtime.Object
-	for _, o := range snap.Nodes {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.Pods {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.PodDisruptionBudgets {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.Namespaces {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.PriorityClasses {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.PersistentVolumeClaims {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.PersistentVolumes {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.StorageClasses {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.CSINodes {
-		objs = append(objs, o)
-	}
 	// Added one by one rather than through NewClientset, which panics on an
 	// object it cannot store.
-	for _, o := range objs {
+	for _, o := range snap.Objects() {
 		if err := client.Tracker().Add(o); err != nil {
 			return nil, fmt.Errorf("seeding the fake API with %T: %w", o, err)
 		}
