@@ -1,40 +1,20 @@
 package plan
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
-	"sigs.k8s.io/yaml"
+	"github.com/rebalancer-dev/rebalancer/internal/output"
 )
 
 // Formats accepted by Print.
-var Formats = []string{"table", "json", "yaml"}
+var Formats = output.Formats
 
 // Print writes the plan as a kubectl-style table, JSON or YAML.
 func (p *Plan) Print(w io.Writer, format string) error {
-	switch format {
-	case "table", "":
-		return p.printTable(w)
-	case "json":
-		b, err := json.MarshalIndent(p, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(p)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	default:
-		return fmt.Errorf("unknown output format %q: want one of %s", format, strings.Join(Formats, ", "))
-	}
+	return output.Print(w, format, p, p.printTable)
 }
 
 func (p *Plan) printTable(w io.Writer) error {

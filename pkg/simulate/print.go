@@ -1,17 +1,13 @@
 package simulate
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
-	"sigs.k8s.io/yaml"
+	"github.com/rebalancer-dev/rebalancer/internal/output"
 )
-
-// Formats accepted by Print.
-var Formats = []string{"table", "json", "yaml"}
 
 // document is the printed form: rebalancer's result at the top level
 // ({"rounds": [...], ...}) and the baseline beside it.
@@ -22,27 +18,7 @@ type document struct {
 
 // Print writes the comparison as a table, JSON or YAML.
 func (c *Comparison) Print(w io.Writer, format string) error {
-	doc := document{Result: c.Rebalancer, Baseline: c.Baseline}
-	switch format {
-	case "table", "":
-		return c.printTable(w)
-	case "json":
-		b, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(doc)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	default:
-		return fmt.Errorf("unknown output format %q: want one of %s", format, strings.Join(Formats, ", "))
-	}
+	return output.Print(w, format, document{Result: c.Rebalancer, Baseline: c.Baseline}, c.printTable)
 }
 
 func (c *Comparison) printTable(w io.Writer) error {
