@@ -52,10 +52,11 @@ type table struct {
 	r       *csv.Reader
 	columns map[string]int
 	row     []string
+	names   map[string]int // line of each name read so far
 }
 
 func newTable(file string, r io.Reader, required []string) (*table, error) {
-	t := &table{file: file, r: csv.NewReader(r), columns: map[string]int{}}
+	t := &table{file: file, r: csv.NewReader(r), columns: map[string]int{}, names: map[string]int{}}
 	t.r.ReuseRecord = true
 	header, err := t.r.Read()
 	if err == io.EOF {
@@ -83,17 +84,41 @@ func newTable(file string, r io.Reader, required []string) (*table, error) {
 	return t, nil
 }
 
-// next reads the next row; false at the end of the file.
-func (t *table) next() (bool, error) {
-	row, err := t.r.Read()
-	if err == io.EOF {
-		return false, nil
+// rows calls fn for each row after the header, the row in t.row, and says
+// what the file is about (e.g. "node") when it has no row at all.
+func (t *table) rows(what string, fn func() error) error {
+	n := 0
+	for ; ; n++ {
+		row, err := t.r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return t.csvError(err)
+		}
+		t.row = row
+		if err := fn(); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return false, t.csvError(err)
+	if n == 0 {
+		return fmt.Errorf("%s: no %ss", t.file, what)
 	}
-	t.row = row
-	return true, nil
+	return nil
+}
+
+// name reads the row's name from column: not empty, and not on an earlier
+// row (what says of what, e.g. "node").
+func (t *table) name(column, what string) (string, error) {
+	name := t.text(column)
+	if name == "" {
+		return "", t.errorf(column, "empty %s name", what)
+	}
+	if first, dup := t.names[name]; dup {
+		return "", t.errorf(column, "%s %q is already listed on line %d", what, name, first)
+	}
+	t.names[name], _ = t.r.FieldPos(0)
+	return name, nil
 }
 
 func (t *table) csvError(err error) error {
@@ -155,43 +180,32 @@ func ReadNodes(file string, r io.Reader) ([]Node, error) {
 		return nil, err
 	}
 	var nodes []Node
-	seen := map[string]int{}
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
+	err = t.rows("node", func() error {
+		n := Node{GPUModel: t.text("model")}
+		var err error
+		if n.Name, err = t.name("sn", "node"); err != nil {
+			return err
 		}
-		if !ok {
-			break
-		}
-		n := Node{Name: t.text("sn"), GPUModel: t.text("model")}
-		line, _ := t.r.FieldPos(0)
-		if n.Name == "" {
-			return nil, t.errorf("sn", "empty node name")
-		}
-		if line, dup := seen[n.Name]; dup {
-			return nil, t.errorf("sn", "node %q is already listed on line %d", n.Name, line)
-		}
-		seen[n.Name] = line
 		if n.MilliCPU, err = t.integer("cpu_milli", 1, maxMilliCPU, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if n.MemoryMiB, err = t.integer("memory_mib", 1, maxMemoryMiB, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if n.GPUs, err = t.integer("gpu", 0, maxGPUs, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if n.GPUs == 0 && n.GPUModel != "" && n.GPUModel != "nan" {
-			return nil, t.errorf("model", "GPU model %q on a node with 0 GPUs", n.GPUModel)
+			return t.errorf("model", "GPU model %q on a node with 0 GPUs", n.GPUModel)
 		}
 		if n.GPUModel == "nan" { // pandas writes a missing value as nan
 			n.GPUModel = ""
 		}
 		nodes = append(nodes, n)
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("%s: no nodes", file)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return nodes, nil
 }
@@ -203,67 +217,56 @@ func ReadPods(file string, r io.Reader) ([]Pod, error) {
 		return nil, err
 	}
 	var pods []Pod
-	seen := map[string]int{}
 	never := int64(-1)
-	for {
-		ok, err := t.next()
-		if err != nil {
-			return nil, err
+	err = t.rows("pod", func() error {
+		var p Pod
+		var err error
+		if p.Name, err = t.name("name", "pod"); err != nil {
+			return err
 		}
-		if !ok {
-			break
-		}
-		p := Pod{Name: t.text("name")}
-		line, _ := t.r.FieldPos(0)
-		if p.Name == "" {
-			return nil, t.errorf("name", "empty pod name")
-		}
-		if first, dup := seen[p.Name]; dup {
-			return nil, t.errorf("name", "pod %q is already listed on line %d", p.Name, first)
-		}
-		seen[p.Name] = line
 		if p.MilliCPU, err = t.integer("cpu_milli", 0, maxMilliCPU, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if p.MemoryMiB, err = t.integer("memory_mib", 0, maxMemoryMiB, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if p.GPUs, err = t.integer("num_gpu", 0, maxGPUs, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if p.GPUMilli, err = t.integer("gpu_milli", 0, 1000, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if p.GPUs > 0 && p.GPUMilli == 0 {
-			return nil, t.errorf("gpu_milli", "0 on a pod asking for %d GPU(s)", p.GPUs)
+			return t.errorf("gpu_milli", "0 on a pod asking for %d GPU(s)", p.GPUs)
 		}
 		if spec := t.text("gpu_spec"); spec != "" && spec != "nan" {
 			for _, m := range strings.Split(spec, "|") {
 				if m = strings.TrimSpace(m); m == "" {
-					return nil, t.errorf("gpu_spec", "%q has an empty GPU model", spec)
+					return t.errorf("gpu_spec", "%q has an empty GPU model", spec)
 				}
-				p.GPUModels = append(p.GPUModels, strings.TrimSpace(m))
+				p.GPUModels = append(p.GPUModels, m)
 			}
 		}
 		if p.QoS, err = t.oneOf("qos", qosClasses); err != nil {
-			return nil, err
+			return err
 		}
 		if p.Phase, err = t.oneOf("pod_phase", podPhases); err != nil {
-			return nil, err
+			return err
 		}
 		if p.Created, err = t.integer("creation_time", 0, maxSeconds, nil); err != nil {
-			return nil, err
+			return err
 		}
 		if p.Deleted, err = t.integer("deletion_time", 0, maxSeconds, &never); err != nil {
-			return nil, err
+			return err
 		}
 		if p.Deleted != never && p.Deleted < p.Created {
-			return nil, t.errorf("deletion_time", "%d is before creation_time %d", p.Deleted, p.Created)
+			return t.errorf("deletion_time", "%d is before creation_time %d", p.Deleted, p.Created)
 		}
 		pods = append(pods, p)
-	}
-	if len(pods) == 0 {
-		return nil, fmt.Errorf("%s: no pods", file)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return pods, nil
 }
