@@ -36,6 +36,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 	"github.com/rebalancer-dev/rebalancer/pkg/upstream"
 )
@@ -240,12 +241,7 @@ func machine() string {
 			break
 		}
 	}
-	return fmt.Sprintf("%d CPUs, %s", countCPUs(), model)
-}
-
-func countCPUs() int {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	return strings.Count(string(b), "processor\t:")
+	return fmt.Sprintf("%d CPUs, %s", strings.Count(string(cpus), "processor\t:"), model)
 }
 
 func round(x float64, digits int) float64 {
@@ -288,6 +284,17 @@ func child(sub string, args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(m)
 }
 
+// setup generates the synthetic cluster of a benchmark and loads the shipped
+// bin-packing pair.
+func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	pol, prof, err := loadPair()
+	return snap, pol, prof, err
+}
+
 func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
 	pol, err := policy.Load(policyFile, fake.NewClientset(), planner.Registry())
 	if err != nil {
@@ -298,11 +305,7 @@ func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
 }
 
 func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error) {
-	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
-	if err != nil {
-		return measurement{}, err
-	}
-	pol, prof, err := loadPair()
+	snap, pol, prof, err := setup(nodes)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -336,11 +339,7 @@ func runningPods(pods []*v1.Pod) []*v1.Pod {
 }
 
 func benchPredict(ctx context.Context, nodes, count int) (measurement, error) {
-	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
-	if err != nil {
-		return measurement{}, err
-	}
-	_, prof, err := loadPair()
+	snap, _, prof, err := setup(nodes)
 	if err != nil {
 		return measurement{}, err
 	}
@@ -367,11 +366,7 @@ func benchPredict(ctx context.Context, nodes, count int) (measurement, error) {
 // three are measured in turn, three times each, and the best of each is kept:
 // a shared 2-core machine is noisy.
 func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
-	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
-	if err != nil {
-		return measurement{}, err
-	}
-	_, with, err := loadPair()
+	snap, _, with, err := setup(nodes)
 	if err != nil {
 		return measurement{}, err
 	}
