@@ -12,10 +12,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -117,6 +119,26 @@ func (e *testEnv) addNodes(cpu string, names ...string) {
 			}
 		}
 		return true, nil
+	})
+}
+
+// addPDB gives the pods of app a PodDisruptionBudget requiring all of its
+// pods available, and waits until the disruption controller has computed it.
+func (e *testEnv) addPDB(app string, pods int32) {
+	e.t.Helper()
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: e.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(pods)),
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}
+	if _, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.poll("the disruption controller to compute the PDB", func() (bool, error) {
+		got, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, app, metav1.GetOptions{})
+		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == pods, err
 	})
 }
 

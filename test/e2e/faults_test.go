@@ -19,10 +19,7 @@ import (
 	"testing"
 	"time"
 
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 )
@@ -116,20 +113,7 @@ func faultCluster(t *testing.T, prefix string) *testEnv {
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSet("db", resources("1", "1Gi"), nodes[:2])
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(2)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-		},
-	}
-	if _, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.poll("the disruption controller to compute the PDB", func() (bool, error) {
-		got, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, "db", metav1.GetOptions{})
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == 2, err
-	})
+	e.addPDB("db", 2)
 	e.taintForMaintenance(nodes[5])
 	return e
 }

@@ -36,20 +36,7 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "plan", "-o", "json",
-		"--kubeconfig", kubeconfig,
-		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
-		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("rebalancer plan: %v\n%s", err, stderr.String())
-	}
-	var p plan.Plan
-	if err := json.Unmarshal(out, &p); err != nil {
-		t.Fatalf("plan output is not JSON: %v\n%s", err, out)
-	}
+	p, out := planJSON(t, ctx, "--kubeconfig", kubeconfig)
 	moved := 0
 	for _, m := range p.Moves {
 		if m.Namespace != e.ns {
@@ -70,18 +57,7 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 	if b, err := capture.CombinedOutput(); err != nil {
 		t.Fatalf("rebalancer snapshot capture: %v\n%s", err, b)
 	}
-	offline := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "plan", "-o", "json", "--snapshot", file,
-		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
-		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
-	offline.Stderr = &stderr
-	out2, err := offline.Output()
-	if err != nil {
-		t.Fatalf("rebalancer plan --snapshot (captured): %v\n%s", err, stderr.String())
-	}
-	var p2 plan.Plan
-	if err := json.Unmarshal(out2, &p2); err != nil {
-		t.Fatalf("plan output is not JSON: %v\n%s", err, out2)
-	}
+	p2, _ := planJSON(t, ctx, "--snapshot", file)
 	moves := func(p plan.Plan) []string {
 		var out []string
 		for _, m := range p.Moves {
@@ -104,6 +80,26 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 		t.Fatalf("rebalancer plan or snapshot capture wrote to the cluster: %v", writes)
 	}
 	t.Logf("rebalancer plan and snapshot capture: %d read requests, 0 writes; %d moves planned", reads, len(p.Moves))
+}
+
+// planJSON runs `rebalancer plan -o json` with the shipped bin-packing pair
+// and the given cluster flags, and returns the plan and its output.
+func planJSON(t *testing.T, ctx context.Context, cluster ...string) (plan.Plan, []byte) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), append([]string{"plan", "-o", "json",
+		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")}, cluster...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rebalancer plan %s: %v\n%s", strings.Join(cluster, " "), err, stderr.String())
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatalf("plan output is not JSON: %v\n%s", err, out)
+	}
+	return p, out
 }
 
 // auditedRequests reads the API server's audit log (JSON lines, written by

@@ -76,23 +76,7 @@ func TestRebalancerRBACIsEnough(t *testing.T) {
 	// What the ServiceAccount did, from the audit log, against what it may
 	// do: every request granted, every rule used.
 	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer", started)
-	var cr rbacv1.ClusterRole
-	var role rbacv1.Role
-	decodeManifest(t, filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"), &cr, &role)
-	rules := append(append([]rbacv1.PolicyRule{}, cr.Rules...), role.Rules...)
-	seen := map[string]bool{}
-	for _, u := range used {
-		if u.code == 403 {
-			t.Errorf("forbidden: %s", u)
-		}
-		if !granted(rules, u) {
-			t.Errorf("not granted by manifests/rebalancer/rbac.yaml: %s", u)
-		}
-		seen[ruleKey(u.verb, u.group, resourceOf(u))] = true
-	}
-	for _, k := range unusedRules(rules, seen, rebalancerNotExercised) {
-		t.Errorf("manifests/rebalancer/rbac.yaml grants %q, which rebalancer never used", k)
-	}
+	checkRBAC(t, "rebalancer/rbac.yaml", used, rebalancerNotExercised)
 	t.Logf("%d distinct requests by the rebalancer ServiceAccount, all granted:\n%s", len(used), joinRequests(used))
 }
 
@@ -226,4 +210,69 @@ func serviceAccountKubeconfigIn(t *testing.T, dir, token string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// checkRBAC checks a ServiceAccount's requests, from the audit log, against
+// the rules of its manifest (a path under manifests/): none forbidden, each
+// granted, every rule used but for those in notExercised. It returns the
+// rules the requests used.
+func checkRBAC(t *testing.T, manifest string, used []request, notExercised map[string]string) map[string]bool {
+	t.Helper()
+	var cr rbacv1.ClusterRole
+	var role rbacv1.Role
+	decodeManifest(t, filepath.Join(repoRoot, "manifests", manifest), &cr, &role)
+	rules := append(append([]rbacv1.PolicyRule{}, cr.Rules...), role.Rules...)
+	seen := map[string]bool{}
+	for _, u := range used {
+		if u.code == 403 {
+			t.Errorf("forbidden: %s", u)
+		}
+		if !granted(rules, u) {
+			t.Errorf("not granted by manifests/%s: %s", manifest, u)
+		}
+		seen[ruleKey(u.verb, u.group, resourceOf(u))] = true
+	}
+	for _, k := range unusedRules(rules, seen, notExercised) {
+		t.Errorf("manifests/%s grants %q, which was never used", manifest, k)
+	}
+	return seen
+}
+
+// unusedRules lists the verbs the rules grant that no request used, but for
+// those in allowed.
+func unusedRules(rules []rbacv1.PolicyRule, seen map[string]bool, allowed map[string]string) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					k := ruleKey(v, g, res)
+					switch {
+					case seen[k]:
+					case v == "list" && seen[ruleKey("watch", g, res)]:
+						// The informer's initial list is a watch-list here;
+						// LIST is its fallback.
+					case allowed[k] != "":
+					default:
+						out = append(out, k)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func resourceOf(r request) string {
+	if r.subresource != "" {
+		return r.resource + "/" + r.subresource
+	}
+	return r.resource
+}
+
+func ruleKey(verb, group, resource string) string {
+	if group == "" {
+		return verb + " " + resource
+	}
+	return verb + " " + strings.TrimSuffix(group, "/") + "/" + resource
 }

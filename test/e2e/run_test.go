@@ -14,9 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
@@ -200,20 +198,7 @@ func TestRunTaintAndPDB(t *testing.T) {
 	e.addNodes("8", "taint-0", "taint-1", "taint-2")
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), []string{"taint-0", "taint-0"})
 	e.fragmentedReplicaSet("db", resources("1", "1Gi"), []string{"taint-0", "taint-0"})
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: e.ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable: ptr.To(intstr.FromInt32(2)),
-			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-		},
-	}
-	if _, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.poll("the disruption controller to compute the PDB", func() (bool, error) {
-		got, err := client.PolicyV1().PodDisruptionBudgets(e.ns).Get(e.ctx, "db", metav1.GetOptions{})
-		return err == nil && got.Status.ObservedGeneration == got.Generation && got.Status.ExpectedPods == 2, err
-	})
+	e.addPDB("db", 2)
 	dbBefore := e.boundPods("db", 2)
 	e.taintForMaintenance("taint-0")
 
