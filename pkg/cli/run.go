@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
+	"github.com/rebalancer-dev/rebalancer/internal/output"
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -195,35 +194,21 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 }
 
 func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(cycleResult{Plan: p, Result: res}, "", "  ")
-		if err != nil {
+	return output.Print(w, format, cycleResult{Plan: p, Result: res}, func(w io.Writer) error {
+		if err := p.Print(w, "table"); err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(cycleResult{Plan: p, Result: res})
-		if err != nil {
-			return err
+		reasons := map[string]int{}
+		for _, s := range res.Skipped {
+			reasons[s.Reason]++
 		}
-		_, err = w.Write(b)
+		var parts []string
+		for r, n := range reasons {
+			parts = append(parts, fmt.Sprintf("%s %d", r, n))
+		}
+		sort.Strings(parts)
+		_, err := fmt.Fprintf(w, "Evicted %d of %d; not carried out %d (%s); API errors %d.\n",
+			len(res.Evicted), len(p.Moves), len(res.Skipped), strings.Join(parts, ", "), res.Errors)
 		return err
-	}
-	if err := p.Print(w, "table"); err != nil {
-		return err
-	}
-	reasons := map[string]int{}
-	for _, s := range res.Skipped {
-		reasons[s.Reason]++
-	}
-	var parts []string
-	for r, n := range reasons {
-		parts = append(parts, fmt.Sprintf("%s %d", r, n))
-	}
-	sort.Strings(parts)
-	_, err := fmt.Fprintf(w, "Evicted %d of %d; not carried out %d (%s); API errors %d.\n",
-		len(res.Evicted), len(p.Moves), len(res.Skipped), strings.Join(parts, ", "), res.Errors)
-	return err
+	})
 }
