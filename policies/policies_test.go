@@ -17,7 +17,6 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
@@ -111,7 +110,7 @@ func scorePluginWeights(ctx context.Context, t *testing.T, prof *config.KubeSche
 func TestDeschedulerPolicies(t *testing.T) {
 	for _, pair := range Pairs {
 		t.Run(pair.Policy, func(t *testing.T) {
-			p, err := policy.Load(filepath.Join(".", pair.Policy), fake.NewClientset(), planner.Registry())
+			p, err := policy.Load(filepath.Join(".", pair.Policy), fake.NewClientset(), policy.Registry())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,18 +23,16 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
-	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
@@ -296,12 +294,11 @@ func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeS
 }
 
 func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
-	pol, err := policy.Load(policyFile, fake.NewClientset(), planner.Registry())
+	in, err := inputs.Load(context.Background(), inputs.Files{Policy: policyFile, SchedulerConfig: schedulerFile}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	_, prof, err := profile.Load(schedulerFile, "")
-	return pol, prof, err
+	return in.Policy, in.Profile, nil
 }
 
 func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error) {
@@ -312,7 +309,12 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 	start := time.Now()
 	switch impl {
 	case "ours":
-		p, err := planner.Plan(ctx, pol, prof, snap, planner.Registry(), planner.Options{MinScoreGain: 1})
+		// The simulation is built from the snapshot as part of planning.
+		sim, err := simulator.New(ctx, prof, snap)
+		if err != nil {
+			return measurement{}, err
+		}
+		p, err := planner.Plan(ctx, sim, pol, planner.Options{MinScoreGain: 1})
 		if err != nil {
 			return measurement{}, err
 		}
@@ -327,11 +329,11 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 	return measurement{}, fmt.Errorf("--impl %q: want ours or upstream", impl)
 }
 
-// runningPods are the pods a prediction is asked about: bound, movable.
-func runningPods(pods []*v1.Pod) []*v1.Pod {
+// movable are the pods a prediction is asked about: bound, not NodeBound.
+func movable(sim *simulator.Simulator) []*v1.Pod {
 	var out []*v1.Pod
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && !simulator.NodeBound(p) && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+	for _, p := range sim.Bound() {
+		if !simulator.NodeBound(p) {
 			out = append(out, p)
 		}
 	}
@@ -347,7 +349,7 @@ func benchPredict(ctx context.Context, nodes, count int) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	pods := runningPods(snap.Pods)
+	pods := movable(sim)
 	start := time.Now()
 	for i := 0; i < count; i++ {
 		if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.Options{}); err != nil {
@@ -383,12 +385,12 @@ func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
 	for _, set := range []*config.PluginSet{&without.Plugins.MultiPoint, &without.Plugins.PreScore, &without.Plugins.Score, &without.Plugins.Reserve} {
 		drop(set)
 	}
-	pods := runningPods(snap.Pods)
 	time1 := func(prof *config.KubeSchedulerProfile, hinted bool) (time.Duration, error) {
 		sim, err := simulator.New(ctx, prof, snap)
 		if err != nil {
 			return 0, err
 		}
+		pods := movable(sim)
 		if hinted {
 			for i := 0; i < count; i++ {
 				p := pods[(i*7919)%len(pods)].DeepCopy()
@@ -425,7 +427,7 @@ func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
 	return measurement{Seconds: best[0].Seconds(), Count: count, Value: pct(best[1]), Value2: pct(best[2])}, nil
 }
 
-func benchOpenb(ctx context.Context, dir string, rounds int) (measurement, error) {
+func benchOpenb(ctx context.Context, dir string, n int) (measurement, error) {
 	read := func(name string) (*os.File, error) { return os.Open(filepath.Join(dir, name)) }
 	nf, err := read("openb_node_list_all_node.csv")
 	if err != nil {
@@ -453,14 +455,14 @@ func benchOpenb(ctx context.Context, dir string, rounds int) (measurement, error
 	if err != nil {
 		return measurement{}, err
 	}
-	opts := simulate.Options{Strategy: simulate.Rebalancer, Rounds: rounds, Registry: planner.Registry(),
+	opts := rounds.Options{Strategy: rounds.Rebalancer, Rounds: n,
 		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
-	ours, err := simulate.Run(ctx, pol, prof, snap, opts)
+	ours, err := rounds.Run(ctx, pol, prof, snap, opts)
 	if err != nil {
 		return measurement{}, err
 	}
-	opts.Strategy = simulate.Upstream
-	up, err := simulate.Run(ctx, pol, prof, snap, opts)
+	opts.Strategy = rounds.Upstream
+	up, err := rounds.Run(ctx, pol, prof, snap, opts)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -10,19 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
-	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
@@ -127,57 +123,39 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 // clusterView returns the live cluster's state to plan on.
 type clusterView func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error)
 
+// files are the inputs the flags name.
+func (o *planOptions) files() inputs.Files {
+	return inputs.Files{Policy: o.policy, SchedulerConfig: o.schedulerConfig, SchedulerName: o.schedulerName, Snapshot: o.snapshot}
+}
+
 // planWith loads the inputs and plans, on the snapshot file if one is given,
-// else on the cluster of client as view returns it.
-func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, inCooldown func(*v1.Pod) bool) (*plan.Plan, error) {
+// else on the cluster of client as view returns it. moves is the cooldown
+// (nil: none).
+func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, moves *history.History) (*plan.Plan, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
-	var snap *snapshot.Snapshot
-	if o.snapshot != "" {
-		var err error
-		if snap, err = snapshot.Load(o.snapshot); err != nil {
-			return nil, err
-		}
-		if len(snap.Ignored) > 0 {
-			klog.FromContext(ctx).Info("Snapshot holds kinds the planner does not use; they are ignored", "file", o.snapshot, "snapshot", snap.String())
-		}
-		// The policy reads PriorityClasses (priorityThreshold.name) from the snapshot.
-		var objs []runtime.Object
-		for _, pc := range snap.PriorityClasses {
-			objs = append(objs, pc)
-		}
-		client = fake.NewClientset(objs...)
-	}
-	prof, pol, err := o.load(client)
+	in, err := inputs.Load(ctx, o.files(), client)
 	if err != nil {
 		return nil, err
 	}
+	snap := in.Snapshot
 	if snap == nil {
 		if snap, err = view(ctx, client); err != nil {
 			return nil, err
 		}
 	}
-	return planner.Plan(ctx, pol, prof, snap, planner.Registry(), planner.Options{
+	// The simulation's informers run until the plan is made: a daemon
+	// planning every cycle must not accumulate them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sim, err := simulator.New(ctx, in.Profile, snap)
+	if err != nil {
+		return nil, err
+	}
+	return planner.Plan(ctx, sim, in.Policy, planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
-		InCooldown: inCooldown,
+		InCooldown: moves.InCooldown,
 	})
-}
-
-// load reads the scheduler profile and the policy; client resolves the
-// policy's priority class names.
-func (o *planOptions) load(client kubernetes.Interface) (*config.KubeSchedulerProfile, *api.DeschedulerPolicy, error) {
-	_, prof, err := profile.Load(o.schedulerConfig, o.schedulerName)
-	if err != nil {
-		return nil, nil, err
-	}
-	pol, err := policy.Load(o.policy, client, planner.Registry())
-	if err != nil {
-		return nil, nil, err
-	}
-	if field, ok := policy.RequiresMetrics(pol); ok {
-		return nil, nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", o.policy, field)
-	}
-	return prof, pol, nil
 }
 
 // syncTimeout bounds the wait for the first full view of the cluster.

@@ -18,10 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/output"
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -113,11 +116,12 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	window, _ := daemon.ParseWindow(o.window) // validated
 	reg := prometheus.NewRegistry()
+	moves := history.New(clock.RealClock{}, o.cooldown)
 	ex := executor.New(executor.Options{
 		Client:   client,
 		Recorder: executor.NewEventRecorder(client, logger),
 		Metrics:  executor.NewMetrics(reg),
-		Cooldown: o.cooldown,
+		History:  moves,
 		Stop:     ctx.Done(),
 	})
 	out := cmd.OutOrStdout()
@@ -126,12 +130,12 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 			logger.Info("Outside the eviction window: nothing to do", "window", window.String())
 			return nil
 		}
-		return o.cycle(ctx, client, ex, capture, out)
+		return o.cycle(ctx, client, ex, moves, capture, out)
 	}
 
 	// Long-lived: check the inputs once before anything starts, then keep one
 	// view of the cluster (one LIST per kind, then WATCH) for every cycle.
-	if _, _, err := o.load(client); err != nil {
+	if _, err := inputs.Load(ctx, o.files(), client); err != nil {
 		return err
 	}
 	live := snapshot.NewLive(client)
@@ -153,7 +157,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		Schedule:    sched,
 		RunAtStart:  o.interval > 0,
 		Window:      window,
-		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, client, ex, view, out) },
+		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, client, ex, moves, view, out) },
 		Ready:       synced.Load,
 		BindAddress: o.bindAddress,
 		Registry:    reg,
@@ -171,8 +175,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 
 // cycle plans on the cluster view and carries the plan out (or prints it,
 // with --dry-run). It fails when a move failed with an API error.
-func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, view clusterView, out io.Writer) error {
-	p, err := o.planWith(ctx, client, view, ex.InCooldown)
+func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, moves *history.History, view clusterView, out io.Writer) error {
+	p, err := o.planWith(ctx, client, view, moves)
 	if err != nil {
 		return err
 	}

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
 
 type simulateOptions struct {
@@ -51,8 +50,11 @@ re-placing pods, for comparison.`,
 	f := cmd.Flags()
 	o.addFlags(f, "")
 	// simulate is offline only.
-	f.MarkHidden("kubeconfig")
-	f.MarkHidden("context")
+	for _, name := range []string{"kubeconfig", "context"} {
+		if err := f.MarkHidden(name); err != nil {
+			panic(err) // the flag is registered just above
+		}
+	}
 	f.StringVar(&o.snapshot, "snapshot", "", "snapshot file to simulate on")
 	f.IntVar(&o.rounds, "rounds", 10, "rounds to simulate")
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
@@ -73,8 +75,8 @@ func (o *simulateOptions) validate() error {
 	if o.rounds < 1 || o.rounds > 1000 {
 		errs = append(errs, fmt.Errorf("--rounds %d: must be between 1 and 1000", o.rounds))
 	}
-	if o.baseline != "" && o.baseline != simulate.Upstream {
-		errs = append(errs, fmt.Errorf("--baseline %q: the only baseline is %q", o.baseline, simulate.Upstream))
+	if o.baseline != "" && o.baseline != rounds.Upstream {
+		errs = append(errs, fmt.Errorf("--baseline %q: the only baseline is %q", o.baseline, rounds.Upstream))
 	}
 	if o.interval <= 0 {
 		errs = append(errs, fmt.Errorf("--interval %s: must be positive", o.interval))
@@ -90,30 +92,22 @@ func (o *simulateOptions) validate() error {
 
 func (o *simulateOptions) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
-	snap, err := snapshot.Load(o.snapshot)
+	in, err := inputs.Load(ctx, o.files(), nil)
 	if err != nil {
 		return err
 	}
-	var objs []runtime.Object
-	for _, pc := range snap.PriorityClasses {
-		objs = append(objs, pc)
-	}
-	prof, pol, err := o.load(fake.NewClientset(objs...))
-	if err != nil {
-		return err
-	}
-	opts := simulate.Options{
-		Strategy: simulate.Rebalancer, Rounds: o.rounds, Registry: planner.Registry(),
+	opts := rounds.Options{
+		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  planner.Options{MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts},
 		Interval: o.interval, Cooldown: o.cooldown,
 	}
-	var c simulate.Comparison
-	if c.Rebalancer, err = simulate.Run(ctx, pol, prof, snap, opts); err != nil {
+	var c result.Comparison
+	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Profile, in.Snapshot, opts); err != nil {
 		return err
 	}
 	if o.baseline != "" {
 		opts.Strategy = o.baseline
-		if c.Baseline, err = simulate.Run(ctx, pol, prof, snap, opts); err != nil {
+		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Profile, in.Snapshot, opts); err != nil {
 			return fmt.Errorf("baseline %s: %w", o.baseline, err)
 		}
 	}

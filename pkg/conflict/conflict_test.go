@@ -12,7 +12,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -25,7 +24,7 @@ func shipped(name string) string { return filepath.Join("..", "..", "policies", 
 // score weights the profile's framework really resolves.
 func check(t *testing.T, policyFile, schedulerFile string) conflict.Result {
 	t.Helper()
-	pol, err := policy.Load(policyFile, fake.NewClientset(), planner.Registry())
+	pol, err := policy.Load(policyFile, fake.NewClientset(), policy.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}

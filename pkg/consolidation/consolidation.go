@@ -38,7 +38,8 @@ type Simulation interface {
 	// (limits, PDBs, the simulated target), with extra prediction options;
 	// nil means the move is in the plan.
 	Move(ctx context.Context, pod *v1.Pod, opts simulator.Options, eo evictions.EvictOptions) error
-	// Begin starts a group of moves that enter the plan all together or not at all.
+	// Begin starts a group of moves that enter the plan all together or not
+	// at all; groups nest.
 	Begin() Transaction
 	// Skip records a pod the plugin would have moved and why it did not.
 	Skip(pod *v1.Pod, why, detail string)
@@ -48,9 +49,6 @@ type Simulation interface {
 type Transaction interface {
 	Commit()
 	Rollback() error
-	// Savepoint marks the moves so far; the function it returns takes back
-	// the moves made after, and the transaction goes on.
-	Savepoint() func() error
 }
 
 // Consolidation is a descheduler BalancePlugin.
@@ -96,25 +94,15 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	var empties []*v1.Node
 	for _, n := range nodes {
 		allowed[n.Name] = true
-		pods, err := sim.PodsOn(n.Name)
+		ni, err := sim.Node(n.Name)
 		if err != nil {
 			return &frameworktypes.Status{Err: err}
 		}
-		for _, p := range pods {
-			if !simulator.NodeBound(p) {
-				inUse[n.Name] = true
-				break
-			}
-		}
-		if !inUse[n.Name] {
+		if inUse[n.Name] = simulator.InUse(ni); !inUse[n.Name] {
 			// Already empty: a target for several nodes at once. (Nodes this
 			// cycle empties are not: their pods must not come back.)
 			empties = append(empties, n)
 			continue
-		}
-		ni, err := sim.Node(n.Name)
-		if err != nil {
-			return &frameworktypes.Status{Err: err}
 		}
 		candidates = append(candidates, candidate{node: n, utilization: c.utilization(ni, nil)})
 	}
@@ -243,7 +231,7 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 		if !ok || blocker != nil || len(movable) == 0 {
 			continue
 		}
-		undo := tx.Savepoint()
+		node := c.sim.Begin() // this source, all or nothing
 		for _, p := range movable {
 			opts := simulator.Options{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
 			err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
@@ -254,7 +242,7 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
 				// The plan is full: keep what was emptied if it saves a node.
-				if uerr := undo(); uerr != nil {
+				if uerr := node.Rollback(); uerr != nil {
 					return nil, uerr
 				}
 				if len(emptied) >= 2 {
@@ -269,11 +257,12 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 			break
 		}
 		if !ok {
-			if err := undo(); err != nil {
+			if err := node.Rollback(); err != nil {
 				return nil, err
 			}
 			continue
 		}
+		node.Commit()
 		emptied = append(emptied, src.node.Name)
 	}
 	if len(emptied) < 2 {
@@ -303,11 +292,7 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	// the plan's moves applied.
 	n := 0
 	if ni, err := c.sim.Simulator().Node(node); err == nil {
-		for _, pi := range ni.GetPods() {
-			if !simulator.NodeBound(pi.GetPod()) {
-				n++
-			}
-		}
+		n = simulator.Workload(ni)
 	}
 	if n != len(movable) {
 		return nil, nil, false

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
@@ -95,14 +96,12 @@ type Options struct {
 	// answers 429; Steps is the most attempts per pod. The zero value is
 	// DefaultBackoff.
 	Backoff wait.Backoff
-	// Cooldown keeps a workload's pods on a node for this long after an
-	// earlier plan moved one of its pods there, so a moved pod is not moved
-	// again before it settles. It is per owner and node, not per owner: a
-	// cooldown on whole workloads would pin a large Deployment's pods on
-	// every node and stop drains from emptying any. Moves of one owner within
-	// a plan are paced by the planner (--max-per-workload), not here: the
-	// planner simulated them together. Zero disables it.
-	Cooldown time.Duration
+	// History is the cooldown: a move of a pod off a node onto which an
+	// earlier plan moved a pod of its owner is skipped, and every eviction
+	// is recorded in it. Moves of one owner within a plan are paced by the
+	// planner (--max-per-workload), not here: the planner simulated them
+	// together. nil: no cooldown.
+	History *history.History
 	// Validate re-checks a move against the live cluster just before it is
 	// carried out (the caller simulates the target again); nil means no extra
 	// check. It returns ok=false and a short reason, preferably one of
@@ -113,16 +112,13 @@ type Options struct {
 	Stop <-chan struct{}
 }
 
-// Executor carries out plans. It remembers where it moved pods of each
-// owner, for Options.Cooldown, so one Executor should serve every cycle.
+// Executor carries out plans; one Executor serves every cycle.
 type Executor struct {
 	o Options
 
 	// mu serializes Execute and CleanupDrainTaints: a cleanup running during
 	// an Execute would remove the taints that guard its nodes.
 	mu sync.Mutex
-	// lastMoved is when a pod of an owner was last moved onto a node.
-	lastMoved map[landing]time.Time
 	// planStart is when the running Execute began: owners moved since are in this plan.
 	planStart time.Time
 }
@@ -135,13 +131,7 @@ func New(o Options) *Executor {
 	if o.Backoff == (wait.Backoff{}) {
 		o.Backoff = DefaultBackoff
 	}
-	return &Executor{o: o, lastMoved: map[landing]time.Time{}}
-}
-
-// landing is an owner's pods on one node.
-type landing struct {
-	owner types.UID
-	node  string
+	return &Executor{o: o}
 }
 
 // Result is what became of a plan's moves: each one is either evicted or
@@ -184,7 +174,6 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	logger := klog.FromContext(ctx).WithValues("plan", p.ID)
 	ctx = klog.NewContext(ctx, logger)
 
-	e.forgetCooledOwners()
 	e.planStart = e.o.Clock.Now()
 	e.o.Metrics.observePlan(p)
 	e.reportRefusals(p)
@@ -208,11 +197,9 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 
 // move checks one move against the live cluster and carries it out.
 func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
-	if m.Owner != nil && e.o.Cooldown > 0 {
-		if last, ok := e.lastMoved[landing{types.UID(m.Owner.UID), m.Source}]; ok && last.Before(e.planStart) {
-			if since := e.o.Clock.Since(last); since < e.o.Cooldown {
-				return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, since.Round(time.Second))}
-			}
+	if m.Owner != nil {
+		if last, ok := e.o.History.Landed(types.UID(m.Owner.UID), m.Source); ok && last.Before(e.planStart) {
+			return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
 		}
 	}
 
@@ -332,7 +319,7 @@ func (e *Executor) clearHint(ctx context.Context, pod *v1.Pod) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	annotations := map[string]any{}
-	for k := range (hint.Hint{}).Annotations() {
+	for _, k := range hint.Keys {
 		annotations[k] = nil
 	}
 	if err := e.annotate(ctx, pod, annotations); err != nil && !apierrors.IsNotFound(err) {
@@ -361,8 +348,8 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 	logger := klog.FromContext(ctx)
 	if o.reason == "" {
 		r.Evicted = append(r.Evicted, m)
-		if m.Owner != nil && e.o.Cooldown > 0 {
-			e.lastMoved[landing{types.UID(m.Owner.UID), m.Target}] = e.o.Clock.Now()
+		if m.Owner != nil {
+			e.o.History.Record(types.UID(m.Owner.UID), m.Target)
 		}
 		e.o.Metrics.evicted(m.Strategy)
 		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
@@ -397,27 +384,6 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 func (e *Executor) event(pod *v1.Pod, eventtype, reason, note string, args ...any) {
 	if e.o.Recorder != nil {
 		e.o.Recorder.Eventf(pod, nil, eventtype, reason, eventAction, note, args...)
-	}
-}
-
-// InCooldown reports whether a pod of the pod's owner was moved onto the
-// pod's node less than Options.Cooldown ago; the planner leaves such pods alone.
-func (e *Executor) InCooldown(pod *v1.Pod) bool {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil || e.o.Cooldown <= 0 {
-		return false
-	}
-	last, ok := e.lastMoved[landing{owner.UID, pod.Spec.NodeName}]
-	return ok && e.o.Clock.Since(last) < e.o.Cooldown
-}
-
-// forgetCooledOwners drops owners whose cooldown is over, so lastMoved does
-// not grow with every owner ever moved in a long-lived process.
-func (e *Executor) forgetCooledOwners() {
-	for l, last := range e.lastMoved {
-		if e.o.Clock.Since(last) >= e.o.Cooldown {
-			delete(e.lastMoved, l)
-		}
 	}
 }
 

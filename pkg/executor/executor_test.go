@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
@@ -511,14 +512,15 @@ func TestExecuteCooldown(t *testing.T) {
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1-rs", UID: "web-1-owner", Controller: ptr.To(true)}}
 		return p
 	}
-	e := f.executor(func(o *Options) { o.Cooldown = 10 * time.Minute })
+	moves := history.New(f.clock, 10*time.Minute)
+	e := f.executor(func(o *Options) { o.History = moves })
 
 	// Moves of one owner within a plan were simulated together: all go.
 	r := e.Execute(context.Background(), newPlan(sameOwner("web-1", "node-a", "node-b"), sameOwner("web-2", "node-a", "node-b")))
 	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1", "web-2"}) {
 		t.Errorf("evicted %v, want web-1 and web-2", got)
 	}
-	if !e.InCooldown(ownerPod("web-1-new", "node-b")) || e.InCooldown(ownerPod("web-4", "node-a")) {
+	if !moves.InCooldown(ownerPod("web-1-new", "node-b")) || moves.InCooldown(ownerPod("web-4", "node-a")) {
 		t.Errorf("InCooldown: want the owner's pods on node-b (where it got moved pods) and not on node-a")
 	}
 

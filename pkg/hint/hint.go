@@ -6,6 +6,7 @@ package hint
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,24 @@ const (
 	PlanIDAnnotation     = Prefix + "plan-id"
 	TimeAnnotation       = Prefix + "hinted-at"
 )
+
+// Keys are the hint's annotation keys, every one of them.
+var Keys = []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation}
+
+// Without returns a copy of annotations without the hint's keys; nil when
+// nothing else is left.
+func Without(annotations map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range annotations {
+		if !slices.Contains(Keys, k) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
 
 // Hint says where the replacement of an evicted pod should go.
 type Hint struct {
@@ -78,7 +97,7 @@ func (h Hint) Validate() error {
 // valid hint returns found=true and an error naming the bad annotation.
 func FromPod(pod *v1.Pod) (h Hint, found bool, err error) {
 	a := pod.GetAnnotations()
-	for _, key := range []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation} {
+	for _, key := range Keys {
 		if _, ok := a[key]; ok {
 			found = true
 			break

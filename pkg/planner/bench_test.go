@@ -29,7 +29,7 @@ func BenchmarkPlan(b *testing.B) {
 			b.ResetTimer()
 			moves := 0
 			for i := 0; i < b.N; i++ {
-				p, err := Plan(ctx, pol, prof, snap, Registry(), Options{MinScoreGain: 1})
+				p, err := planOn(ctx, pol, prof, snap, Options{MinScoreGain: 1})
 				if err != nil {
 					b.Fatal(err)
 				}

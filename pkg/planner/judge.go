@@ -78,20 +78,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	p.moved.Insert(pod.UID)
-	p.replacements.Insert(replacement.UID)
-	if p.tx != nil {
-		p.tx.undo = append(p.tx.undo, undoMove{original: pod, replacement: replacement})
-	}
-	p.total++
-	p.perNode[pod.Spec.NodeName]++
-	p.perNamespace[pod.Namespace]++
+	a := applied{pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, budget: b}
 	if owner != nil {
-		p.perOwner[owner.UID]++
+		a.owner = owner.UID
 	}
-	if b != nil {
-		b.left--
-	}
+	p.count(a, 1)
+	p.applied = append(p.applied, a)
 	m := plan.Move{
 		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),

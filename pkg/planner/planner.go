@@ -18,11 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	nodeutil "sigs.k8s.io/descheduler/pkg/descheduler/node"
@@ -36,8 +32,8 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // Options tune the judgement of evictions.
@@ -61,19 +57,12 @@ type Options struct {
 	AllowConflicting bool
 }
 
-// Plan computes the plan for a policy and a scheduler profile over a snapshot.
-// registry holds the descheduler plugins the policy may name (normally the
-// global pluginregistry.PluginRegistry after descheduler.SetupPlugins()).
-func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot, registry pluginregistry.Registry, opts Options) (*plan.Plan, error) {
-	// The simulation's informers and cache run until the plan is made: a
-	// daemon planning every cycle must not accumulate them.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sim, err := simulator.New(ctx, profile, snap)
-	if err != nil {
-		return nil, err
-	}
-	check := conflict.Check(policy, profile, sim.ScoreWeights())
+// Plan computes the plan for a policy over the simulated cluster, judging
+// every eviction with the simulator's scheduler profile. The plan's moves
+// are made in a fork of the simulation that is reverted before Plan
+// returns: the simulator is left as it was found.
+func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.DeschedulerPolicy, opts Options) (*plan.Plan, error) {
+	check := conflict.Check(policy, sim.Profile(), sim.ScoreWeights())
 	if len(check.Conflicts) > 0 && !opts.AllowConflicting {
 		return nil, fmt.Errorf("the policy and the scheduler profile conflict (override with --allow-conflicting-profiles): %s", strings.Join(check.Conflicts, "; "))
 	}
@@ -96,25 +85,31 @@ func Plan(ctx context.Context, policy *api.DeschedulerPolicy, profile *config.Ku
 	if p.out.ID == "" {
 		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")
 	}
-	for _, pdb := range snap.PodDisruptionBudgets {
+	state := sim.State()
+	for _, pdb := range state.PodDisruptionBudgets {
 		sel, err := metav1LabelSelector(pdb)
 		if err != nil {
 			return nil, fmt.Errorf("PodDisruptionBudget %s: %w", klog.KObj(pdb), err)
 		}
 		p.pdbs = append(p.pdbs, &budget{pdb: pdb, selector: sel, left: pdb.Status.DisruptionsAllowed})
 	}
-	before, err := usage(sim)
+	before, err := sim.Usage()
 	if err != nil {
 		return nil, err
 	}
-	if err := p.run(ctx, snap, registry); err != nil {
-		return nil, err
+	fork := sim.Fork()
+	err = p.run(ctx)
+	var after []simulator.NodeUsage
+	if err == nil {
+		after, err = sim.Usage()
 	}
-	after, err := usage(sim)
+	if rerr := sim.Revert(fork); rerr != nil && err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return nil, err
 	}
-	p.out.Summary = summarize(snap, before, after)
+	p.out.Summary = summarize(state, before, after)
 	p.out.Finish()
 	return p.out, nil
 }
@@ -136,7 +131,9 @@ type planner struct {
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
 	pdbs         []*budget
-	tx           *transaction // open group of moves, if any
+	// applied are the plan's moves as the bookkeeping above counted them,
+	// so that reverting a fork takes them back out.
+	applied []applied
 }
 
 type budget struct {
@@ -151,11 +148,11 @@ type profileRunner struct {
 	balance    func(context.Context, []*v1.Node) *frameworktypes.Status
 }
 
-// run builds every profile of the policy on a sandbox fed from the snapshot
-// and the simulation, then runs all deschedule plugins and after them all
+// run builds every profile of the policy on a sandbox holding the
+// simulation's state, then runs all deschedule plugins and after them all
 // balance plugins, as the descheduler does.
-func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry pluginregistry.Registry) error {
-	client, factory, err := sandbox(snap)
+func (p *planner) run(ctx context.Context) error {
+	client, factory, err := p.sim.Sandbox()
 	if err != nil {
 		return err
 	}
@@ -171,7 +168,7 @@ func (p *planner) run(ctx context.Context, snap *snapshot.Snapshot, registry plu
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
 		prof := withoutNodeFit(prof)
-		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(registry, prof.Name),
+		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(rbpolicy.Registry(), prof.Name),
 			frameworkprofile.WithClientSet(client),
 			frameworkprofile.WithSharedInformerFactory(factory),
 			frameworkprofile.WithPodEvictor(unused),
@@ -222,55 +219,6 @@ func withoutNodeFit(prof api.DeschedulerProfile) api.DeschedulerProfile {
 			args.NodeFit = false
 			out.PluginConfigs[i].Args = args
 		}
-	}
-	return out
-}
-
-// sandbox is what the descheduler plugins read besides the pods on a node:
-// informers over the snapshot's objects. The informers are never started;
-// their stores are filled directly, so listing 150,000 pods costs pointers,
-// not copies, and nothing is read before it is all there.
-func sandbox(snap *snapshot.Snapshot) (*fake.Clientset, informers.SharedInformerFactory, error) {
-	// Plugins ask the clientset only for PriorityClasses (priorityThreshold.name).
-	var objs []runtime.Object
-	for _, pc := range snap.PriorityClasses {
-		objs = append(objs, pc)
-	}
-	client := fake.NewClientset(objs...)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	fill := func(inf cache.SharedIndexInformer, items ...any) error {
-		for _, it := range items {
-			if err := inf.GetIndexer().Add(it); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	core, storage := factory.Core().V1(), factory.Storage().V1()
-	for _, step := range []struct {
-		inf   cache.SharedIndexInformer
-		items []any
-	}{
-		{core.Nodes().Informer(), anys(snap.Nodes)},
-		{core.Pods().Informer(), anys(snap.Pods)},
-		{core.Namespaces().Informer(), anys(snap.Namespaces)},
-		{core.PersistentVolumeClaims().Informer(), anys(snap.PersistentVolumeClaims)},
-		{core.PersistentVolumes().Informer(), anys(snap.PersistentVolumes)},
-		{storage.StorageClasses().Informer(), anys(snap.StorageClasses)},
-		{factory.Policy().V1().PodDisruptionBudgets().Informer(), anys(snap.PodDisruptionBudgets)},
-		{factory.Scheduling().V1().PriorityClasses().Informer(), anys(snap.PriorityClasses)},
-	} {
-		if err := fill(step.inf, step.items...); err != nil {
-			return nil, nil, err
-		}
-	}
-	return client, factory, nil
-}
-
-func anys[T any](in []T) []any {
-	out := make([]any, len(in))
-	for i, v := range in {
-		out[i] = v
 	}
 	return out
 }

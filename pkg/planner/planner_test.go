@@ -24,6 +24,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -33,7 +34,7 @@ func policies(parts ...string) string {
 
 func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
 	t.Helper()
-	pol, err := policy.Load(policies(name+"-policy.yaml"), fake.NewClientset(), Registry())
+	pol, err := policy.Load(policies(name+"-policy.yaml"), fake.NewClientset(), policy.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +43,17 @@ func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSc
 		t.Fatal(err)
 	}
 	return pol, prof
+}
+
+// planOn plans on a simulation of snap, as the commands do.
+func planOn(ctx context.Context, pol *api.DeschedulerPolicy, prof *config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options) (*plan.Plan, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sim, err := simulator.New(ctx, prof, snap)
+	if err != nil {
+		return nil, err
+	}
+	return Plan(ctx, sim, pol, opts)
 }
 
 // cluster builds snapshots for tests.
@@ -140,7 +152,7 @@ func runPlan(t *testing.T, c *cluster, pair string, opts Options) *plan.Plan {
 	t.Helper()
 	pol, prof := loadPair(t, pair)
 	_, ctx := ktesting.NewTestContext(t)
-	p, err := Plan(ctx, pol, prof, c.snap, Registry(), opts)
+	p, err := planOn(ctx, pol, prof, c.snap, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +333,7 @@ func TestLimitsAreEnforced(t *testing.T) {
 	pol, prof := loadPair(t, "binpacking")
 	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(2))
 	_, ctx := ktesting.NewTestContext(t)
-	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	p, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +347,7 @@ func TestTooFewNodes(t *testing.T) {
 	c := newCluster()
 	c.node("only", "8", "32Gi")
 	pol, prof := loadPair(t, "binpacking")
-	_, err := Plan(context.Background(), pol, prof, c.snap, Registry(), Options{})
+	_, err := planOn(context.Background(), pol, prof, c.snap, Options{})
 	if err == nil {
 		t.Fatal("planned on a single-node cluster")
 	}
@@ -362,7 +374,7 @@ func TestConsolidationReachesLowerBound(t *testing.T) {
 	c := thinCluster(12)
 	pol, prof := loadPair(t, "binpacking")
 	_, ctx := ktesting.NewTestContext(t)
-	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	p, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +392,7 @@ func TestConsolidationReachesLowerBound(t *testing.T) {
 	// Plans applied one after another converge on the lower bound and stop.
 	for round := 0; round < 5 && len(p.Moves) > 0; round++ {
 		c.apply(p)
-		if p, err = Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1}); err != nil {
+		if p, err = planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1}); err != nil {
 			t.Fatal(err)
 		}
 		checkInvariants(t, c, pol, p)
@@ -470,7 +482,7 @@ func TestUpstreamPoliciesRun(t *testing.T) {
 	classes := fake.NewClientset(&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "priorityClassName1"}, Value: 1000})
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
-			pol, err := policy.Load(file, classes, Registry())
+			pol, err := policy.Load(file, classes, policy.Registry())
 			if err != nil {
 				if filepath.Base(file) == "02-example-policy.yaml" {
 					return // the README's placeholders ("- ...") are not YAML; its filled-in copy runs instead
@@ -483,7 +495,7 @@ func TestUpstreamPoliciesRun(t *testing.T) {
 			for _, pair := range []string{"binpacking", "balancing"} {
 				_, prof := loadPair(t, pair)
 				_, ctx := ktesting.NewTestContext(t)
-				p, err := Plan(ctx, pol, prof, snap, Registry(), Options{MinScoreGain: 1, AllowConflicting: true})
+				p, err := planOn(ctx, pol, prof, snap, Options{MinScoreGain: 1, AllowConflicting: true})
 				if err != nil {
 					t.Fatalf("with the %s profile: %v", pair, err)
 				}
@@ -514,7 +526,7 @@ func TestNodeFitLeftToTheSimulator(t *testing.T) {
 	}
 	pol.Profiles[0].PluginConfigs[0].Args.(*defaultevictor.DefaultEvictorArgs).NodeFit = true
 	_, ctx := ktesting.NewTestContext(t)
-	p, err := Plan(ctx, pol, prof, c.snap, Registry(), Options{MinScoreGain: 1})
+	p, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

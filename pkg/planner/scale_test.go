@@ -22,7 +22,7 @@ func TestPlanAtScaleWithinMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	pol, prof := loadPair(t, "binpacking")
-	p, err := Plan(t.Context(), pol, prof, snap, Registry(), Options{MinScoreGain: 1})
+	p, err := planOn(t.Context(), pol, prof, snap, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

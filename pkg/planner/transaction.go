@@ -1,94 +1,66 @@
 package planner
 
 import (
-	"maps"
-
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
+// applied is one move of the plan as the planner's bookkeeping counts it.
+type applied struct {
+	pod, replacement types.UID
+	node, namespace  string
+	owner            types.UID // "" for a pod without a controller
+	budget           *budget   // nil when no PDB covers the pod
+}
+
+// count adds a move to the limits and budgets it spends (delta 1) or takes
+// it back out (delta -1).
+func (p *planner) count(a applied, delta int) {
+	if delta > 0 {
+		p.moved.Insert(a.pod)
+		p.replacements.Insert(a.replacement)
+	} else {
+		p.moved.Delete(a.pod)
+		p.replacements.Delete(a.replacement)
+	}
+	p.total = uint(int(p.total) + delta)
+	p.perNode[a.node] = uint(int(p.perNode[a.node]) + delta)
+	p.perNamespace[a.namespace] = uint(int(p.perNamespace[a.namespace]) + delta)
+	if a.owner != "" {
+		p.perOwner[a.owner] += delta
+	}
+	if a.budget != nil {
+		a.budget.left -= int32(delta)
+	}
+}
+
 // transaction is a group of moves that enter the plan together or not at
-// all: the state the moves change is saved at the start, and Rollback puts
-// it back and reverts the simulation. Skips stay: they say why it failed.
+// all: a fork of the simulation plus the bookkeeping of the moves made in
+// it. Transactions nest. Skips stay on rollback: they say why it failed.
 type transaction struct {
 	p     *planner
-	start savepoint
-	undo  []undoMove
-}
-
-type undoMove struct {
-	original, replacement *v1.Pod
-}
-
-// savepoint is the planner's bookkeeping at one point of a transaction.
-type savepoint struct {
-	moves        int
-	total        uint
-	perNode      map[string]uint
-	perNamespace map[string]uint
-	perOwner     map[types.UID]int
-	budgets      []int32
-	undo         int // moves of the transaction made before it
+	fork  simulator.Fork
+	moves int // len(p.applied) when it began
 }
 
 func (p *planner) begin() *transaction {
-	if p.tx != nil {
-		panic("planner: nested transactions are not supported")
-	}
-	tx := &transaction{p: p}
-	tx.start = tx.save()
-	p.tx = tx
-	return tx
-}
-
-func (tx *transaction) save() savepoint {
-	p := tx.p
-	sp := savepoint{
-		moves:        len(p.out.Moves),
-		total:        p.total,
-		perNode:      maps.Clone(p.perNode),
-		perNamespace: maps.Clone(p.perNamespace),
-		perOwner:     maps.Clone(p.perOwner),
-		undo:         len(tx.undo),
-	}
-	for _, b := range p.pdbs {
-		sp.budgets = append(sp.budgets, b.left)
-	}
-	return sp
-}
-
-// restore takes back the moves made since sp, newest first.
-func (tx *transaction) restore(sp savepoint) error {
-	p := tx.p
-	for i := len(tx.undo) - 1; i >= sp.undo; i-- {
-		u := tx.undo[i]
-		if err := p.sim.Revert(u.original, u.replacement); err != nil {
-			return err
-		}
-		p.moved.Delete(u.original.UID)
-		p.replacements.Delete(u.replacement.UID)
-	}
-	tx.undo = tx.undo[:sp.undo]
-	p.out.Moves = p.out.Moves[:sp.moves]
-	p.total, p.perNode, p.perNamespace, p.perOwner = sp.total, maps.Clone(sp.perNode), maps.Clone(sp.perNamespace), maps.Clone(sp.perOwner)
-	for i, b := range p.pdbs {
-		b.left = sp.budgets[i]
-	}
-	return nil
-}
-
-// Savepoint marks the moves made so far; the function it returns takes back
-// the moves made after, and the transaction goes on.
-func (tx *transaction) Savepoint() func() error {
-	sp := tx.save()
-	return func() error { return tx.restore(sp) }
+	return &transaction{p: p, fork: p.sim.Fork(), moves: len(p.applied)}
 }
 
 // Commit keeps the moves.
-func (tx *transaction) Commit() { tx.p.tx = nil }
+func (tx *transaction) Commit() { tx.p.sim.Commit(tx.fork) }
 
-// Rollback takes all the moves back.
+// Rollback takes the moves back, newest first.
 func (tx *transaction) Rollback() error {
-	tx.p.tx = nil
-	return tx.restore(tx.start)
+	p := tx.p
+	if err := p.sim.Revert(tx.fork); err != nil {
+		return err
+	}
+	for i := len(p.applied) - 1; i >= tx.moves; i-- {
+		p.count(p.applied[i], -1)
+	}
+	p.applied = p.applied[:tx.moves]
+	p.out.Moves = p.out.Moves[:tx.moves] // one move each
+	return nil
 }

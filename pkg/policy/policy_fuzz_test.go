@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 
 	"github.com/rebalancer-dev/rebalancer/internal/seeds"
@@ -37,7 +36,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"))
 	f.Add([]byte(`{"apiVersion":"descheduler/v1alpha2","kind":"DeschedulerPolicy","profiles":[{"name":"p","pluginConfig":[{"name":"DefaultEvictor","args":{}}],"plugins":{"deschedule":{"enabled":["RemoveFailedPods"]}}}]}`))
 
-	registry := planner.Registry()
+	registry := policy.Registry()
 	client := fake.NewClientset()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "policy.yaml")

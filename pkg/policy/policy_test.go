@@ -12,12 +12,11 @@ import (
 
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 )
 
 func TestMain(m *testing.M) {
-	planner.Registry() // the descheduler's plugins and Consolidation, in the global registry
+	policy.Registry() // the descheduler's plugins and Consolidation, in the global registry
 	os.Exit(m.Run())
 }
 

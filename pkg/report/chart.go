@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
 
 // frame is a chart's drawing box in SVG user units and its axis ticks.
@@ -237,7 +237,7 @@ type utilBar struct {
 
 const utilW, utilH = 560, 250
 
-func newUtilChart(key, title string, nodes []simulate.NodeUtil) utilChart {
+func newUtilChart(key, title string, nodes []result.NodeUtil) utilChart {
 	c := utilChart{
 		frame: frame{W: utilW, H: utilH, Left: 44, Right: utilW - 8, Top: 24, Bottom: utilH - 26},
 		Key:   key, Title: title, Nodes: len(nodes),
@@ -245,10 +245,10 @@ func newUtilChart(key, title string, nodes []simulate.NodeUtil) utilChart {
 	const gap, height = 24, 88
 	resources := []struct {
 		class, label string
-		value        func(simulate.NodeUtil) float64
+		value        func(result.NodeUtil) float64
 	}{
-		{"cpu", "CPU requested, % of allocatable", func(n simulate.NodeUtil) float64 { return n.CPU }},
-		{"mem", "Memory requested, % of allocatable", func(n simulate.NodeUtil) float64 { return n.Memory }},
+		{"cpu", "CPU requested, % of allocatable", func(n result.NodeUtil) float64 { return n.CPU }},
+		{"mem", "Memory requested, % of allocatable", func(n result.NodeUtil) float64 { return n.Memory }},
 	}
 	for i, res := range resources {
 		vs := make([]float64, len(nodes))

@@ -11,7 +11,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
 
 //go:embed report.html.tmpl
@@ -21,7 +21,7 @@ var tmpl = template.Must(template.New("report").Parse(pageTemplate))
 
 // Write renders c as an HTML page titled title. c.Baseline may be nil; the
 // page then shows rebalancer alone.
-func Write(w io.Writer, title string, c *simulate.Comparison) error {
+func Write(w io.Writer, title string, c *result.Comparison) error {
 	if c == nil || c.Rebalancer == nil {
 		return errors.New("report: the comparison has no rebalancer result")
 	}
@@ -36,10 +36,10 @@ type series struct {
 	Role string
 	// Name is the strategy as the simulation named it.
 	Name string
-	*simulate.Result
+	*result.Result
 }
 
-func seriesOf(c *simulate.Comparison) []series {
+func seriesOf(c *result.Comparison) []series {
 	ss := []series{{Role: "rebalancer", Result: c.Rebalancer}}
 	if c.Baseline != nil {
 		ss = append(ss, series{Role: "baseline", Result: c.Baseline})
@@ -63,7 +63,7 @@ type page struct {
 	Util []utilChart
 }
 
-func newPage(title string, c *simulate.Comparison) page {
+func newPage(title string, c *result.Comparison) page {
 	ss := seriesOf(c)
 	p := page{
 		Title:      title,

@@ -17,42 +17,42 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/simulate"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
 
-// result builds a Result with the given evictions per round after round 0,
+// fakeResult builds a Result with the given evictions per round after round 0,
 // nodes in use shrinking by one per eviction, and n nodes whose utilization
 // varies from node to node.
-func result(strategy string, evictions []int, n int) *simulate.Result {
-	r := &simulate.Result{Strategy: strategy}
+func fakeResult(strategy string, evictions []int, n int) *result.Result {
+	r := &result.Result{Strategy: strategy}
 	inUse := n
-	r.Rounds = append(r.Rounds, simulate.Round{Round: 0, NodesInUse: inUse, LowerBound: n / 2})
+	r.Rounds = append(r.Rounds, result.Round{Round: 0, NodesInUse: inUse, LowerBound: n / 2})
 	for i, e := range evictions {
 		inUse -= e
-		r.Rounds = append(r.Rounds, simulate.Round{Round: i + 1, Evictions: e, PingPong: e / 3, NodesInUse: inUse, LowerBound: n / 2})
+		r.Rounds = append(r.Rounds, result.Round{Round: i + 1, Evictions: e, PingPong: e / 3, NodesInUse: inUse, LowerBound: n / 2})
 		if e == 0 && r.ConvergedAt == 0 {
 			r.ConvergedAt = i + 1
 		}
 	}
 	for i := range n {
 		node := fmt.Sprintf("node-%d", i)
-		r.NodesBefore = append(r.NodesBefore, simulate.NodeUtil{Node: node, CPU: float64(i*37%100) + 0.25, Memory: float64(i*53%100) + 0.5})
-		r.NodesAfter = append(r.NodesAfter, simulate.NodeUtil{Node: node, CPU: float64(i*71%100) + 0.75, Memory: float64(i*29%100) + 0.125})
+		r.NodesBefore = append(r.NodesBefore, result.NodeUtil{Node: node, CPU: float64(i*37%100) + 0.25, Memory: float64(i*53%100) + 0.5})
+		r.NodesAfter = append(r.NodesAfter, result.NodeUtil{Node: node, CPU: float64(i*71%100) + 0.75, Memory: float64(i*29%100) + 0.125})
 	}
 	return r
 }
 
-func sample() *simulate.Comparison {
-	return &simulate.Comparison{
-		Rebalancer: result("rebalancer", []int{3, 2, 0}, 12),
-		Baseline:   result("upstream", []int{4, 1, 2, 1, 1}, 12),
+func sample() *result.Comparison {
+	return &result.Comparison{
+		Rebalancer: fakeResult("rebalancer", []int{3, 2, 0}, 12),
+		Baseline:   fakeResult("upstream", []int{4, 1, 2, 1, 1}, 12),
 	}
 }
 
 // wantMarks is the marks each chart must hold for c: one point per round
 // and one line per strategy with rounds, one eviction bar per round and
 // strategy, and one CPU and one memory bar per node.
-func wantMarks(c *simulate.Comparison) map[string]map[string]int {
+func wantMarks(c *result.Comparison) map[string]map[string]int {
 	want := map[string]map[string]int{"nodes-in-use": {}, "evictions": {}}
 	add := func(chart, mark string, n int) {
 		if want[chart] == nil {
@@ -130,7 +130,7 @@ func marks(doc []byte, strict bool) (map[string]map[string]int, error) {
 	}
 }
 
-func checkMarks(t *testing.T, doc []byte, strict bool, c *simulate.Comparison) {
+func checkMarks(t *testing.T, doc []byte, strict bool, c *result.Comparison) {
 	t.Helper()
 	got, err := marks(doc, strict)
 	if err != nil {
@@ -149,7 +149,7 @@ func checkMarks(t *testing.T, doc []byte, strict bool, c *simulate.Comparison) {
 	}
 }
 
-func render(t *testing.T, title string, c *simulate.Comparison) []byte {
+func render(t *testing.T, title string, c *result.Comparison) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := Write(&buf, title, c); err != nil {
@@ -159,10 +159,10 @@ func render(t *testing.T, title string, c *simulate.Comparison) []byte {
 }
 
 func TestWrite(t *testing.T) {
-	for name, c := range map[string]*simulate.Comparison{
+	for name, c := range map[string]*result.Comparison{
 		"with baseline":    sample(),
 		"without baseline": {Rebalancer: sample().Rebalancer},
-		"empty":            {Rebalancer: &simulate.Result{}, Baseline: &simulate.Result{}},
+		"empty":            {Rebalancer: &result.Result{}, Baseline: &result.Result{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			doc := render(t, "Cluster <prod> & co", c)
@@ -186,7 +186,7 @@ func TestWrite(t *testing.T) {
 }
 
 func TestWriteNoRebalancer(t *testing.T) {
-	for _, c := range []*simulate.Comparison{nil, {Baseline: sample().Baseline}} {
+	for _, c := range []*result.Comparison{nil, {Baseline: sample().Baseline}} {
 		if err := Write(io.Discard, "x", c); err == nil {
 			t.Errorf("Write(%v) succeeded, want an error", c)
 		}
@@ -233,9 +233,9 @@ func TestUtilBars(t *testing.T) {
 
 // A large cluster still gives a file small enough to mail around.
 func TestWriteLargeCluster(t *testing.T) {
-	c := &simulate.Comparison{
-		Rebalancer: result("rebalancer", []int{500, 300, 100, 20, 0}, 5000),
-		Baseline:   result("upstream", []int{400, 400, 300, 200, 100, 50, 20, 10, 5, 1}, 5000),
+	c := &result.Comparison{
+		Rebalancer: fakeResult("rebalancer", []int{500, 300, 100, 20, 0}, 5000),
+		Baseline:   fakeResult("upstream", []int{400, 400, 300, 200, 100, 50, 20, 10, 5, 1}, 5000),
 	}
 	doc := render(t, "large", c)
 	checkMarks(t, doc, true, c)
@@ -255,9 +255,9 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Skip("chromium not found in PATH; install it (apt-get install chromium) or set REBALANCER_REQUIRE_CHROMIUM=1 to fail instead of skipping")
 	}
-	c := &simulate.Comparison{
-		Rebalancer: result("rebalancer", []int{200, 100, 0}, 1500),
-		Baseline:   result("upstream", []int{150, 150, 50, 10}, 1500),
+	c := &result.Comparison{
+		Rebalancer: fakeResult("rebalancer", []int{200, 100, 0}, 1500),
+		Baseline:   fakeResult("upstream", []int{150, 150, 50, 10}, 1500),
 	}
 	dir := t.TempDir()
 	page := filepath.Join(dir, "report.html")

@@ -24,8 +24,8 @@ func BenchmarkPredict(b *testing.B) {
 			}
 			s := newSim(b, "binpacking-scheduler.yaml", snap)
 			var pods []*v1.Pod
-			for _, p := range snap.Pods {
-				if p.Spec.NodeName != "" && !NodeBound(p) && !isTerminal(p) {
+			for _, p := range s.Bound() {
+				if !NodeBound(p) {
 					pods = append(pods, p)
 				}
 			}

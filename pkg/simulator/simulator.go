@@ -1,8 +1,13 @@
-// Package simulator runs a kube-scheduler profile in memory over a cluster
-// snapshot: the same in-tree plugins, arguments and weights that
-// rebalancer-scheduler runs, on kube-scheduler's own cache and snapshot. It
-// answers "if this pod were recreated now, which node would it get?", and it
-// applies accepted moves incrementally, so later questions see them.
+// Package simulator is the one in-memory cluster every what-if runs on: a
+// snapshot's nodes and pods in kube-scheduler's own cache, with a
+// kube-scheduler profile (the same in-tree plugins, arguments and weights
+// that the cluster's scheduler runs) to place pods on it. It answers "if
+// this pod were recreated now, which node would it get?", applies moves,
+// evictions and placements incrementally so later questions see them, and
+// forks: a fork's changes are kept (Commit) or undone (Revert) at the cost
+// of what they changed. The planner, Consolidation, the multi-round
+// simulation and the upstream baseline all work on it; nothing else builds
+// a scheduler cache or seeds a fake API from a snapshot.
 package simulator
 
 import (
@@ -13,12 +18,9 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -32,6 +34,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -69,40 +72,61 @@ type Prediction struct {
 	Unschedulable string
 }
 
-// Simulator holds one scheduler profile and the cluster state it schedules on.
+// Simulator is the one simulated cluster: the nodes and pods of a snapshot in
+// kube-scheduler's own cache, the scheduler profile that places pods on it,
+// and the snapshot's other objects. Every what-if forks it (Fork), changes it
+// (Move, Evict, Place) and keeps or reverts the changes (Commit, Revert).
 // It is not safe for concurrent use.
 type Simulator struct {
 	logger    klog.Logger
+	profile   *config.KubeSchedulerProfile
 	framework framework.Framework
 	cache     internalcache.Cache
 	snapshot  *internalcache.Snapshot
-	// pods are the objects in the cache, by UID: the cache must be handed
-	// back exactly what it was given.
-	pods map[types.UID]*v1.Pod
-	// replacements counts simulated replacement pods, for unique names.
-	replacements int
 	// hints is the profile's RebalanceHint plugin, nil when the profile
 	// does not enable it.
 	hints *rebalancehint.Plugin
+
+	state
+}
+
+// Option tunes a Simulator.
+type Option func(*settings)
+
+type settings struct {
+	clock clock.PassiveClock
+}
+
+// WithClock sets the clock the profile's RebalanceHint plugin judges hint
+// ages by (default: the real clock); a multi-round simulation passes its
+// simulated clock, so hints expire in simulated time.
+func WithClock(c clock.PassiveClock) Option {
+	return func(s *settings) { s.clock = c }
 }
 
 // New builds the profile's framework with the plugins of rebalancer-scheduler
-// and loads the snapshot into kube-scheduler's cache. Pods bound to a node
-// are placed; pending pods are left out (they are nobody's move).
-func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot) (*Simulator, error) {
+// and loads the snapshot into kube-scheduler's cache: bound pods on their
+// nodes, pending pods waiting for Place, finished pods kept only for State.
+// The snapshot is not modified.
+func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts ...Option) (*Simulator, error) {
 	logger := klog.FromContext(ctx).WithName("simulator")
 	initMetrics.Do(metrics.InitMetrics)
+	set := settings{clock: clock.RealClock{}}
+	for _, o := range opts {
+		o(&set)
+	}
 
 	s := &Simulator{
 		logger:   logger,
+		profile:  profile,
 		cache:    internalcache.New(ctx, nil, false),
 		snapshot: internalcache.NewEmptySnapshot(),
-		pods:     map[types.UID]*v1.Pod{},
+		state:    newState(snap),
 	}
 	registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := rebalancehint.New(ctx, obj, h)
+		p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
 		if err == nil {
-			s.hints = p.(*rebalancehint.Plugin)
+			s.hints = p
 		}
 		return p, err
 	})
@@ -110,28 +134,17 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		return nil, err
 	}
 	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
-	// informers; a fake clientset seeded with the snapshot serves them.
-	// Pods and nodes are not seeded: plugins see those through the snapshot.
-	var objs []k8sruntime.Object
-	for _, o := range snap.Namespaces {
-		objs = append(objs, o)
+	// informers over the snapshot's other objects. Pods and nodes are not
+	// seeded: plugins see those through the scheduler's snapshot.
+	others := *snap
+	others.Pods, others.Nodes = nil, nil
+	client, err := Clientset(&others)
+	if err != nil {
+		return nil, err
 	}
-	for _, o := range snap.PersistentVolumeClaims {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.PersistentVolumes {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.StorageClasses {
-		objs = append(objs, o)
-	}
-	for _, o := range snap.CSINodes {
-		objs = append(objs, o)
-	}
-	client := fake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 
-	opts := []frameworkruntime.Option{
+	fopts := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(s.snapshot),
@@ -147,13 +160,13 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		if err != nil {
 			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
-		opts = append(opts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claims, slices, factory)))
+		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claims, slices, factory)))
 	}
 	// Score every feasible node, as rebalancer-scheduler's shipped profiles
 	// do, so the prediction does not depend on sampling.
 	p := profile.DeepCopy()
 	p.PercentageOfNodesToScore = ptrTo[int32](100)
-	if s.framework, err = frameworkruntime.NewFramework(ctx, registry, p, opts...); err != nil {
+	if s.framework, err = frameworkruntime.NewFramework(ctx, registry, p, fopts...); err != nil {
 		return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 	}
 	factory.Start(ctx.Done())
@@ -167,10 +180,7 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		s.cache.AddNode(logger, n)
 	}
 	for _, pod := range snap.Pods {
-		if pod.Spec.NodeName == "" || isTerminal(pod) {
-			continue
-		}
-		if err := s.add(pod); err != nil {
+		if err := s.admit(pod); err != nil {
 			return nil, err
 		}
 	}
@@ -180,6 +190,9 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	return s, nil
 }
 
+// Profile is the scheduler profile the simulator runs.
+func (s *Simulator) Profile() *config.KubeSchedulerProfile { return s.profile }
+
 // initMetrics creates kube-scheduler's metric objects, which the framework
 // needs, without registering them: unregistered metrics are no-ops, so the
 // simulation neither pays for per-plugin counters in its hot loop nor shows
@@ -187,53 +200,6 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 var initMetrics sync.Once
 
 func ptrTo[T any](v T) *T { return &v }
-
-// NodeBound pods belong to their node: DaemonSet and mirror (static) pods
-// run on every node anyway, are never moved, and do not keep a node in use.
-func NodeBound(pod *v1.Pod) bool {
-	if _, mirror := pod.Annotations[v1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	owner := metav1.GetControllerOf(pod)
-	return owner != nil && owner.Kind == "DaemonSet"
-}
-
-// isTerminal pods hold no resources on their node.
-func isTerminal(pod *v1.Pod) bool {
-	return pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed
-}
-
-func (s *Simulator) add(pod *v1.Pod) error {
-	if pod.UID == "" {
-		return fmt.Errorf("pod %s has no UID", klog.KObj(pod))
-	}
-	if _, dup := s.pods[pod.UID]; dup {
-		return fmt.Errorf("pod %s: UID %s is already in the simulation", klog.KObj(pod), pod.UID)
-	}
-	if err := s.cache.AddPod(s.logger, pod); err != nil {
-		return fmt.Errorf("adding pod %s to the simulation: %w", klog.KObj(pod), err)
-	}
-	s.pods[pod.UID] = pod
-	return nil
-}
-
-func (s *Simulator) remove(pod *v1.Pod) error {
-	cached, ok := s.pods[pod.UID]
-	if !ok {
-		return fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
-	}
-	if err := s.cache.RemovePod(s.logger, cached); err != nil {
-		return fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
-	}
-	delete(s.pods, pod.UID)
-	return nil
-}
-
-// sync brings the snapshot up to date with the cache; only the nodes that
-// changed since the last sync are copied.
-func (s *Simulator) sync() error {
-	return s.cache.UpdateSnapshot(s.logger, s.snapshot)
-}
 
 // Options narrow one prediction.
 type Options struct {
@@ -251,16 +217,17 @@ type Options struct {
 func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Prediction, error) {
 	pred := Prediction{Source: pod.Spec.NodeName}
 	if pred.Source != "" {
-		cached, ok := s.pods[pod.UID]
+		e, ok := s.bound[pod.UID]
 		if !ok {
 			return pred, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
 		}
-		if err := s.remove(cached); err != nil {
-			return pred, err
+		// Off its node for this cycle only: the state does not change.
+		if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
+			return pred, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
 		}
 		defer func() {
 			// Restoring what was just removed cannot fail unless the cache is broken.
-			if err := s.add(cached); err != nil {
+			if err := s.cache.AddPod(s.logger, e.pod); err != nil {
 				panic(err)
 			}
 			if err := s.sync(); err != nil {
@@ -414,89 +381,6 @@ func summarize(reasons []string, total int) string {
 		msg += fmt.Sprintf("%s%d %s", sep, counts[k], k)
 	}
 	return msg
-}
-
-// Move applies an accepted move: the pod leaves its node and a replacement
-// (a copy with a new UID) is bound to target. It returns the replacement.
-func (s *Simulator) Move(pod *v1.Pod, target string) (*v1.Pod, error) {
-	if _, err := s.snapshot.NodeInfos().Get(target); err != nil {
-		return nil, fmt.Errorf("moving pod %s: target node %q is not in the simulation", klog.KObj(pod), target)
-	}
-	if err := s.remove(pod); err != nil {
-		return nil, err
-	}
-	s.replacements++
-	r := pod.DeepCopy()
-	r.UID = types.UID(fmt.Sprintf("%s-r%d", pod.UID, s.replacements))
-	r.Spec.NodeName = target
-	r.Status = v1.PodStatus{Phase: v1.PodPending}
-	if err := s.add(r); err != nil {
-		return nil, err
-	}
-	return r, s.sync()
-}
-
-// Place schedules a pending pod as rebalancer-scheduler would and binds it:
-// the best node by the profile's scores (ties to the node name), after the
-// Reserve plugins ran there (RebalanceHint consumes the hint it followed).
-// It returns the bound copy, or nil and the reason when no node fits.
-func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
-	if pod.Spec.NodeName != "" {
-		return nil, "", fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
-	}
-	scores, diag, state, err := s.schedule(ctx, pod)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(scores) == 0 {
-		return nil, diag, nil
-	}
-	best := 0
-	for i := range scores {
-		if better(scores[i], scores[best], "") {
-			best = i
-		}
-	}
-	node := scores[best].Name
-	if st := s.framework.RunReservePluginsReserve(ctx, state, pod, node); !st.IsSuccess() {
-		return nil, "", fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
-	}
-	bound := pod.DeepCopy()
-	bound.Spec.NodeName = node
-	bound.Status = v1.PodStatus{Phase: v1.PodRunning}
-	if err := s.add(bound); err != nil {
-		return nil, "", err
-	}
-	return bound, "", s.sync()
-}
-
-// Leaving tells the profile's RebalanceHint plugin that a pod is going away,
-// as rebalancer-scheduler's pod informer would, so that the replacement
-// follows the hint the pod carries. It does not remove the pod.
-func (s *Simulator) Leaving(pod *v1.Pod) {
-	if s.hints != nil {
-		s.hints.PodLeaving(s.logger, pod)
-	}
-}
-
-// Revert undoes a Move: the replacement goes and the original pod is back
-// on its node.
-func (s *Simulator) Revert(original, replacement *v1.Pod) error {
-	if err := s.remove(replacement); err != nil {
-		return err
-	}
-	if err := s.add(original); err != nil {
-		return err
-	}
-	return s.sync()
-}
-
-// Evict removes a pod without a replacement (its owner does not recreate it).
-func (s *Simulator) Evict(pod *v1.Pod) error {
-	if err := s.remove(pod); err != nil {
-		return err
-	}
-	return s.sync()
 }
 
 // PodsOn lists the pods the simulation has on a node, in a stable order.

@@ -200,3 +200,93 @@ func requested(t testing.TB, s *Simulator) string {
 	}
 	return fmt.Sprintf("a=%d b=%d c=%d", m["a"], m["b"], m["c"])
 }
+
+// TestForkRevertCommit: forks nest; Revert undoes exactly the changes made
+// since its fork (moves, evictions, placements), Commit keeps them.
+func TestForkRevertCommit(t *testing.T) {
+	snap := thin()
+	pending := pod("p1", "", "1")
+	snap.Pods = append(snap.Pods, pending)
+	s := newSim(t, "binpacking-scheduler.yaml", snap)
+	ctx := context.Background()
+	initial := requested(t, s)
+	state := func() string {
+		var names []string
+		for _, p := range s.State().Pods {
+			names = append(names, p.Name+"@"+p.Spec.NodeName)
+		}
+		return strings.Join(names, " ")
+	}
+	before := state()
+
+	outer := s.Fork()
+	if _, err := s.Move(pod("c1", "c", "1"), "a"); err != nil {
+		t.Fatal(err)
+	}
+	inner := s.Fork()
+	if err := s.Evict(pod("b1", "b", "3")); err != nil {
+		t.Fatal(err)
+	}
+	if bound, _, err := s.Place(ctx, pending); err != nil || bound == nil {
+		t.Fatalf("placing p1: %v %v", bound, err)
+	}
+	if got := requested(t, s); got != "a=8000 b=1000 c=0" {
+		t.Fatalf("after move, evict and place: %s", got)
+	}
+	if err := s.Revert(inner); err != nil {
+		t.Fatal(err)
+	}
+	if got := requested(t, s); got != "a=8000 b=3000 c=0" {
+		t.Fatalf("after reverting the inner fork: %s, want only the move left", got)
+	}
+	if len(s.Pending()) != 1 || s.Pending()[0] != pending {
+		t.Fatalf("pending after revert: %v", s.Pending())
+	}
+	if err := s.Revert(outer); err != nil {
+		t.Fatal(err)
+	}
+	if got := requested(t, s); got != initial {
+		t.Fatalf("after reverting everything: %s, want %s", got, initial)
+	}
+	if got := state(); got != before {
+		t.Fatalf("state after revert:\n%s\nwant\n%s", got, before)
+	}
+
+	// Committed changes stay, and a revert of a later fork does not touch them.
+	f := s.Fork()
+	if err := s.Evict(pod("c1", "c", "1")); err != nil {
+		t.Fatal(err)
+	}
+	s.Commit(f)
+	g := s.Fork()
+	if _, err := s.Move(pod("b1", "b", "3"), "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Revert(g); err != nil {
+		t.Fatal(err)
+	}
+	if got := requested(t, s); got != "a=7000 b=3000 c=0" {
+		t.Fatalf("after commit and a reverted fork: %s", got)
+	}
+}
+
+// TestPlaceUnfitStaysPending: a pod that fits nowhere waits in the cluster,
+// in arrival order.
+func TestPlaceUnfitStaysPending(t *testing.T) {
+	s := newSim(t, "binpacking-scheduler.yaml", thin())
+	big, small := pod("big", "", "9"), pod("small", "", "1")
+	bound, why, err := s.Place(context.Background(), big)
+	if err != nil || bound != nil || !strings.Contains(why, "Insufficient cpu") {
+		t.Fatalf("Place(big) = %v, %q, %v", bound, why, err)
+	}
+	if bound, _, err = s.Place(context.Background(), small); err != nil || bound == nil || bound.Spec.NodeName != "a" {
+		t.Fatalf("Place(small) = %v, %v; want it on a", bound, err)
+	}
+	if p := s.Pending(); len(p) != 1 || p[0] != big {
+		t.Fatalf("pending = %v, want big", p)
+	}
+	n, err := s.LowerBound()
+	if err != nil || n != 3 {
+		t.Fatalf("lower bound %d (%v), want 3 with the pending 9-CPU pod counted", n, err)
+	}
+}

@@ -14,16 +14,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 
-	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/features"
-	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -70,9 +68,9 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	if field, ok := rbpolicy.RequiresMetrics(policy); ok {
 		return nil, fmt.Errorf("the policy needs live utilization metrics (%s), which a snapshot does not have", field)
 	}
-	registerPlugins()
+	rbpolicy.Registry() // the global registry RunDeschedulerStrategies builds profiles from
 
-	client, err := seed(snap)
+	client, err := simulator.Clientset(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -120,36 +118,6 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 		return nil, fmt.Errorf("upstream descheduler: %w", err)
 	}
 	return &Result{Evicted: endpoint.evictions(policy)}, nil
-}
-
-var registerOnce sync.Once
-
-// registerPlugins makes sure the descheduler's own plugins are in its global
-// registry, which RunDeschedulerStrategies builds profiles from. Unlike
-// descheduler.SetupPlugins it does not replace the registry, so plugins
-// others registered there (rebalancer's Consolidation) survive; entries that
-// exist are left alone, so it is a no-op after SetupPlugins.
-func registerPlugins() {
-	registerOnce.Do(func() {
-		if pluginregistry.PluginRegistry == nil {
-			pluginregistry.PluginRegistry = pluginregistry.NewRegistry()
-		}
-		descheduler.RegisterDefaultPlugins(pluginregistry.PluginRegistry)
-	})
-}
-
-// seed returns a fake clientset holding every object of the snapshot, so
-// upstream's informers list exactly the snapshot before the cycle starts.
-func seed(snap *snapshot.Snapshot) (*fake.Clientset, error) {
-	client := fake.NewClientset()
-	// Added one by one rather than through NewClientset, which panics on an
-	// object it cannot store.
-	for _, o := range snap.Objects() {
-		if err := client.Tracker().Add(o); err != nil {
-			return nil, fmt.Errorf("seeding the fake API with %T: %w", o, err)
-		}
-	}
-	return client, nil
 }
 
 // strategyOf reads the profile and plugin from the reason annotation that

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -107,7 +106,7 @@ var noSchedule = v1.Taint{Key: "dedicated", Value: "infra", Effect: v1.TaintEffe
 // load loads a policy the way rebalancer does, through pkg/policy.
 func load(t *testing.T, yaml string) *api.DeschedulerPolicy {
 	t.Helper()
-	registerPlugins()
+	policy.Registry()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(path, []byte("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"+yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -365,7 +364,7 @@ func TestCancelled(t *testing.T) {
 // TestPolicyLeavesOutRebalancersPlugins: the shipped bin-packing policy
 // loses Consolidation, and nothing else, for the upstream run.
 func TestPolicyLeavesOutRebalancersPlugins(t *testing.T) {
-	pol, err := policy.Load(filepath.Join("..", "..", "policies", "binpacking-policy.yaml"), fake.NewClientset(), planner.Registry())
+	pol, err := policy.Load(filepath.Join("..", "..", "policies", "binpacking-policy.yaml"), fake.NewClientset(), policy.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,10 +50,12 @@ var (
 // New builds the plugin and subscribes it to pod events through the
 // framework's informer factory.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return newWithClock(ctx, obj, h, clock.RealClock{})
+	return NewWithClock(ctx, obj, h, clock.RealClock{})
 }
 
-func newWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock) (*Plugin, error) {
+// NewWithClock is New with the clock hints are aged by; the simulator passes
+// a simulated one.
+func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock) (*Plugin, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err

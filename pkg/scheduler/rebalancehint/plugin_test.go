@@ -100,7 +100,7 @@ func newEnv(t *testing.T, rawArgs string) *env {
 	if rawArgs != "" {
 		obj = &runtime.Unknown{Raw: []byte(rawArgs), ContentType: runtime.ContentTypeJSON}
 	}
-	pl, err := newWithClock(ctx, obj, h, c)
+	pl, err := NewWithClock(ctx, obj, h, c)
 	if err != nil {
 		t.Fatal(err)
 	}

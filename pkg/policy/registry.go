@@ -1,4 +1,4 @@
-package planner
+package policy
 
 import (
 	"sync"
@@ -14,7 +14,7 @@ var setupOnce sync.Once
 // Registry returns the descheduler plugins a policy may name: the
 // descheduler's own and Consolidation. It fills the library's global
 // registry once, since the library decodes plugin arguments through that
-// global.
+// global. Policy loading, the planner and the upstream baseline all use it.
 func Registry() pluginregistry.Registry {
 	setupOnce.Do(func() {
 		descheduler.SetupPlugins() // replaces the global registry: ours must be added after

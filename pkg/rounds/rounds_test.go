@@ -1,21 +1,20 @@
-package simulate
+package rounds
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
+
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
@@ -27,7 +26,7 @@ import (
 func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
 	t.Helper()
 	dir := filepath.Join("..", "..", "policies")
-	pol, err := policy.Load(filepath.Join(dir, name+"-policy.yaml"), fake.NewClientset(), planner.Registry())
+	pol, err := policy.Load(filepath.Join(dir, name+"-policy.yaml"), fake.NewClientset(), policy.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func testContext(t *testing.T) context.Context {
 }
 
 func options(strategy string, rounds int) Options {
-	return Options{Strategy: strategy, Rounds: rounds, Registry: planner.Registry(),
+	return Options{Strategy: strategy, Rounds: rounds,
 		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
 }
 
@@ -52,7 +51,7 @@ func options(strategy string, rounds int) Options {
 func owned(snap *snapshot.Snapshot) int {
 	n := 0
 	for _, p := range snap.Pods {
-		if metav1.GetControllerOf(p) != nil && !terminal(p) {
+		if metav1.GetControllerOf(p) != nil && !podutil.IsPodTerminal(p) {
 			n++
 		}
 	}
@@ -135,49 +134,6 @@ func TestUpstreamBaseline(t *testing.T) {
 		t.Fatalf("upstream evicted nothing in 3 rounds: %+v", res.Rounds)
 	}
 	t.Logf("upstream: %+v", res.Rounds)
-}
-
-func TestLowerBound(t *testing.T) {
-	node := func(name, cpu, mem string, taint bool) *v1.Node {
-		n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Allocatable: v1.ResourceList{
-			v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem), v1.ResourcePods: resource.MustParse("110")}}}
-		if taint {
-			n.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
-		}
-		return n
-	}
-	pod := func(i int, node, kind, cpu, mem string) *v1.Pod {
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("p", i), Namespace: "ns", UID: types.UID(fmt.Sprint("u", i)),
-				OwnerReferences: []metav1.OwnerReference{{Kind: kind, Name: "o", Controller: new(true)}}},
-			Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
-				v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}}}}},
-		}
-	}
-	snap := &snapshot.Snapshot{Nodes: []*v1.Node{
-		node("a", "8", "8Gi", false), node("b", "8", "64Gi", false), node("c", "4", "8Gi", false), node("tainted", "64", "64Gi", true),
-	}}
-	for i, n := range []string{"a", "b", "c", "tainted"} {
-		snap.Pods = append(snap.Pods, pod(i, n, "DaemonSet", "1", "1Gi"))
-	}
-	// 10 CPUs of workload: a and b have 7 each after their DaemonSet pods.
-	snap.Pods = append(snap.Pods, pod(10, "a", "ReplicaSet", "6", "1Gi"), pod(11, "", "ReplicaSet", "4", "1Gi"))
-	if got := LowerBound(snap); got != 2 {
-		t.Errorf("lower bound = %d, want 2 (CPU: 10 of 7+7)", got)
-	}
-	// 60Gi of memory: only b (63Gi free) holds it... with one other node's CPU.
-	snap.Pods = append(snap.Pods, pod(12, "b", "ReplicaSet", "0", "60Gi"))
-	if got := LowerBound(snap); got != 2 {
-		t.Errorf("lower bound = %d, want 2", got)
-	}
-	snap.Pods = append(snap.Pods, pod(13, "", "ReplicaSet", "7", "1Gi"))
-	if got := LowerBound(snap); got != 3 {
-		t.Errorf("lower bound = %d, want 3 (CPU 17: all of a, b and c)", got)
-	}
-	snap.Pods = append(snap.Pods, pod(14, "", "ReplicaSet", "100", "1Gi"))
-	if got := LowerBound(snap); got != 4 {
-		t.Errorf("lower bound = %d, want all 4 nodes when the requests do not fit", got)
-	}
 }
 
 func TestBaseName(t *testing.T) {

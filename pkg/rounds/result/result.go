@@ -1,4 +1,4 @@
-package simulate
+package result
 
 // Result is what a simulation measured, round by round.
 type Result struct {

@@ -1,0 +1,62 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+func owned(owner, node string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: owner, UID: k8stypes.UID("uid-" + owner), Controller: ptr.To(true)}}},
+		Spec:       v1.PodSpec{NodeName: node},
+	}
+}
+
+func TestCooldownPerOwnerAndNode(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	h := New(clock, 10*time.Minute)
+	h.Record("uid-web", "node-b")
+
+	if !h.InCooldown(owned("web", "node-b")) {
+		t.Error("a pod of web on node-b, just moved there: want cooldown")
+	}
+	if h.InCooldown(owned("web", "node-a")) || h.InCooldown(owned("db", "node-b")) {
+		t.Error("another node or another owner: want no cooldown")
+	}
+	if h.InCooldown(&v1.Pod{Spec: v1.PodSpec{NodeName: "node-b"}}) {
+		t.Error("a pod without a controller: want no cooldown")
+	}
+	if at, ok := h.Landed("uid-web", "node-b"); !ok || !at.Equal(start) {
+		t.Errorf("Landed = %v, %v; want %v", at, ok, start)
+	}
+
+	clock.SetTime(start.Add(9 * time.Minute))
+	if !h.InCooldown(owned("web", "node-b")) {
+		t.Error("after 9m of 10m: want cooldown")
+	}
+	clock.SetTime(start.Add(10 * time.Minute))
+	if h.InCooldown(owned("web", "node-b")) {
+		t.Error("after 10m of 10m: want the cooldown over")
+	}
+	// Recording prunes what has cooled.
+	h.Record("uid-db", "node-a")
+	if len(h.landed) != 1 {
+		t.Errorf("%d landings kept, want 1", len(h.landed))
+	}
+}
+
+func TestNoCooldown(t *testing.T) {
+	for name, h := range map[string]*History{"nil": nil, "zero": New(nil, 0)} {
+		h.Record("uid-web", "node-b")
+		if h.InCooldown(owned("web", "node-b")) {
+			t.Errorf("%s history: want no cooldown", name)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+// Package inputs turns the command line's files into the checked triple
+// every command starts from: the DeschedulerPolicy, the scheduler profile
+// and, offline, the cluster snapshot. plan, run, simulate and the
+// benchmarks load through it, so a bad input is refused the same way
+// everywhere, before anything is planned.
+package inputs
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// Files names the inputs.
+type Files struct {
+	// Policy is the DeschedulerPolicy file; required.
+	Policy string
+	// SchedulerConfig is the KubeSchedulerConfiguration file; required.
+	// SchedulerName picks its profile ("" for its only one).
+	SchedulerConfig, SchedulerName string
+	// Snapshot is the cluster snapshot file; "" for a live cluster.
+	Snapshot string
+}
+
+// Inputs are the loaded, checked inputs.
+type Inputs struct {
+	Policy  *api.DeschedulerPolicy
+	Profile *config.KubeSchedulerProfile
+	// Snapshot is nil when Files.Snapshot is empty: the caller reads the
+	// live cluster.
+	Snapshot *snapshot.Snapshot
+}
+
+// Load reads and checks every input; any problem is an error naming the
+// file and the field. The policy's PriorityClass names resolve against the
+// snapshot, or against client when there is none (a live cluster; nil: no
+// PriorityClasses at all).
+func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, error) {
+	in := &Inputs{}
+	classes := &snapshot.Snapshot{} // the PriorityClasses policy names resolve against, offline
+	if f.Snapshot != "" {
+		snap, err := snapshot.Load(f.Snapshot)
+		if err != nil {
+			return nil, err
+		}
+		if len(snap.Ignored) > 0 {
+			klog.FromContext(ctx).Info("Snapshot holds kinds the planner does not use; they are ignored", "file", f.Snapshot, "snapshot", snap.String())
+		}
+		in.Snapshot = snap
+		classes.PriorityClasses = snap.PriorityClasses
+	}
+	var err error
+	if in.Snapshot != nil || client == nil {
+		if client, err = simulator.Clientset(classes); err != nil {
+			return nil, err
+		}
+	}
+	if _, in.Profile, err = profile.Load(f.SchedulerConfig, f.SchedulerName); err != nil {
+		return nil, err
+	}
+	if in.Policy, err = policy.Load(f.Policy, client, policy.Registry()); err != nil {
+		return nil, err
+	}
+	if field, ok := policy.RequiresMetrics(in.Policy); ok {
+		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", f.Policy, field)
+	}
+	return in, nil
+}

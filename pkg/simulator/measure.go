@@ -1,0 +1,168 @@
+package simulator
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+	"sigs.k8s.io/descheduler/pkg/utils"
+)
+
+// NodeBound pods belong to their node: DaemonSet and mirror (static) pods
+// run on every node anyway, are never moved, and do not keep a node in use.
+func NodeBound(pod *v1.Pod) bool {
+	return utils.IsMirrorPod(pod) || utils.IsDaemonsetPod(pod.OwnerReferences)
+}
+
+// InUse says whether a node runs a pod that is not NodeBound: the one rule
+// for "node in use" that plans, Consolidation and simulations count by.
+func InUse(ni fwk.NodeInfo) bool {
+	return Workload(ni) > 0
+}
+
+// Workload counts the pods on a node that are not NodeBound.
+func Workload(ni fwk.NodeInfo) int {
+	n := 0
+	for _, pi := range ni.GetPods() {
+		if !NodeBound(pi.GetPod()) {
+			n++
+		}
+	}
+	return n
+}
+
+// Percent is used/total in percent, truncated to two decimals so that the
+// same node prints the same figure everywhere; 0 when total is not positive.
+func Percent(used, total int64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	if used <= math.MaxInt64/10000 && used >= math.MinInt64/10000 {
+		return float64(used*10000/total) / 100
+	}
+	return math.Trunc(float64(used)/float64(total)*10000) / 100
+}
+
+// NodeUsage is one node's requested CPU and memory, percent of allocatable.
+type NodeUsage struct {
+	Node        string
+	CPU, Memory float64
+	InUse       bool
+}
+
+// Usage reads every node's requests from the simulation, by node name.
+func (s *Simulator) Usage() ([]NodeUsage, error) {
+	nodes, err := s.Nodes()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeUsage, 0, len(nodes))
+	for _, ni := range nodes {
+		req, alloc := ni.GetRequested(), ni.GetAllocatable()
+		out = append(out, NodeUsage{
+			Node:   ni.Node().Name,
+			CPU:    Percent(req.GetMilliCPU(), alloc.GetMilliCPU()),
+			Memory: Percent(req.GetMemory(), alloc.GetMemory()),
+			InUse:  InUse(ni),
+		})
+	}
+	slices.SortFunc(out, func(a, b NodeUsage) int { return cmp.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+// LowerBound is the fewest nodes that could hold the cluster's pods: for each
+// resource (CPU, memory, pod slots, extended resources such as GPUs), the
+// number of nodes, largest first, whose capacity adds up to the total
+// request; the max over resources. A node's capacity is its allocatable less
+// the requests of its NodeBound pods, which run on every node anyway.
+// Cordoned nodes and nodes with NoSchedule or NoExecute taints are left out.
+// Pending pods count: they need room too. When the nodes cannot hold the
+// requests at all, it is the number of nodes.
+func (s *Simulator) LowerBound() (int, error) {
+	nodes, err := s.Nodes()
+	if err != nil {
+		return 0, err
+	}
+	capacity := map[string]v1.ResourceList{}
+	demand := map[v1.ResourceName]int64{}
+	need := func(pod *v1.Pod) {
+		for r, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			demand[r] += value(r, q)
+		}
+		demand[v1.ResourcePods]++
+	}
+	for _, ni := range nodes {
+		n := ni.Node()
+		c := n.Status.Allocatable.DeepCopy()
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			if !NodeBound(pod) {
+				need(pod)
+				continue
+			}
+			for r, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+				left := c[r]
+				left.Sub(q)
+				c[r] = left
+			}
+			pods := c[v1.ResourcePods]
+			pods.Set(pods.Value() - 1)
+			c[v1.ResourcePods] = pods
+		}
+		if usable(n) {
+			capacity[n.Name] = c
+		}
+	}
+	for _, pod := range s.Pending() {
+		if !NodeBound(pod) {
+			need(pod)
+		}
+	}
+	bound := 0
+	for r, want := range demand {
+		if want <= 0 {
+			continue
+		}
+		var sizes []int64
+		for _, c := range capacity {
+			if q, ok := c[r]; ok && value(r, q) > 0 {
+				sizes = append(sizes, value(r, q))
+			}
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] > sizes[j] })
+		n, sum := len(nodes), int64(0)
+		for i, size := range sizes {
+			if sum += size; sum >= want {
+				n = i + 1
+				break
+			}
+		}
+		bound = max(bound, n)
+	}
+	return bound, nil
+}
+
+// value is a quantity in the unit kube-scheduler counts it: CPU in millicores.
+func value(r v1.ResourceName, q resource.Quantity) int64 {
+	if r == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+func usable(n *v1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute {
+			return false
+		}
+	}
+	return true
+}

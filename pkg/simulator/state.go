@@ -1,0 +1,396 @@
+package simulator
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// state is the simulated cluster's pods and the log that lets a fork be
+// reverted. Bound pods are in kube-scheduler's cache; pending pods wait for
+// Place; finished pods hold nothing and are kept only so State lists them.
+type state struct {
+	objects  snapshot.Snapshot // nodes and the other kinds; Pods unused
+	bound    map[types.UID]entry
+	pending  map[*v1.Pod]entry // by pointer: a pending pod may have no UID yet
+	finished map[*v1.Pod]entry
+	seq      uint64 // order of arrival, so State and Pending are repeatable
+	// replacements counts simulated replacement pods, for unique UIDs.
+	replacements int
+
+	// journal records every change made while a fork is open, and forks
+	// the journal length at each Fork: reverting a fork undoes its changes,
+	// newest first, so a what-if costs what it changed, not a copy.
+	journal []change
+	forks   []int
+}
+
+type entry struct {
+	pod *v1.Pod
+	seq uint64
+}
+
+// change is one pod entering (added) or leaving one of the sets.
+type change struct {
+	entry
+	set   set
+	added bool
+}
+
+type set int
+
+const (
+	boundSet set = iota
+	pendingSet
+	finishedSet
+)
+
+// unbound returns the map of a set of pods that are not on a node.
+func (s *state) unbound(which set) map[*v1.Pod]entry {
+	if which == pendingSet {
+		return s.pending
+	}
+	return s.finished
+}
+
+func newState(snap *snapshot.Snapshot) state {
+	objects := *snap
+	objects.Pods = nil
+	return state{objects: objects, bound: map[types.UID]entry{}, pending: map[*v1.Pod]entry{}, finished: map[*v1.Pod]entry{}}
+}
+
+// admit takes a pod of the snapshot into the state.
+func (s *Simulator) admit(pod *v1.Pod) error {
+	s.seq++
+	e := entry{pod: pod, seq: s.seq}
+	switch {
+	case podutil.IsPodTerminal(pod):
+		s.finished[pod] = e
+		return nil
+	case pod.Spec.NodeName == "":
+		s.pending[pod] = e
+		return nil
+	}
+	return s.bind(e)
+}
+
+// bind puts a pod on its node (pod.Spec.NodeName).
+func (s *Simulator) bind(e entry) error {
+	pod := e.pod
+	if pod.UID == "" {
+		return fmt.Errorf("pod %s has no UID", klog.KObj(pod))
+	}
+	if _, dup := s.bound[pod.UID]; dup {
+		return fmt.Errorf("pod %s: UID %s is already in the simulation", klog.KObj(pod), pod.UID)
+	}
+	if err := s.cache.AddPod(s.logger, pod); err != nil {
+		return fmt.Errorf("adding pod %s to the simulation: %w", klog.KObj(pod), err)
+	}
+	s.bound[pod.UID] = e
+	s.log(change{entry: e, set: boundSet, added: true})
+	return nil
+}
+
+// unbind takes a bound pod off its node and returns its entry.
+func (s *Simulator) unbind(pod *v1.Pod) (entry, error) {
+	e, ok := s.bound[pod.UID]
+	if !ok {
+		return entry{}, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
+	}
+	// The cache must be handed back exactly the object it was given.
+	if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
+		return entry{}, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
+	}
+	delete(s.bound, pod.UID)
+	s.log(change{entry: e, set: boundSet})
+	return e, nil
+}
+
+func (s *Simulator) enqueue(e entry) {
+	s.pending[e.pod] = e
+	s.log(change{entry: e, set: pendingSet, added: true})
+}
+
+// drop takes a pod that is not on a node out of its set.
+func (s *Simulator) drop(which set, e entry) {
+	delete(s.unbound(which), e.pod)
+	s.log(change{entry: e, set: which})
+}
+
+func (s *Simulator) log(c change) {
+	if len(s.forks) > 0 {
+		s.journal = append(s.journal, c)
+	}
+}
+
+// sync brings the scheduler's snapshot up to date with the cache; only the
+// nodes that changed since the last sync are copied.
+func (s *Simulator) sync() error {
+	return s.cache.UpdateSnapshot(s.logger, s.snapshot)
+}
+
+// Fork marks the state so that Revert can bring it back. Forks nest: the
+// planner forks a plan, Consolidation a drain inside it, and a drain a
+// savepoint per node.
+type Fork struct{ depth int }
+
+// Fork opens a fork of the current state.
+func (s *Simulator) Fork() Fork {
+	s.forks = append(s.forks, len(s.journal))
+	return Fork{depth: len(s.forks)}
+}
+
+// Commit keeps the changes made since f (and since any fork opened inside
+// it): they become part of the enclosing fork, or of the state itself.
+func (s *Simulator) Commit(f Fork) {
+	s.close(f)
+	if len(s.forks) == 0 {
+		s.journal = s.journal[:0]
+	}
+}
+
+// Revert undoes every change made since f, newest first, and closes f and
+// the forks opened inside it.
+func (s *Simulator) Revert(f Fork) error {
+	mark := s.close(f)
+	undo := s.journal[mark:]
+	s.journal = s.journal[:mark]
+	forks := s.forks
+	s.forks = nil // undoing is not itself logged
+	defer func() { s.forks = forks }()
+	for i := len(undo) - 1; i >= 0; i-- {
+		c := undo[i]
+		var err error
+		switch {
+		case c.set != boundSet && c.added:
+			delete(s.unbound(c.set), c.pod)
+		case c.set != boundSet:
+			s.unbound(c.set)[c.pod] = c.entry
+		case c.added:
+			_, err = s.unbind(c.pod)
+		default:
+			err = s.bind(c.entry)
+		}
+		if err != nil {
+			return fmt.Errorf("reverting the simulation: %w", err)
+		}
+	}
+	return s.sync()
+}
+
+// close closes f and the forks inside it, and returns f's journal mark.
+func (s *Simulator) close(f Fork) int {
+	if f.depth < 1 || f.depth > len(s.forks) {
+		panic(fmt.Sprintf("simulator: fork %d is not open (%d open)", f.depth, len(s.forks)))
+	}
+	mark := s.forks[f.depth-1]
+	s.forks = s.forks[:f.depth-1]
+	return mark
+}
+
+// Move applies an accepted move: the pod leaves its node and a replacement
+// (a copy with a new UID) is bound to target. It returns the replacement.
+func (s *Simulator) Move(pod *v1.Pod, target string) (*v1.Pod, error) {
+	if _, err := s.snapshot.NodeInfos().Get(target); err != nil {
+		return nil, fmt.Errorf("moving pod %s: target node %q is not in the simulation", klog.KObj(pod), target)
+	}
+	e, err := s.unbind(pod)
+	if err != nil {
+		return nil, err
+	}
+	s.replacements++
+	r := e.pod.DeepCopy()
+	r.UID = types.UID(fmt.Sprintf("%s-r%d", pod.UID, s.replacements))
+	r.Spec.NodeName = target
+	r.Status = v1.PodStatus{Phase: v1.PodPending}
+	s.seq++
+	if err := s.bind(entry{pod: r, seq: s.seq}); err != nil {
+		return nil, err
+	}
+	return r, s.sync()
+}
+
+// Evict removes a pod: bound, or as State listed it, pending or finished. A
+// replacement, if its owner makes one, is the caller's to Place.
+func (s *Simulator) Evict(pod *v1.Pod) error {
+	for _, which := range []set{pendingSet, finishedSet} {
+		if e, ok := s.unbound(which)[pod]; ok {
+			s.drop(which, e)
+			return nil
+		}
+	}
+	if _, err := s.unbind(pod); err != nil {
+		return err
+	}
+	return s.sync()
+}
+
+// Place schedules a pending pod as rebalancer-scheduler would and binds it:
+// the best node by the profile's scores (ties to the node name), after the
+// Reserve plugins ran there (RebalanceHint consumes the hint it followed).
+// It returns the bound copy; when no node fits it returns nil and the
+// reason, and the pod stays (or becomes) pending in the cluster.
+func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
+	if pod.Spec.NodeName != "" {
+		return nil, "", fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
+	}
+	e, known := s.pending[pod]
+	if !known {
+		s.seq++
+		e = entry{pod: pod, seq: s.seq}
+	}
+	scores, diag, cycle, err := s.schedule(ctx, pod)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(scores) == 0 {
+		if !known {
+			s.enqueue(e)
+		}
+		return nil, diag, nil
+	}
+	best := 0
+	for i := range scores {
+		if better(scores[i], scores[best], "") {
+			best = i
+		}
+	}
+	node := scores[best].Name
+	if st := s.framework.RunReservePluginsReserve(ctx, cycle, pod, node); !st.IsSuccess() {
+		return nil, "", fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
+	}
+	bound := pod.DeepCopy()
+	bound.Spec.NodeName = node
+	bound.Status = v1.PodStatus{Phase: v1.PodRunning}
+	if known {
+		s.drop(pendingSet, e)
+	}
+	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
+		return nil, "", err
+	}
+	return bound, "", s.sync()
+}
+
+// Leaving tells the profile's RebalanceHint plugin that a pod is going away,
+// as rebalancer-scheduler's pod informer would, so that the replacement
+// follows the hint the pod carries. It does not remove the pod.
+func (s *Simulator) Leaving(pod *v1.Pod) {
+	if s.hints != nil {
+		s.hints.PodLeaving(s.logger, pod)
+	}
+}
+
+// Bound lists the pods bound to nodes, in the order they arrived.
+func (s *Simulator) Bound() []*v1.Pod {
+	return pods(s.bound)
+}
+
+// Pending lists the pods waiting for a node, in the order they arrived.
+func (s *Simulator) Pending() []*v1.Pod {
+	return pods(s.pending)
+}
+
+// State is the simulated cluster as a snapshot: its nodes and other
+// objects, and its pods (bound, pending and finished) in arrival order.
+// The objects are shared with the simulation, not copies.
+func (s *Simulator) State() *snapshot.Snapshot {
+	out := s.objects
+	all := make([]entry, 0, len(s.bound)+len(s.pending)+len(s.finished))
+	for _, e := range s.bound {
+		all = append(all, e)
+	}
+	for _, e := range s.pending {
+		all = append(all, e)
+	}
+	for _, e := range s.finished {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	out.Pods = make([]*v1.Pod, len(all))
+	for i, e := range all {
+		out.Pods[i] = e.pod
+	}
+	return &out
+}
+
+func pods[K comparable](m map[K]entry) []*v1.Pod {
+	es := make([]entry, 0, len(m))
+	for _, e := range m {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]*v1.Pod, len(es))
+	for i, e := range es {
+		out[i] = e.pod
+	}
+	return out
+}
+
+// Clientset is a fake clientset serving every object of snap, for code that
+// reads the cluster through the API (the descheduler, the scheduler
+// framework's informers, policy loading). Objects are added one by one: the
+// fake's constructor panics on an object it cannot store.
+func Clientset(snap *snapshot.Snapshot) (*fake.Clientset, error) {
+	client := fake.NewClientset()
+	for _, o := range snap.Objects() {
+		if err := client.Tracker().Add(o); err != nil {
+			return nil, fmt.Errorf("seeding the fake API with %T: %w", o, err)
+		}
+	}
+	return client, nil
+}
+
+// Sandbox is what the descheduler's plugins read besides the pods on a
+// node: a clientset with the state's PriorityClasses (plugins ask the API
+// only for those) and informers whose stores hold the current state. The
+// informers are never started; their stores are filled directly, so listing
+// 150,000 pods costs pointers, not copies, and nothing is read before it is
+// all there.
+func (s *Simulator) Sandbox() (*fake.Clientset, informers.SharedInformerFactory, error) {
+	st := s.State()
+	client, err := Clientset(&snapshot.Snapshot{PriorityClasses: st.PriorityClasses})
+	if err != nil {
+		return nil, nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	core, storage := factory.Core().V1(), factory.Storage().V1()
+	for _, step := range []struct {
+		inf   cache.SharedIndexInformer
+		items []any
+	}{
+		{core.Nodes().Informer(), anys(st.Nodes)},
+		{core.Pods().Informer(), anys(st.Pods)},
+		{core.Namespaces().Informer(), anys(st.Namespaces)},
+		{core.PersistentVolumeClaims().Informer(), anys(st.PersistentVolumeClaims)},
+		{core.PersistentVolumes().Informer(), anys(st.PersistentVolumes)},
+		{storage.StorageClasses().Informer(), anys(st.StorageClasses)},
+		{factory.Policy().V1().PodDisruptionBudgets().Informer(), anys(st.PodDisruptionBudgets)},
+		{factory.Scheduling().V1().PriorityClasses().Informer(), anys(st.PriorityClasses)},
+	} {
+		for _, it := range step.items {
+			if err := step.inf.GetIndexer().Add(it); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return client, factory, nil
+}
+
+func anys[T any](in []T) []any {
+	out := make([]any, len(in))
+	for i, v := range in {
+		out[i] = v
+	}
+	return out
+}
