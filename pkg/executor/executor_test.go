@@ -113,9 +113,7 @@ func (f *fixture) calls() []string {
 			s += "/" + a.GetSubresource()
 		}
 		switch a := a.(type) {
-		case k8stesting.GetAction:
-			s += " " + a.GetName()
-		case k8stesting.PatchAction:
+		case k8stesting.GetAction: // patches too: they have a name the same way
 			s += " " + a.GetName()
 		case k8stesting.CreateAction:
 			if ev, ok := a.GetObject().(*policyv1.Eviction); ok {

@@ -269,7 +269,7 @@ func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 		return nil, at.errorf(ident{}, "not a Kubernetes object: %s", abbreviate(data))
 	}
 	var meta objectMeta
-	sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: decodeStrict reports what is wrong
+	_ = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: decodeStrict reports what is wrong
 	id := meta.ident()
 	switch {
 	case meta.Kind == "List" && meta.APIVersion == "v1":
@@ -429,7 +429,7 @@ func decodeItem(it item) result {
 			// Duplicate keys fail the conversion; name the object if lenient parsing can.
 			var meta objectMeta
 			if j, lenientErr := yaml.YAMLToJSON(data); lenientErr == nil {
-				sjson.UnmarshalCaseSensitivePreserveInts(j[1:len(j)-1], &meta)
+				_ = sjson.UnmarshalCaseSensitivePreserveInts(j[1:len(j)-1], &meta) // best effort, for the name only
 			}
 			return result{err: at.errorf(meta.ident(), "%v", err)}
 		}

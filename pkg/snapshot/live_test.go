@@ -274,7 +274,7 @@ func TestLiveStripsManagedFields(t *testing.T) {
 		Operation:  metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "v1",
 		FieldsType: "FieldsV1",
-		FieldsV1:   &metav1.FieldsV1{Raw: []byte(`{"f:status":{}}`)},
+		FieldsV1:   metav1.NewFieldsV1(`{"f:status":{}}`),
 	}}
 	n := liveNode("n1")
 	n.ManagedFields = managed

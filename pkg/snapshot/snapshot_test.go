@@ -248,8 +248,8 @@ func diffs(got, want *Snapshot) []string {
 	var out []string
 	for _, k := range kinds {
 		var g, w []object
-		k.each(got, func(o object) error { g = append(g, o); return nil })
-		k.each(want, func(o object) error { w = append(w, o); return nil })
+		_ = k.each(got, func(o object) error { g = append(g, o); return nil })  // the callbacks
+		_ = k.each(want, func(o object) error { w = append(w, o); return nil }) // never fail
 		if !apiequality.Semantic.DeepEqual(g, w) {
 			out = append(out, fmt.Sprintf("%s: got %d, want %d objects; first difference in %v", k.gvk.Kind, len(g), len(w), firstDiff(g, w)))
 		}
@@ -354,8 +354,12 @@ func TestLoad(t *testing.T) {
 func TestDecodeErrors(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write([]byte(everyKind))
-	zw.Close()
+	if _, err := zw.Write([]byte(everyKind)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	n1, web1 := node("n1"), pod("default", "web-1", "n1", "Running")
 	cases := []struct {

@@ -118,7 +118,6 @@ func runArgs(extra ...string) []string {
 type result struct {
 	stdout, stderr string
 	exit           int
-	err            error
 }
 
 // rebalancer runs the binary in the module root with a 60 s limit.

@@ -138,7 +138,9 @@ func evictedCount(r *replica) int {
 	for _, line := range strings.Split(body, "\n") {
 		if strings.HasPrefix(line, "rebalancer_evictions_total{") && strings.Contains(line, `result="evicted"`) {
 			var v float64
-			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
+			if _, err := fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v); err != nil {
+				return -1 // a malformed line fails the caller's comparison
+			}
 			total += int(v)
 		}
 	}

@@ -119,8 +119,8 @@ func faultCluster(t *testing.T, prefix string) *testEnv {
 }
 
 // runOnceVia runs `rebalancer run --once` with the given kubeconfig and
-// returns its exit error (nil, or the *exec.ExitError) and output.
-func runOnceVia(t *testing.T, kc string, args ...string) (error, cycleOutput, string) {
+// returns its output and exit error (nil, or the *exec.ExitError).
+func runOnceVia(t *testing.T, kc string, args ...string) (cycleOutput, string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -141,7 +141,7 @@ func runOnceVia(t *testing.T, kc string, args ...string) (error, cycleOutput, st
 			t.Fatalf("output is not JSON: %v\n%s\n%s", jerr, out, stderr.String())
 		}
 	}
-	return err, res, stderr.String()
+	return res, stderr.String(), err
 }
 
 func checkNoDrainTaint(t *testing.T, e *testEnv) {
@@ -186,7 +186,7 @@ func TestRunOnceUnderFaults(t *testing.T) {
 	)
 
 	started := time.Now()
-	err, res, stderr := runOnceVia(t, proxy.Kubeconfig)
+	res, stderr, err := runOnceVia(t, proxy.Kubeconfig)
 	proxy.checkInjected()
 	faults := 0
 	for _, r := range proxy.requests() {
@@ -211,7 +211,7 @@ func TestRunOnceUnderFaults(t *testing.T) {
 	// The faults are gone: the next cycle completes.
 	proxy.clear()
 	second := time.Now()
-	err, res, stderr = runOnceVia(t, proxy.Kubeconfig)
+	res, stderr, err = runOnceVia(t, proxy.Kubeconfig)
 	if err != nil {
 		t.Fatalf("second run: %v\n%s", err, stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -193,7 +194,8 @@ func stopScheduler() {
 	}
 	_ = scheduler.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-scheduler.exited:
+	case err := <-scheduler.exited:
+		log.Printf("rebalancer-scheduler stopped: %v", err)
 	case <-time.After(20 * time.Second):
 		_ = scheduler.cmd.Process.Kill()
 	}
