@@ -8,6 +8,7 @@ package planner
 
 import (
 	"context"
+	"slices"
 	"fmt"
 	"strings"
 	"time"
@@ -189,6 +190,9 @@ func (p *planner) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing ready nodes (nodeSelector %q): %w", selector, err)
 	}
+	// The lister lists in map order; plugins walk nodes in the order given
+	// and break ties by it, so the same cluster must give the same order.
+	slices.SortFunc(nodes, func(a, b *v1.Node) int { return strings.Compare(a.Name, b.Name) })
 	if len(nodes) < 2 {
 		return fmt.Errorf("%d ready node(s) match the policy's nodeSelector %q; rebalancing needs at least 2", len(nodes), selector)
 	}
@@ -250,7 +254,12 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile stri
 	for name, u := range registry {
 		build := u.PluginBuilder
 		u.PluginBuilder = func(ctx context.Context, args runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
-			return build(ctx, args, &judgingHandle{Handle: h, evictor: &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name}})
+			j := &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name}
+			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})
+			if err != nil {
+				return nil, err
+			}
+			return inOrder(pl, j), nil
 		}
 		out[name] = u
 	}
@@ -269,9 +278,16 @@ type judge struct {
 	frameworktypes.Evictor
 	p                 *planner
 	profile, strategy string
+	// held collects the evictions a deschedule plugin asks for while it
+	// runs, to be judged in a canonical order after it (see inOrder).
+	held *[]request
 }
 
 func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions) error {
+	if j.held != nil {
+		*j.held = append(*j.held, request{pod, opts})
+		return nil
+	}
 	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.Options{})
 }
 

@@ -1,0 +1,119 @@
+package planner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// request is an eviction a plugin asked for.
+type request struct {
+	pod  *v1.Pod
+	opts evictions.EvictOptions
+}
+
+// inOrder wraps a plugin so that the evictions it asks for are judged
+// after it ran, in a canonical order, rather than as it asks. Several of the
+// descheduler's plugins (RemoveDuplicates, RemovePodsViolatingTopologySpreadConstraint)
+// walk Go maps when they evict, so they ask in a different order on every
+// run; every judged move changes the simulation and spends limits and
+// budgets, so the order decides the plan. Judged in one order, the same
+// cluster gives the same plan.
+//
+// The plugin is told every eviction succeeded: it asks for all it would
+// evict, and limits and PDBs are applied when the requests are judged.
+// The plugins in sequential are not wrapped: they walk nodes and pods in
+// sorted order and must see each outcome as it happens (a node's usage
+// falls as its pods move). A plugin that is both a deschedule and a balance
+// plugin is not wrapped either.
+func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
+	if sequential.Has(pl.Name()) {
+		return pl
+	}
+	d, deschedule := pl.(frameworktypes.DeschedulePlugin)
+	b, balance := pl.(frameworktypes.BalancePlugin)
+	switch {
+	case deschedule && !balance:
+		return &orderedDeschedule{DeschedulePlugin: d, judge: j}
+	case balance && !deschedule:
+		return &orderedBalance{BalancePlugin: b, judge: j}
+	}
+	return pl
+}
+
+// sequential are the plugins judged as they ask: they account for each
+// eviction as they go.
+var sequential = sets.New("HighNodeUtilization", "LowNodeUtilization", consolidation.Name)
+
+type orderedDeschedule struct {
+	frameworktypes.DeschedulePlugin
+	judge *judge
+}
+
+func (o *orderedDeschedule) Deschedule(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
+	return o.judge.inOrder(ctx, func() *frameworktypes.Status { return o.DeschedulePlugin.Deschedule(ctx, nodes) })
+}
+
+type orderedBalance struct {
+	frameworktypes.BalancePlugin
+	judge *judge
+}
+
+func (o *orderedBalance) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
+	return o.judge.inOrder(ctx, func() *frameworktypes.Status { return o.BalancePlugin.Balance(ctx, nodes) })
+}
+
+// inOrder runs the plugin, then judges what it asked for: lowest priority
+// first (the descheduler's own preference), then by namespace and name.
+func (j *judge) inOrder(ctx context.Context, run func() *frameworktypes.Status) *frameworktypes.Status {
+	var held []request
+	j.held = &held
+	st := run()
+	j.held = nil
+	if st != nil && st.Err != nil {
+		return st
+	}
+	slices.SortStableFunc(held, func(a, b request) int {
+		return cmp.Or(
+			cmp.Compare(priority(a.pod), priority(b.pod)),
+			cmp.Compare(a.pod.Namespace, b.pod.Namespace),
+			cmp.Compare(a.pod.Name, b.pod.Name),
+		)
+	})
+	for _, r := range held {
+		err := j.p.judge(ctx, j.profile, j.strategy, r.pod, r.opts, simulator.Options{})
+		var total *evictions.EvictionTotalLimitError
+		switch {
+		case err == nil, refused(err):
+		case errors.As(err, &total):
+			return st // the plan is full
+		default:
+			return &frameworktypes.Status{Err: err}
+		}
+	}
+	return st
+}
+
+// refused says whether judge turned an eviction down (it recorded why)
+// rather than failed; a full plan is told apart by the caller.
+func refused(err error) bool {
+	var node *evictions.EvictionNodeLimitError
+	var ns *evictions.EvictionNamespaceLimitError
+	return errors.Is(err, errSkipped) || errors.As(err, &node) || errors.As(err, &ns)
+}
+
+func priority(pod *v1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	return 0
+}
