@@ -8,8 +8,8 @@ package planner
 
 import (
 	"context"
-	"slices"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
