@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
@@ -50,12 +50,18 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if p.opts.InCooldown != nil && p.opts.InCooldown(pod) {
 		return skip(plan.ReasonCooldown, fmt.Sprintf("a pod of its owner was moved onto %s recently", pod.Spec.NodeName), errSkipped)
 	}
-	b, err := p.budgetFor(pod)
+	// PodDisruptionBudgets as the eviction API applies them.
+	pdb, err := p.budgets.Admit(pod)
 	if err != nil {
-		return skip(plan.ReasonPDB, err.Error(), errSkipped)
-	}
-	if b != nil && b.left <= 0 {
-		return skip(plan.ReasonPDB, fmt.Sprintf("PodDisruptionBudget %s allows no further disruption", klog.KObj(b.pdb)), errSkipped)
+		detail := disruption.Reason(err)
+		if covering := p.budgets.Covering(pod); len(covering) > 1 {
+			names := make([]string, len(covering))
+			for i, c := range covering {
+				names[i] = c.Name
+			}
+			detail += " (" + strings.Join(names, ", ") + ")"
+		}
+		return skip(plan.ReasonPDB, detail, errSkipped)
 	}
 
 	pred, err := p.sim.Predict(ctx, pod, simOpts)
@@ -78,7 +84,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	a := applied{pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, budget: b}
+	a := applied{pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb}
 	if owner != nil {
 		a.owner = owner.UID
 	}
@@ -105,30 +111,6 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string) {
 	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
 	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
-}
-
-// budgetFor finds the PodDisruptionBudget covering a pod, as the eviction
-// API does: none, exactly one, or an error when several match (the API
-// server refuses to evict such a pod).
-func (p *planner) budgetFor(pod *v1.Pod) (*budget, error) {
-	var found *budget
-	for _, b := range p.pdbs {
-		if b.pdb.Namespace != pod.Namespace || b.selector.Empty() || !b.selector.Matches(labels.Set(pod.Labels)) {
-			continue
-		}
-		if found != nil {
-			return nil, fmt.Errorf("pod is covered by more than one PodDisruptionBudget (%s, %s); the eviction API refuses it", found.pdb.Name, b.pdb.Name)
-		}
-		found = b
-	}
-	return found, nil
-}
-
-func metav1LabelSelector(pdb *policyv1.PodDisruptionBudget) (labels.Selector, error) {
-	if pdb.Spec.Selector == nil {
-		return labels.Nothing(), nil
-	}
-	return metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 }
 
 func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

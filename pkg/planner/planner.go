@@ -14,8 +14,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -32,6 +30,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -87,13 +86,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")
 	}
 	state := sim.State()
-	for _, pdb := range state.PodDisruptionBudgets {
-		sel, err := metav1LabelSelector(pdb)
-		if err != nil {
-			return nil, fmt.Errorf("PodDisruptionBudget %s: %w", klog.KObj(pdb), err)
-		}
-		p.pdbs = append(p.pdbs, &budget{pdb: pdb, selector: sel, left: pdb.Status.DisruptionsAllowed})
-	}
+	p.budgets = disruption.New(state.PodDisruptionBudgets)
 	before, err := sim.Usage()
 	if err != nil {
 		return nil, err
@@ -131,16 +124,10 @@ type planner struct {
 	perNode      map[string]uint
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
-	pdbs         []*budget
+	budgets      *disruption.Budgets
 	// applied are the plan's moves as the bookkeeping above counted them,
 	// so that reverting a fork takes them back out.
 	applied []applied
-}
-
-type budget struct {
-	pdb      *policyv1.PodDisruptionBudget
-	selector labels.Selector
-	left     int32
 }
 
 type profileRunner struct {

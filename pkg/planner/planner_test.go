@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -304,6 +305,45 @@ func TestPDBSpentAcrossPlan(t *testing.T) {
 	}
 	if p.Summary.SkippedByReason[plan.ReasonPDB] < 2 {
 		t.Fatalf("skips %v, want at least 2 for pdb", p.Summary.SkippedByReason)
+	}
+}
+
+// TestEmptySelectorPDBCoversNamespace: in policy/v1 a PDB with an empty
+// selector covers every pod of its namespace, and the eviction API refuses
+// accordingly; the plan does too.
+func TestEmptySelectorPDBCoversNamespace(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("ok-1", "8", "32Gi")
+	c.node("ok-2", "8", "32Gi")
+	for i := 0; i < 3; i++ {
+		c.pod("team-a", "web", "ReplicaSet", "tainted", "1", "1Gi")
+		c.pod("team-b", "web", "ReplicaSet", "tainted", "1", "1Gi")
+	}
+	c.pdb("team-a", "web", 0)
+	c.snap.PodDisruptionBudgets[0].Spec.Selector = &metav1.LabelSelector{}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	for _, m := range p.Moves {
+		if m.Namespace == "team-a" {
+			t.Errorf("moved %s, which the namespace's PDB protects", m.Pod)
+		}
+	}
+	refused := map[string]bool{}
+	for _, s := range p.Skipped {
+		if s.Why == plan.ReasonPDB {
+			refused[s.Pod] = true
+		}
+	}
+	if len(refused) != 3 {
+		t.Errorf("PDB refusals for %v, want team-a's 3 pods", refused)
+	}
+	for pod := range refused {
+		if !strings.HasPrefix(pod, "team-a/") {
+			t.Errorf("%s refused for a PDB of another namespace", pod)
+		}
+	}
+	if len(p.Moves) != 3 {
+		t.Errorf("%d moves, want team-b's 3", len(p.Moves))
 	}
 }
 

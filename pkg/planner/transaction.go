@@ -1,8 +1,10 @@
 package planner
 
 import (
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -10,8 +12,9 @@ import (
 type applied struct {
 	pod, replacement types.UID
 	node, namespace  string
-	owner            types.UID // "" for a pod without a controller
-	budget           *budget   // nil when no PDB covers the pod
+	podName          string
+	owner            types.UID                     // "" for a pod without a controller
+	pdb              *policyv1.PodDisruptionBudget // what the eviction spends; nil: none
 }
 
 // count adds a move to the limits and budgets it spends (delta 1) or takes
@@ -30,8 +33,10 @@ func (p *planner) count(a applied, delta int) {
 	if a.owner != "" {
 		p.perOwner[a.owner] += delta
 	}
-	if a.budget != nil {
-		a.budget.left -= int32(delta)
+	if delta > 0 {
+		disruption.Spend(a.pdb, a.podName)
+	} else {
+		disruption.Refund(a.pdb, a.podName)
 	}
 }
 

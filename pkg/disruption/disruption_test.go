@@ -1,0 +1,126 @@
+package disruption
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func pod(ns string, ready bool, phase v1.PodPhase) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: ns, Labels: map[string]string{"app": "web"}},
+		Status:     v1.PodStatus{Phase: phase},
+	}
+	if ready {
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	}
+	return p
+}
+
+func pdb(name string, sel *metav1.LabelSelector, allowed, healthy, desired int32) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: sel},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed, CurrentHealthy: healthy, DesiredHealthy: desired},
+	}
+}
+
+var (
+	web   = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	empty = &metav1.LabelSelector{}
+	other = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}
+)
+
+// TestAdmit follows kube-apiserver's eviction subresource case by case.
+func TestAdmit(t *testing.T) {
+	behind := pdb("web", web, 1, 3, 2)
+	behind.Generation, behind.Status.ObservedGeneration = 2, 1
+	always := pdb("web", web, 0, 1, 2)
+	always.Spec.UnhealthyPodEvictionPolicy = ptr.To(policyv1.AlwaysAllow)
+	terminating := pod("team", true, v1.PodRunning)
+	terminating.DeletionTimestamp = &metav1.Time{}
+	for _, c := range []struct {
+		name   string
+		pod    *v1.Pod
+		pdbs   []*policyv1.PodDisruptionBudget
+		spends string // the PDB the eviction spends, "" for none
+		code   int32  // the API's refusal, 0 for none
+		detail string
+	}{
+		{name: "no PDB", pod: pod("team", true, v1.PodRunning)},
+		{name: "selector matches", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 1, 3, 2)}, spends: "web"},
+		{name: "empty selector covers the namespace", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("all", empty, 0, 2, 2)},
+			code: http.StatusTooManyRequests, detail: "needs 2 healthy pods and has 2"},
+		{name: "empty selector, other namespace", pod: pod("elsewhere", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("all", empty, 0, 2, 2)}},
+		{name: "nil selector covers nothing", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("none", nil, 0, 2, 2)}},
+		{name: "other selector", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("db", other, 0, 2, 2)}},
+		{name: "two PDBs", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 1, 3, 2), pdb("all", empty, 1, 3, 2)},
+			code: http.StatusInternalServerError, detail: "more than one PodDisruptionBudget"},
+		{name: "status behind spec", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{behind},
+			code: http.StatusTooManyRequests, detail: "still being processed"},
+		{name: "negative allowed", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, -1, 3, 2)},
+			code: http.StatusForbidden, detail: "negative"},
+		{name: "unready, AlwaysAllow", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{always}},
+		{name: "unready, application healthy", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 2, 2)}},
+		{name: "unready, application unhealthy", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)},
+			code: http.StatusTooManyRequests, detail: "needs 2 healthy pods and has 1"},
+		{name: "pending pod", pod: pod("team", false, v1.PodPending), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
+		{name: "failed pod", pod: pod("team", false, v1.PodFailed), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
+		{name: "terminating pod", pod: terminating, pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := New(c.pdbs).Admit(c.pod)
+			if c.code != 0 {
+				if err == nil {
+					t.Fatalf("admitted (spends %v), want the API's %d", got, c.code)
+				}
+				status, ok := err.(apierrors.APIStatus)
+				if !ok || status.Status().Code != c.code || !strings.Contains(Reason(err), c.detail) {
+					t.Fatalf("refusal %v (reason %q), want code %d with %q", err, Reason(err), c.code, c.detail)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			name := ""
+			if got != nil {
+				name = got.Name
+			}
+			if name != c.spends {
+				t.Fatalf("spends %q, want %q", name, c.spends)
+			}
+		})
+	}
+}
+
+// TestSpendAndRefund: a budget is spent eviction by eviction, refused when
+// empty, and refunds bring it back; the caller's PDB is left alone.
+func TestSpendAndRefund(t *testing.T) {
+	orig := pdb("web", web, 2, 4, 2)
+	b := New([]*policyv1.PodDisruptionBudget{orig})
+	p := pod("team", true, v1.PodRunning)
+	for i := range 2 {
+		spent, err := b.Admit(p)
+		if err != nil {
+			t.Fatalf("eviction %d refused: %v", i+1, err)
+		}
+		Spend(spent, "web-"+string(rune('a'+i)))
+	}
+	if _, err := b.Admit(p); !apierrors.IsTooManyRequests(err) {
+		t.Fatalf("third eviction: %v, want 429", err)
+	}
+	Refund(b.Covering(p)[0], "web-b")
+	if spent, err := b.Admit(p); err != nil || spent == nil {
+		t.Fatalf("after a refund: %v, %v; want admitted", spent, err)
+	}
+	if orig.Status.DisruptionsAllowed != 2 || len(orig.Status.DisruptedPods) != 0 {
+		t.Fatalf("the caller's PDB changed: %+v", orig.Status)
+	}
+}
