@@ -4,8 +4,11 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // Args configures Consolidation in a DeschedulerPolicy:
@@ -69,6 +72,9 @@ func ValidateArgs(obj runtime.Object) error {
 		}
 		if seen[r] {
 			return fmt.Errorf("%s args: resources[%d]: duplicate resource %q", Name, i, r)
+		}
+		if !simulator.Schedulable(r) {
+			return fmt.Errorf("%s args: resources[%d]: unknown resource %q: want cpu, memory, ephemeral-storage, pods, hugepages-<size> or an extended resource (example.com/gpu)", Name, i, r)
 		}
 		seen[r] = true
 	}

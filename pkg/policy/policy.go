@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	clientset "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -20,6 +23,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // Load reads the DeschedulerPolicy at path. It first runs a strict pass that
@@ -53,7 +57,38 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
+	if err := checkResources(p); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return p, nil
+}
+
+// checkResources refuses threshold resources no node has, which the
+// descheduler accepts and then never measures (cpuz: 40).
+func checkResources(p *api.DeschedulerPolicy) error {
+	var problems []string
+	for i, prof := range p.Profiles {
+		for _, pc := range prof.PluginConfigs {
+			var fields map[string]api.ResourceThresholds
+			switch args := pc.Args.(type) {
+			case *nodeutilization.HighNodeUtilizationArgs:
+				fields = map[string]api.ResourceThresholds{"thresholds": args.Thresholds}
+			case *nodeutilization.LowNodeUtilizationArgs:
+				fields = map[string]api.ResourceThresholds{"thresholds": args.Thresholds, "targetThresholds": args.TargetThresholds}
+			}
+			for _, field := range slices.Sorted(maps.Keys(fields)) {
+				for _, r := range slices.Sorted(maps.Keys(fields[field])) {
+					if !simulator.Schedulable(r) {
+						problems = append(problems, fmt.Sprintf("profiles[%d].pluginConfig[%s].args.%s.%s: unknown resource %q: want cpu, memory, ephemeral-storage, pods, hugepages-<size> or an extended resource (example.com/gpu)", i, pc.Name, field, r, r))
+					}
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
 }
 
 // RequiresMetrics reports whether the policy needs live utilization metrics,

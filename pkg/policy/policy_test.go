@@ -57,9 +57,20 @@ func TestLoadValid(t *testing.T) {
 			}
 		}
 	}
+	evictsNothing := map[string]bool{
+		"testdata/example-policy-filled.yaml": true,
+		"testdata/upstream/readme/01-protecting-pods-using-specific-storage-classes.yaml": true,
+	}
 	for _, file := range files {
 		t.Run(file, func(t *testing.T) {
 			p, err := policy.Load(file, client(), pluginregistry.PluginRegistry)
+			if evictsNothing[file] {
+				// README fragments that only configure the evictor.
+				if err == nil || !strings.Contains(err.Error(), "would evict nothing") {
+					t.Fatalf("err = %v, want the policy refused for evicting nothing", err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -218,6 +229,55 @@ func TestLoadErrors(t *testing.T) {
 		policy: replace(t, lnu, "  plugins:", "  - name: LowNodeUtilization\n  plugins:"),
 		want:   []string{`profiles[0].pluginConfig[1].name: duplicate pluginConfig for "LowNodeUtilization"`},
 	}, {
+		name:   "no profiles",
+		policy: header + "profiles: []\n",
+		want:   []string{"profiles: the policy has no profile, so it would evict nothing"},
+	}, {
+		name: "nothing enabled",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: DefaultEvictor
+`,
+		want: []string{"profiles[*].plugins: no profile enables a deschedule or balance plugin, so the policy would evict nothing"},
+	}, {
+		name: "plugin enabled twice",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: Consolidation
+    args: {maxNodesPerCycle: 3}
+  plugins:
+    balance:
+      enabled: [Consolidation, Consolidation]
+`,
+		want: []string{`profiles[0].plugins.balance.enabled[1]: plugin "Consolidation" is already enabled at enabled[0]`},
+	}, {
+		name: "unknown resource",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: Consolidation
+    args: {resources: [cpu, cpuz]}
+  plugins:
+    balance:
+      enabled: [Consolidation]
+`,
+		want: []string{`resources[1]: unknown resource "cpuz"`},
+	}, {
+		name: "unknown threshold resource",
+		policy: header + `profiles:
+- name: p
+  pluginConfig:
+  - name: HighNodeUtilization
+    args:
+      thresholds: {cpuz: 40}
+  plugins:
+    balance:
+      enabled: [HighNodeUtilization]
+`,
+		want: []string{`profiles[0].pluginConfig[HighNodeUtilization].args.thresholds.cpuz: unknown resource "cpuz"`},
+	}, {
 		name: "missing priority class",
 		policy: header + `profiles:
 - name: p
@@ -225,6 +285,10 @@ func TestLoadErrors(t *testing.T) {
   - name: DefaultEvictor
     args:
       priorityThreshold: {name: no-such-class}
+  - name: RemoveFailedPods
+  plugins:
+    deschedule:
+      enabled: [RemoveFailedPods]
 `,
 		want: []string{`priorityclasses.scheduling.k8s.io "no-such-class" not found`},
 	}, {

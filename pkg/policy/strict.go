@@ -31,8 +31,16 @@ func checkStrict(data []byte, registry pluginregistry.Registry) error {
 	if err != nil {
 		return err
 	}
+	evicting := false
 	for i, prof := range p.Profiles {
 		problems = append(problems, checkProfile(i, &prof, registry)...)
+		evicting = evicting || len(prof.Plugins.Deschedule.Enabled) > 0 || len(prof.Plugins.Balance.Enabled) > 0
+	}
+	switch {
+	case len(p.Profiles) == 0:
+		problems = append(problems, "profiles: the policy has no profile, so it would evict nothing")
+	case !evicting:
+		problems = append(problems, "profiles[*].plugins: no profile enables a deschedule or balance plugin, so the policy would evict nothing")
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
@@ -85,9 +93,16 @@ func checkProfile(i int, prof *v1alpha2.DeschedulerProfile, registry pluginregis
 		{"filter", prof.Plugins.Filter},
 		{"preevictionfilter", prof.Plugins.PreEvictionFilter},
 	} {
+		first := map[string]int{}
 		for k, name := range ep.set.Enabled {
 			at := fmt.Sprintf("profiles[%d].plugins.%s.enabled[%d]", i, ep.name, k)
 			plugin, ok := registry[name]
+			if j, dup := first[name]; dup {
+				// The descheduler would run it twice, with its limits twice.
+				problems = append(problems, fmt.Sprintf("%s: plugin %q is already enabled at enabled[%d]", at, name, j))
+				continue
+			}
+			first[name] = k
 			switch {
 			case !ok:
 				problems = append(problems, fmt.Sprintf("%s: %s", at, unknownPlugin(name, registry)))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"sigs.k8s.io/descheduler/pkg/utils"
 )
 
@@ -165,4 +166,15 @@ func usable(n *v1.Node) bool {
 		}
 	}
 	return true
+}
+
+// Schedulable says whether a resource is one a node's allocatable holds and
+// the scheduler's resource fit counts: cpu, memory, ephemeral-storage, pods,
+// hugepages-<size> or an extended resource (a domain-qualified name).
+func Schedulable(r v1.ResourceName) bool {
+	switch r {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		return true
+	}
+	return v1helper.IsHugePageResourceName(r) || v1helper.IsExtendedResourceName(r)
 }
