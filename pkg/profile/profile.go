@@ -55,6 +55,11 @@ func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *conf
 	if err := validate(cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if len(cfg.Extenders) > 0 {
+		// The simulation runs the profile's plugins only: with an extender
+		// it would predict placements the scheduler does not make.
+		return nil, nil, fmt.Errorf("%s: extenders[0] (urlPrefix %q): rebalancer cannot simulate scheduler extenders, so its plans would not be what this scheduler does; remove the extenders from the file given to rebalancer", path, cfg.Extenders[0].URLPrefix)
+	}
 	prof, err := pick(cfg, schedulerName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

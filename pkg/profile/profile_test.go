@@ -168,6 +168,18 @@ func TestLoadErrors(t *testing.T) {
 		config: replace(t, shipped, "  percentageOfNodesToScore: 100", "  percentageOfNodesToScore: 100\n  percentageOfNodesToScore: 50"),
 		want:   []string{"not valid YAML: yaml: unmarshal errors: line ", `key "percentageOfNodesToScore" already set in map`},
 	}, {
+		name:   "negative score weight",
+		config: replace(t, read("binpacking-scheduler.yaml"), "weight: 50", "weight: -50"),
+		want:   []string{"profiles[0].plugins.multiPoint.enabled[1].weight: -50: must not be negative"},
+	}, {
+		name:   "unknown plugin",
+		config: replace(t, read("binpacking-scheduler.yaml"), "name: RebalanceHint\n        weight", "name: RebalanceHints\n        weight"),
+		want:   []string{`profiles[0].plugins.multiPoint.enabled[1].name: unknown plugin "RebalanceHints"`},
+	}, {
+		name:   "extender",
+		config: shipped + "extenders:\n- urlPrefix: http://127.0.0.1:8888\n  filterVerb: filter\n",
+		want:   []string{`extenders[0] (urlPrefix "http://127.0.0.1:8888"): rebalancer cannot simulate scheduler extenders`},
+	}, {
 		name:   "duplicate schedulerName",
 		config: replace(t, twoProfiles, "schedulerName: b", "schedulerName: a"),
 		// kube-scheduler passes the first one's field.Path as the value, which prints as {}.

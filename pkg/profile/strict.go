@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 const kind = "KubeSchedulerConfiguration"
@@ -31,6 +32,7 @@ func checkStrict(data []byte) error {
 		return err
 	}
 	for i, prof := range cfg.Profiles {
+		problems = append(problems, checkPlugins(i, prof.Plugins)...)
 		for j, pc := range prof.PluginConfig {
 			if len(pc.Args.Raw) == 0 || bytes.Equal(pc.Args.Raw, []byte("null")) {
 				continue
@@ -55,4 +57,54 @@ func checkStrict(data []byte) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// checkPlugins refuses what kube-scheduler's validation lets through and
+// the scheduler then trips over, or the simulation would get wrong: a plugin
+// rebalancer-scheduler is not built with, and a negative score weight
+// (kube-scheduler takes it and scores the plugin upside down; the planner
+// and the simulation would then disagree about where pods go).
+func checkPlugins(i int, plugins *configv1.Plugins) []string {
+	if plugins == nil {
+		return nil
+	}
+	known, err := registeredPlugins()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	for _, ep := range []struct {
+		name string
+		set  configv1.PluginSet
+	}{
+		{"preEnqueue", plugins.PreEnqueue}, {"queueSort", plugins.QueueSort}, {"preFilter", plugins.PreFilter},
+		{"filter", plugins.Filter}, {"postFilter", plugins.PostFilter}, {"preScore", plugins.PreScore},
+		{"score", plugins.Score}, {"reserve", plugins.Reserve}, {"permit", plugins.Permit},
+		{"preBind", plugins.PreBind}, {"bind", plugins.Bind}, {"postBind", plugins.PostBind},
+		{"multiPoint", plugins.MultiPoint},
+	} {
+		for k, p := range ep.set.Enabled {
+			at := fmt.Sprintf("profiles[%d].plugins.%s.enabled[%d]", i, ep.name, k)
+			if !known[p.Name] {
+				problems = append(problems, fmt.Sprintf("%s.name: unknown plugin %q: rebalancer-scheduler has no such plugin", at, p.Name))
+			}
+			if p.Weight != nil && *p.Weight < 0 {
+				problems = append(problems, fmt.Sprintf("%s.weight: %d: must not be negative", at, *p.Weight))
+			}
+		}
+	}
+	return problems
+}
+
+// registeredPlugins are the plugins rebalancer-scheduler is built with.
+func registeredPlugins() (map[string]bool, error) {
+	r, err := simulator.Registry()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(r))
+	for name := range r {
+		out[name] = true
+	}
+	return out, nil
 }

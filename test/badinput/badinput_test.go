@@ -226,6 +226,12 @@ func TestBadInput(t *testing.T) {
 		// KubeSchedulerConfiguration
 		{name: "scheduler MostAlocated", file: "scheduler-most-alocated.yaml",
 			want: []string{"scoringStrategy.type", `"MostAlocated"`}},
+		{name: "scheduler negative weight", file: "scheduler-negative-weight.yaml",
+			want: []string{"scheduler-negative-weight.yaml", "profiles[0].plugins.multiPoint.enabled[1].weight", "must not be negative"}},
+		{name: "scheduler unknown plugin", file: "scheduler-unknown-plugin.yaml",
+			want: []string{"scheduler-unknown-plugin.yaml", "profiles[0].plugins.multiPoint.enabled[1].name", `unknown plugin "RebalanceHints"`}},
+		{name: "scheduler extender", file: "scheduler-extender.yaml",
+			want: []string{"scheduler-extender.yaml", "extenders[0]", "cannot simulate scheduler extenders"}},
 		{name: "scheduler unknown field", file: "scheduler-unknown-field.yaml",
 			want: []string{"profiles[0].pluginConfg", "unknown field"}},
 		{name: "scheduler percentageOfNodesToScore 101", file: "scheduler-percentage.yaml",
