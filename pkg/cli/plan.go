@@ -6,13 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
@@ -20,7 +17,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
-	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
 type planOptions struct {
@@ -113,7 +109,7 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	var client kubernetes.Interface
 	if o.snapshot == "" {
 		var err error
-		if client, err = newClient(o.kubeconfig, o.context); err != nil {
+		if client, err = newClient(ctx, o.kubeconfig, o.context); err != nil {
 			return nil, err
 		}
 	}
@@ -156,43 +152,4 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
 		InCooldown: moves.InCooldown,
 	})
-}
-
-// syncTimeout bounds the wait for the first full view of the cluster.
-const syncTimeout = 2 * time.Minute
-
-// capture waits for every informer to sync, then takes one snapshot: a plan
-// never starts on a half-filled cache.
-func capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
-	live := snapshot.NewLive(client)
-	defer live.Stop()
-	timer := time.AfterFunc(syncTimeout, live.Stop)
-	err := live.Start(ctx)
-	timer.Stop()
-	if err != nil {
-		return nil, fmt.Errorf("reading the cluster: %w", err)
-	}
-	snap, unknown, err := live.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	if unknown > 0 {
-		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
-	}
-	return snap, nil
-}
-
-// newClient builds a clientset from a kubeconfig file and optional context,
-// identified as rebalancer in the API server's audit log.
-func newClient(kubeconfig, context string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig},
-		&clientcmd.ConfigOverrides{CurrentContext: context},
-	).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
-	}
-	cfg.UserAgent = "rebalancer/" + version.Version
-	cfg.QPS, cfg.Burst = 50, 100
-	return kubernetes.NewForConfig(cfg)
 }

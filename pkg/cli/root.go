@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 
@@ -30,15 +31,37 @@ a pod is evicted only if the simulation places it on a better node.`,
 		SilenceErrors: true,
 	}
 	// kube-style logging flags: -v, --vmodule, --logging-format=json, ...
+	// Every command takes them; as kubectl does with its global flags, help
+	// lists them under `rebalancer options` rather than before each
+	// command's own flags.
 	logging := logsapi.NewLoggingConfiguration()
 	logsapi.AddFlags(logging, root.PersistentFlags())
+	root.PersistentFlags().VisitAll(func(f *pflag.Flag) { f.Hidden = true })
 	root.PersistentPreRunE = func(*cobra.Command, []string) error {
 		// Logging is process-wide and can be configured once per process.
 		applyLogging.Do(func() { errLogging = logsapi.ValidateAndApply(logging, nil) })
 		return errLogging
 	}
-	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newVersionCommand())
+	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newVersionCommand(), newOptionsCommand())
+	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
+}
+
+// newOptionsCommand lists the flags every command accepts, as `kubectl
+// options` does.
+func newOptionsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "options",
+		Short: "Print the logging flags every command accepts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A fresh set: the root's copies are hidden from help.
+			fs := pflag.NewFlagSet("logging", pflag.ContinueOnError)
+			logsapi.AddFlags(logsapi.NewLoggingConfiguration(), fs)
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "The following options can be passed to any command:\n\n%s", fs.FlagUsages())
+			return err
+		},
+	}
 }
 
 func newVersionCommand() *cobra.Command {

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -63,9 +64,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 			if err := o.validate(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
-			defer stop()
-			return o.run(ctx, cmd)
+			return o.run(cmd.Context(), cmd)
 		},
 	}
 	f := cmd.Flags()
@@ -99,7 +98,33 @@ func (o *runOptions) validate() error {
 	if o.cooldown < 0 {
 		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
 	}
+	if !o.once {
+		if err := checkAddress(o.bindAddress); err != nil {
+			errs = append(errs, fmt.Errorf("--bind-address %q: %w", o.bindAddress, err))
+		}
+		if o.leaderElect {
+			for _, msg := range validation.IsDNS1123Label(o.leaseNS) {
+				errs = append(errs, fmt.Errorf("--leader-elect-resource-namespace %q: %s", o.leaseNS, msg))
+			}
+			for _, msg := range validation.IsDNS1123Subdomain(o.leaseName) {
+				errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q: %s", o.leaseName, msg))
+			}
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkAddress checks a listen address, host:port, as net.Listen takes it.
+func checkAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
 }
 
 // cycleResult is what one cycle prints with -o json or yaml.
@@ -110,7 +135,7 @@ type cycleResult struct {
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	logger := klog.FromContext(ctx)
-	client, err := newClient(o.kubeconfig, o.context)
+	client, err := newClient(ctx, o.kubeconfig, o.context)
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func newCaptureCommand() *cobra.Command {
 			if kubeconfig == "" || out == "" {
 				return errors.New("--kubeconfig and --output are required")
 			}
-			client, err := newClient(kubeconfig, kubeContext)
+			client, err := newClient(cmd.Context(), kubeconfig, kubeContext)
 			if err != nil {
 				return err
 			}

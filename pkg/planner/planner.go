@@ -28,6 +28,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
@@ -152,7 +153,7 @@ func (p *planner) run(ctx context.Context) error {
 		return err
 	}
 	// Plugins take their logger from the context when they are built.
-	ctx = klog.NewContext(ctx, pluginLogger(klog.FromContext(ctx)))
+	ctx = klog.NewContext(ctx, liblog.Quiet(klog.FromContext(ctx)))
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
 		prof := withoutNodeFit(prof)

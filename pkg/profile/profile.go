@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
+	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
@@ -48,7 +49,7 @@ func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *conf
 	if err := checkStrict(data); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	cfg, err := options.LoadConfigFromFile(klog.Background(), path)
+	cfg, err := options.LoadConfigFromFile(liblog.Quiet(klog.Background()), path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}

@@ -36,6 +36,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
 	"k8s.io/utils/clock"
 
+	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -123,6 +124,9 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		snapshot: internalcache.NewEmptySnapshot(),
 		state:    newState(snap),
 	}
+	// kube-scheduler's framework and plugins log what they find; below
+	// rebalancer's own lines.
+	libCtx := klog.NewContext(ctx, liblog.Quiet(logger))
 	registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
 		if err == nil {
@@ -156,17 +160,17 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	if utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		// Without a DRA manager the DynamicResources PreFilter panics.
 		claims := assumecache.NewAssumeCache(logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
-		slices, err := tracker.StartTracker(ctx, tracker.Options{SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client})
+		slices, err := tracker.StartTracker(libCtx, tracker.Options{SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client})
 		if err != nil {
 			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
-		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(ctx, claims, slices, factory)))
+		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(libCtx, claims, slices, factory)))
 	}
 	// Score every feasible node, as rebalancer-scheduler's shipped profiles
 	// do, so the prediction does not depend on sampling.
 	p := profile.DeepCopy()
 	p.PercentageOfNodesToScore = ptrTo[int32](100)
-	if s.framework, err = frameworkruntime.NewFramework(ctx, registry, p, fopts...); err != nil {
+	if s.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
 		return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 	}
 	factory.Start(ctx.Done())

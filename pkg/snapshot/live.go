@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // Live keeps a Snapshot of a cluster current through client-go informers:
@@ -138,7 +140,10 @@ func (l *Live) Start(ctx context.Context) error {
 	l.mu.Unlock()
 
 	l.factory.StartWithContext(ctx)
+	done := make(chan struct{})
+	go l.progress(ctx, done)
 	res := l.factory.WaitForCacheSyncWithContext(ctx)
+	close(done)
 	// Look up every kind rather than trust res.Err alone: an informer the factory
 	// did not start (after Stop) is missing from res.Synced, and counts as not synced.
 	var unsynced []string
@@ -154,6 +159,36 @@ func (l *Live) Start(ctx context.Context) error {
 	}
 	l.synced.Store(true)
 	return nil
+}
+
+// progressEvery is how often a sync that takes a while says how far it got.
+var progressEvery = 5 * time.Second
+
+// progress logs, while Start waits, which kinds are still being read and
+// how many objects have arrived, so a large cluster's first sync is not
+// minutes of silence.
+func (l *Live) progress(ctx context.Context, done <-chan struct{}) {
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var waiting []string
+		objects := 0
+		for _, k := range l.kinds {
+			objects += len(k.informer.GetStore().ListKeys())
+			if !k.informer.HasSynced() {
+				waiting = append(waiting, k.name)
+			}
+		}
+		logger.Info("Reading the cluster", "waitingFor", waiting, "objectsSoFar", objects)
+	}
 }
 
 // Stop stops the informers and waits until their goroutines have returned.

@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/features"
 
+	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -108,6 +110,8 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	// which stops its informers; this covers an early error return.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The descheduler logs each step it takes; below rebalancer's own lines.
+	runCtx = klog.NewContext(runCtx, liblog.Quiet(klog.FromContext(runCtx)))
 	if err := descheduler.RunDeschedulerStrategies(runCtx, rs, policy.DeepCopy(), evictionGroupVersion); err != nil {
 		return nil, fmt.Errorf("upstream descheduler: %w", err)
 	}
