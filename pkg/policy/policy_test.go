@@ -58,7 +58,7 @@ func TestLoadValid(t *testing.T) {
 		}
 	}
 	evictsNothing := map[string]bool{
-		"testdata/example-policy-filled.yaml": true,
+		"testdata/example-policy-filled.yaml":                                             true,
 		"testdata/upstream/readme/01-protecting-pods-using-specific-storage-classes.yaml": true,
 	}
 	for _, file := range files {
