@@ -38,8 +38,11 @@ build:
 
 test: test-unit test-e2e
 
+# The plan must come out the same however often it is computed, and the
+# simulation's forks must hold, also under the race detector.
 test-unit:
 	$(GO) test ./...
+	$(GO) test -race -count=1 -run 'TestPlansAreReproducible|TestForkRevertCommit' ./pkg/planner ./pkg/simulator
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.

@@ -19,6 +19,11 @@ type quietSink struct {
 	logr.LogSink
 }
 
+// Init does not pass the call on: the wrapped sink was initialized when its
+// own logger was made, and is shared with every goroutine logging through
+// it (klog's sink writes its call depth in Init).
+func (s quietSink) Init(logr.RuntimeInfo) {}
+
 func (s quietSink) Enabled(level int) bool { return s.LogSink.Enabled(level + shift) }
 
 func (s quietSink) Info(level int, msg string, kv ...any) {
