@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
@@ -84,7 +85,7 @@ func (j *judge) inOrder(ctx context.Context, run func() *frameworktypes.Status) 
 	}
 	slices.SortStableFunc(held, func(a, b request) int {
 		return cmp.Or(
-			cmp.Compare(priority(a.pod), priority(b.pod)),
+			cmp.Compare(corev1helpers.PodPriority(a.pod), corev1helpers.PodPriority(b.pod)),
 			cmp.Compare(a.pod.Namespace, b.pod.Namespace),
 			cmp.Compare(a.pod.Name, b.pod.Name),
 		)
@@ -109,11 +110,4 @@ func refused(err error) bool {
 	var node *evictions.EvictionNodeLimitError
 	var ns *evictions.EvictionNamespaceLimitError
 	return errors.Is(err, errSkipped) || errors.As(err, &node) || errors.As(err, &ns)
-}
-
-func priority(pod *v1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
 }

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -189,7 +190,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	// Pods still pending queue first, as they have waited longest;
 	// kube-scheduler's queue sorts by priority, then by arrival.
 	queue = append(r.sim.Pending(), queue...)
-	sort.SliceStable(queue, func(a, b int) bool { return priority(queue[a]) > priority(queue[b]) })
+	sort.SliceStable(queue, func(a, b int) bool { return corev1helpers.PodPriority(queue[a]) > corev1helpers.PodPriority(queue[b]) })
 	for _, p := range queue {
 		bound, _, err := r.sim.Place(ctx, p)
 		if err != nil {
@@ -207,14 +208,14 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 // plan asks the strategy which pods to evict this round; the simulation
 // is left as it was.
 func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
-	pods := r.sim.State().Pods
-	byUID := make(map[types.UID]*v1.Pod, len(pods))
-	for _, p := range pods {
+	state := r.sim.State()
+	byUID := make(map[types.UID]*v1.Pod, len(state.Pods))
+	for _, p := range state.Pods {
 		byUID[p.UID] = p
 	}
 	var out []eviction
 	if r.o.Strategy == Upstream {
-		res, err := upstream.Run(ctx, r.policy, r.sim.State())
+		res, err := upstream.Run(ctx, r.policy, state)
 		if err != nil {
 			return nil, err
 		}
@@ -280,13 +281,6 @@ func baseName(pod *v1.Pod) string {
 		break
 	}
 	return name
-}
-
-func priority(p *v1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }
 
 // measure reads the cluster's figures from the simulation.
