@@ -35,6 +35,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // Options tune the judgement of evictions.
@@ -93,7 +94,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		return nil, err
 	}
 	fork := sim.Fork()
-	err = p.run(ctx)
+	err = p.run(ctx, state)
 	var after []simulator.NodeUsage
 	if err == nil {
 		after, err = sim.Usage()
@@ -140,8 +141,8 @@ type profileRunner struct {
 // run builds every profile of the policy on a sandbox holding the
 // simulation's state, then runs all deschedule plugins and after them all
 // balance plugins, as the descheduler does.
-func (p *planner) run(ctx context.Context) error {
-	client, factory, err := p.sim.Sandbox()
+func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
+	client, factory, err := simulator.Sandbox(state)
 	if err != nil {
 		return err
 	}

@@ -352,13 +352,12 @@ func Clientset(snap *snapshot.Snapshot) (*fake.Clientset, error) {
 }
 
 // Sandbox is what the descheduler's plugins read besides the pods on a
-// node: a clientset with the state's PriorityClasses (plugins ask the API
-// only for those) and informers whose stores hold the current state. The
-// informers are never started; their stores are filled directly, so listing
-// 150,000 pods costs pointers, not copies, and nothing is read before it is
-// all there.
-func (s *Simulator) Sandbox() (*fake.Clientset, informers.SharedInformerFactory, error) {
-	st := s.State()
+// node: a clientset with the PriorityClasses of st, a State of the
+// simulation (plugins ask the API only for those), and informers whose
+// stores hold st. The informers are never started; their stores are filled
+// directly, so listing 150,000 pods costs pointers, not copies, and nothing
+// is read before it is all there.
+func Sandbox(st *snapshot.Snapshot) (*fake.Clientset, informers.SharedInformerFactory, error) {
 	client, err := Clientset(&snapshot.Snapshot{PriorityClasses: st.PriorityClasses})
 	if err != nil {
 		return nil, nil, err
