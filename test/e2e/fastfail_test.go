@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -72,17 +71,7 @@ func TestSIGTERMDuringSync(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond) // well inside the sync
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	signalled := time.Now()
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("still running 10 s after SIGTERM:\n%s", p.tail(10))
-	}
-	took := time.Since(signalled)
-	t.Logf("exited %s after SIGTERM (%v); last log lines:\n%s", took.Round(time.Millisecond), p.err, p.tail(5))
+	_, took := p.terminate(t, 10*time.Second)
 	if took > 2*time.Second {
 		t.Errorf("took %s to end after SIGTERM, want under 2 s", took.Round(time.Millisecond))
 	}

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -245,16 +244,7 @@ func TestSIGTERMMidCycle(t *testing.T) {
 		}
 		return false, nil
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	signalled := time.Now()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("still running 30 s after SIGTERM")
-	}
-	t.Logf("exited %s after SIGTERM: %v; last log lines:\n%s", time.Since(signalled).Round(10*time.Millisecond), p.err, p.tail(5))
+	signalled, _ := p.terminate(t, 30*time.Second)
 	evictions, late := 0, 0
 	for _, r := range proxy.requests() {
 		if r.fault == "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +136,24 @@ type process struct {
 
 // tail returns the last n lines of the process's output.
 func (p *process) tail(n int) string { return tail(p.log, n) }
+
+// terminate sends SIGTERM and waits up to limit for the process to exit; it
+// returns when the signal was sent and how long the process took to exit.
+func (p *process) terminate(t *testing.T, limit time.Duration) (signalled time.Time, took time.Duration) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	signalled = time.Now()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		t.Fatalf("still running %s after SIGTERM:\n%s", limit, p.tail(10))
+	}
+	took = time.Since(signalled)
+	t.Logf("exited %s after SIGTERM (%v); last log lines:\n%s", took.Round(time.Millisecond), p.err, p.tail(5))
+	return signalled, took
+}
 
 // startProcess runs one of our binaries until the test ends, logging to a
 // file that is printed if the test fails.
