@@ -21,7 +21,7 @@ import (
 
 type planOptions struct {
 	policy          string
-	schedulerConfig string
+	schedulerConfig []string
 	schedulerName   string
 	snapshot        string
 	kubeconfig      string
@@ -63,8 +63,8 @@ It never writes to the cluster.`,
 // addFlags registers the flags plan and run share.
 func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.policy, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file")
-	f.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file of rebalancer-scheduler")
-	f.StringVar(&o.schedulerName, "scheduler-name", "", "profile of the scheduler config to simulate (default: its only profile)")
+	f.StringArrayVar(&o.schedulerConfig, "scheduler-config", nil, "KubeSchedulerConfiguration file of a scheduler of the cluster; repeat it for each (default-scheduler is modelled with kube-scheduler's defaults unless a file configures it)")
+	f.StringVar(&o.schedulerName, "scheduler-name", "", "model only the profile of this schedulerName; pods of other schedulers are not moved (default: every profile)")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigHelp)
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
@@ -79,7 +79,7 @@ func (o *planOptions) flagErrors() []error {
 	if o.policy == "" {
 		errs = append(errs, errors.New("--policy is required"))
 	}
-	if o.schedulerConfig == "" {
+	if len(o.schedulerConfig) == 0 {
 		errs = append(errs, errors.New("--scheduler-config is required"))
 	}
 	if !slices.Contains(plan.Formats, o.output) {
@@ -121,7 +121,7 @@ type clusterView func(ctx context.Context, client kubernetes.Interface) (*snapsh
 
 // files are the inputs the flags name.
 func (o *planOptions) files() inputs.Files {
-	return inputs.Files{Policy: o.policy, SchedulerConfig: o.schedulerConfig, SchedulerName: o.schedulerName, Snapshot: o.snapshot}
+	return inputs.Files{Policy: o.policy, SchedulerConfigs: o.schedulerConfig, SchedulerName: o.schedulerName, Snapshot: o.snapshot}
 }
 
 // planWith loads the inputs and plans, on the snapshot file if one is given,
@@ -144,7 +144,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, in.Profile, snap)
+	sim, err := simulator.New(ctx, in.Schedulers, snap)
 	if err != nil {
 		return nil, err
 	}

@@ -102,20 +102,28 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		Interval: o.interval, Cooldown: o.cooldown,
 	}
 	var c result.Comparison
-	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Profile, in.Snapshot, opts); err != nil {
+	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {
 		return err
 	}
 	if o.baseline != "" {
 		opts.Strategy = o.baseline
-		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Profile, in.Snapshot, opts); err != nil {
+		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {
 			return fmt.Errorf("baseline %s: %w", o.baseline, err)
 		}
 	}
 	if o.report != "" {
-		title := fmt.Sprintf("%s · %s · %s", filepath.Base(o.snapshot), filepath.Base(o.policy), filepath.Base(o.schedulerConfig))
+		title := fmt.Sprintf("%s · %s · %s", filepath.Base(o.snapshot), filepath.Base(o.policy), baseNames(o.schedulerConfig))
 		if err := writeAtomically(o.report, func(w io.Writer) error { return report.Write(w, title, &c) }, nil); err != nil {
 			return err
 		}
 	}
 	return c.Print(cmd.OutOrStdout(), o.output)
+}
+
+func baseNames(paths []string) string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = filepath.Base(p)
+	}
+	return strings.Join(out, ", ")
 }

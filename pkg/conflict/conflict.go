@@ -36,6 +36,8 @@ var policyDirections = map[string]Direction{
 type Result struct {
 	Conflicts []string
 	Warnings  []string
+	// Plugins are the policy's balance plugins in conflict.
+	Plugins []string
 }
 
 // Check compares the policy's balance plugins with the profile's
@@ -56,6 +58,7 @@ func Check(policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, 
 			if !ok || want == dir {
 				continue
 			}
+			r.Plugins = append(r.Plugins, name)
 			r.Conflicts = append(r.Conflicts, fmt.Sprintf(
 				"policy profile %q: %s %s pods, but scheduler profile %q scores with NodeResourcesFit %s, which %s them: "+
 					"the scheduler would undo its moves and they would evict in circles; pair %s with a scheduler profile that %s (see policies/README.md)",

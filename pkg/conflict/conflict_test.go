@@ -39,11 +39,11 @@ func weights(t *testing.T, prof *config.KubeSchedulerProfile) map[string]int32 {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, prof, &snapshot.Snapshot{})
+	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, &snapshot.Snapshot{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sim.ScoreWeights()
+	return sim.Schedulers()[0].ScoreWeights
 }
 
 func TestShippedPairsAgree(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package inputs turns the command line's files into the checked triple
-// every command starts from: the DeschedulerPolicy, the scheduler profile
+// every command starts from: the DeschedulerPolicy, the scheduler profiles
 // and, offline, the cluster snapshot. plan, run, simulate and the
 // benchmarks load through it, so a bad input is refused the same way
 // everywhere, before anything is planned.
@@ -24,17 +24,21 @@ import (
 type Files struct {
 	// Policy is the DeschedulerPolicy file; required.
 	Policy string
-	// SchedulerConfig is the KubeSchedulerConfiguration file; required.
-	// SchedulerName picks its profile ("" for its only one).
-	SchedulerConfig, SchedulerName string
+	// SchedulerConfigs are the KubeSchedulerConfiguration files of the
+	// cluster's schedulers; at least one. SchedulerName, when set, keeps
+	// only the profile of that name (see profile.Schedulers).
+	SchedulerConfigs []string
+	SchedulerName    string
 	// Snapshot is the cluster snapshot file; "" for a live cluster.
 	Snapshot string
 }
 
 // Inputs are the loaded, checked inputs.
 type Inputs struct {
-	Policy  *api.DeschedulerPolicy
-	Profile *config.KubeSchedulerProfile
+	Policy *api.DeschedulerPolicy
+	// Schedulers are the profiles of the cluster's schedulers, default-scheduler
+	// included (kube-scheduler's defaults unless a file configures it).
+	Schedulers []*config.KubeSchedulerProfile
 	// Snapshot is nil when Files.Snapshot is empty: the caller reads the
 	// live cluster.
 	Snapshot *snapshot.Snapshot
@@ -64,7 +68,7 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 			return nil, err
 		}
 	}
-	if _, in.Profile, err = profile.Load(f.SchedulerConfig, f.SchedulerName); err != nil {
+	if in.Schedulers, err = profile.Schedulers(f.SchedulerConfigs, f.SchedulerName); err != nil {
 		return nil, err
 	}
 	if in.Policy, err = policy.Load(f.Policy, client, policy.Registry()); err != nil {

@@ -41,7 +41,8 @@ var start = time.Date(2023, time.July, 10, 0, 0, 0, 0, time.UTC)
 
 // Options control the replay.
 type Options struct {
-	// Profile places the pods; nil means kube-scheduler's default profile.
+	// Profile places the pods, which carry its schedulerName; nil means
+	// kube-scheduler's default profile (default-scheduler).
 	Profile *config.KubeSchedulerProfile
 	// At is the trace second the snapshot shows: pods created at or before it
 	// and not deleted by then. Peak (the default) is the first moment the most
@@ -92,7 +93,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	for _, n := range nodes {
 		snap.Nodes = append(snap.Nodes, nodeObject(n))
 	}
-	sim, err := simulator.New(ctx, prof, snap)
+	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
 	if err != nil {
 		return nil, Stats{}, err
 	}
@@ -126,7 +127,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	bound := map[int]*v1.Pod{}
 	var waiting []int // pod indexes, in creation order
 	place := func(i int) (bool, error) {
-		b, _, err := sim.Place(ctx, podObject(pods[i]))
+		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName))
 		if err != nil || b == nil {
 			return false, err
 		}
@@ -177,7 +178,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		}
 	}
 	for _, w := range waiting {
-		snap.Pods = append(snap.Pods, podObject(pods[w]))
+		snap.Pods = append(snap.Pods, podObject(pods[w], prof.SchedulerName))
 	}
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
 	stats.Running, stats.Pending = len(bound), len(waiting)
@@ -247,7 +248,7 @@ func nodeObject(n Node) *v1.Node {
 	}
 }
 
-func podObject(p Pod) *v1.Pod {
+func podObject(p Pod, schedulerName string) *v1.Pod {
 	requests := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
@@ -281,7 +282,7 @@ func podObject(p Pod) *v1.Pod {
 				Name: "task", Image: "openb/task",
 				Resources: v1.ResourceRequirements{Requests: requests, Limits: limits},
 			}},
-			SchedulerName: v1.DefaultSchedulerName,
+			SchedulerName: schedulerName,
 		},
 		Status: v1.PodStatus{Phase: v1.PodPending},
 	}

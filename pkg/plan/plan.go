@@ -31,10 +31,22 @@ const (
 	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
 	// recently (run mode).
 	ReasonCooldown = "cooldown"
+	// ReasonUnsteered: the pod's scheduler does not follow rebalance hints
+	// and the move's benefit depends on a node choice it would not surely
+	// make (ties, node sampling).
+	ReasonUnsteered = "unsteered"
+	// ReasonUnknownScheduler: no profile of the pod's scheduler is
+	// modelled, so where its replacement would go is unknown.
+	ReasonUnknownScheduler = "unknown-scheduler"
+	// ReasonTargetChanged: with the plan's replacements all pending
+	// together, as the cluster will have them, the scheduler puts this one
+	// elsewhere than planned (or the target changed since the plan).
+	ReasonTargetChanged = "target-changed"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
-var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown}
+var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged}
 
 // Plan is one planning cycle's decision.
 type Plan struct {
@@ -67,8 +79,15 @@ type Move struct {
 	Profile  string `json:"profile"`
 	Strategy string `json:"strategy"`
 	Reason   string `json:"reason"`
-	Source   string `json:"source"`
-	Target   string `json:"target"`
+	// Scheduler places the replacement (the pod's spec.schedulerName).
+	Scheduler string `json:"scheduler"`
+	// Steered says the scheduler follows the rebalance hint, so the
+	// replacement goes to Target. An unsteered move is planned only when it
+	// holds without: the scheduler surely picks Target, or the move's gain
+	// is leaving Source, which the replacement cannot return to.
+	Steered bool   `json:"steered"`
+	Source  string `json:"source"`
+	Target  string `json:"target"`
 	// SourceScore is the source node's total score for the replacement, or
 	// nil when the replacement no longer fits there (e.g. a new taint).
 	SourceScore *int64 `json:"sourceScore"`
@@ -84,6 +103,8 @@ type Skip struct {
 	UID      string `json:"uid"`
 	Profile  string `json:"profile"`
 	Strategy string `json:"strategy"`
+	// Scheduler is the pod's scheduler, when the skip depends on it.
+	Scheduler string `json:"scheduler,omitempty"`
 	// Why is one of the Reason constants.
 	Why    string `json:"why"`
 	Detail string `json:"detail"`
@@ -91,13 +112,16 @@ type Skip struct {
 
 // Summary describes the cluster before and after the plan.
 type Summary struct {
-	Nodes            int            `json:"nodes"`
-	Pods             int            `json:"pods"`
-	Moves            int            `json:"moves"`
-	SkippedByReason  map[string]int `json:"skippedByReason"`
-	NodesInUseBefore int            `json:"nodesInUseBefore"`
-	NodesInUseAfter  int            `json:"nodesInUseAfter"`
-	PerNode          []NodeUsage    `json:"perNode"`
+	Nodes           int            `json:"nodes"`
+	Pods            int            `json:"pods"`
+	Moves           int            `json:"moves"`
+	SkippedByReason map[string]int `json:"skippedByReason"`
+	// UnknownSchedulers counts the evictions skipped because their pod's
+	// scheduler is not modelled, by scheduler name.
+	UnknownSchedulers map[string]int `json:"unknownSchedulers,omitempty"`
+	NodesInUseBefore  int            `json:"nodesInUseBefore"`
+	NodesInUseAfter   int            `json:"nodesInUseAfter"`
+	PerNode           []NodeUsage    `json:"perNode"`
 }
 
 // NodeUsage is one node's requested CPU and memory as a percentage of its
@@ -130,7 +154,14 @@ func (p *Plan) Finish() {
 	sort.Slice(p.Summary.PerNode, func(i, j int) bool { return p.Summary.PerNode[i].Node < p.Summary.PerNode[j].Node })
 	p.Summary.Moves = len(p.Moves)
 	p.Summary.SkippedByReason = map[string]int{}
+	p.Summary.UnknownSchedulers = nil
 	for _, s := range p.Skipped {
 		p.Summary.SkippedByReason[s.Why]++
+		if s.Why == ReasonUnknownScheduler {
+			if p.Summary.UnknownSchedulers == nil {
+				p.Summary.UnknownSchedulers = map[string]int{}
+			}
+			p.Summary.UnknownSchedulers[s.Scheduler]++
+		}
 	}
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -25,9 +26,13 @@ func (p *Plan) printTable(w io.Writer) error {
 	if len(p.Moves) == 0 {
 		fmt.Fprintln(tw, "No moves.")
 	} else {
-		fmt.Fprintln(tw, "POD\tSTRATEGY\tSOURCE → TARGET\tREASON")
+		fmt.Fprintln(tw, "POD\tSTRATEGY\tSCHEDULER\tSOURCE → TARGET\tREASON")
 		for _, m := range p.Moves {
-			fmt.Fprintf(tw, "%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, m.Source, m.Target, m.Reason)
+			scheduler := m.Scheduler
+			if !m.Steered {
+				scheduler += " (unsteered)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, scheduler, m.Source, m.Target, m.Reason)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -43,6 +48,18 @@ func (p *Plan) printTable(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "Skipped %d: %s.\n", len(p.Skipped), strings.Join(parts, ", "))
+	}
+	if len(s.UnknownSchedulers) > 0 {
+		names := make([]string, 0, len(s.UnknownSchedulers))
+		for name := range s.UnknownSchedulers {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		parts := make([]string, len(names))
+		for i, name := range names {
+			parts[i] = fmt.Sprintf("%s %d", name, s.UnknownSchedulers[name])
+		}
+		fmt.Fprintf(w, "Not modelled (give their --scheduler-config): %s.\n", strings.Join(parts, ", "))
 	}
 	return nil
 }

@@ -64,9 +64,23 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonPDB, detail, errSkipped)
 	}
 
+	// No move onto a node the plan moves pods off.
+	if exclude := simOpts.Exclude; len(p.sources) > 0 {
+		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
+	}
 	pred, err := p.sim.Predict(ctx, pod, simOpts)
+	if errors.Is(err, simulator.ErrUnknownScheduler) {
+		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnknownScheduler,
+			fmt.Sprintf("no profile of scheduler %q is modelled: give its configuration with --scheduler-config", pred.Scheduler))
+		return errSkipped
+	}
 	if err != nil {
 		return fmt.Errorf("simulating %s: %w", klog.KObj(pod), err)
+	}
+	if p.balancing && p.conflicting[pred.Scheduler].Has(strategy) {
+		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonConflict,
+			fmt.Sprintf("scheduler %q does not follow rebalance hints and its profile pulls against %s", pred.Scheduler, strategy))
+		return errSkipped
 	}
 	switch {
 	case pred.Node == "":
@@ -79,12 +93,29 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonLowGain, fmt.Sprintf("%s scores %d, only %d above %s (minimum gain %d)",
 			pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, p.opts.MinScoreGain), errSkipped)
 	}
+	// A steered move goes where the hint says. Otherwise the scheduler
+	// chooses, and the move is planned only if it holds whatever the
+	// choice: the scheduler surely picks this node, or the gain is leaving
+	// a node the replacement cannot return to (a deschedule plugin's
+	// violation), wherever it lands.
+	steered := pred.Steered && pred.Exhaustive
+	anywhere := !steered && !pred.Certain
+	if anywhere && (p.balancing || simOpts.LeaveSource || pred.SourceFeasible) {
+		p.unsteered[pred.Scheduler]++
+		why := "its best nodes tie"
+		if !pred.Exhaustive {
+			why = "it scores only a sample of the nodes (percentageOfNodesToScore)"
+		}
+		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnsteered,
+			fmt.Sprintf("scheduler %q does not follow rebalance hints and %s, so it may not place the replacement on %s", pred.Scheduler, why, pred.Node))
+		return errSkipped
+	}
 
 	replacement, err := p.sim.Move(pod, pred.Node)
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	a := applied{pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb}
+	a := applied{obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb, anywhere: anywhere}
 	if owner != nil {
 		a.owner = owner.UID
 	}
@@ -93,6 +124,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	m := plan.Move{
 		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
+		Scheduler: pred.Scheduler, Steered: steered,
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
 		Drain: simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
 	}
@@ -109,7 +141,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 
 // skip records an eviction the plan refuses.
 func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string) {
-	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Why: why, Detail: detail})
+	p.skipFor(profile, strategy, pod, "", why, detail)
+}
+
+// skipFor records an eviction the plan refuses because of the pod's scheduler.
+func (p *planner) skipFor(profile, strategy string, pod *v1.Pod, scheduler, why, detail string) {
+	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Why: why, Detail: detail})
 	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
 }
 

@@ -64,10 +64,6 @@ type Options struct {
 // are made in a fork of the simulation that is reverted before Plan
 // returns: the simulator is left as it was found.
 func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.DeschedulerPolicy, opts Options) (*plan.Plan, error) {
-	check := conflict.Check(policy, sim.Profile(), sim.ScoreWeights())
-	if len(check.Conflicts) > 0 && !opts.AllowConflicting {
-		return nil, fmt.Errorf("the policy and the scheduler profile conflict (override with --allow-conflicting-profiles): %s", strings.Join(check.Conflicts, "; "))
-	}
 	p := &planner{
 		logger:       klog.FromContext(ctx).WithName("planner"),
 		opts:         opts,
@@ -78,16 +74,18 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		perNode:      map[string]uint{},
 		perNamespace: map[string]uint{},
 		perOwner:     map[types.UID]int{},
+		sources:      map[string]int{},
+		conflicting:  map[string]sets.Set[string]{},
+		unsteered:    map[string]int{},
 		out:          &plan.Plan{ID: opts.ID},
-	}
-	p.out.Warnings = append(append([]string{}, check.Conflicts...), check.Warnings...)
-	for _, w := range p.out.Warnings {
-		p.logger.Info("Warning: " + w)
 	}
 	if p.out.ID == "" {
 		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")
 	}
 	state := sim.State()
+	if err := p.checkConflicts(state); err != nil {
+		return nil, err
+	}
 	p.budgets = disruption.New(state.PodDisruptionBudgets)
 	before, err := sim.Usage()
 	if err != nil {
@@ -95,19 +93,73 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	}
 	fork := sim.Fork()
 	err = p.run(ctx, state)
-	var after []simulator.NodeUsage
-	if err == nil {
-		after, err = sim.Usage()
-	}
 	if rerr := sim.Revert(fork); rerr != nil && err == nil {
 		err = rerr
+	}
+	var after []simulator.NodeUsage
+	if err == nil {
+		after, err = p.hold(ctx)
 	}
 	if err != nil {
 		return nil, err
 	}
+	p.warnUnsteered()
+	for _, w := range p.out.Warnings {
+		p.logger.Info("Warning: " + w)
+	}
 	p.out.Summary = summarize(state, before, after)
 	p.out.Finish()
 	return p.out, nil
+}
+
+// checkConflicts compares the policy with the profile of every scheduler
+// that places pods of the cluster. A scheduler that follows hints and pulls
+// against the policy would undo the plan: that is an error unless
+// AllowConflicting. One that does not follow hints is not steered anyway:
+// the conflicting plugins' moves of its pods are skipped.
+func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
+	used := map[string]bool{}
+	for _, pod := range state.Pods {
+		used[simulator.SchedulerName(pod)] = true
+	}
+	var conflicts, warnings []string
+	for _, sc := range p.sim.Schedulers() {
+		name := sc.Profile.SchedulerName
+		if !used[name] {
+			continue // no pod of it to move
+		}
+		check := conflict.Check(p.policy, sc.Profile, sc.ScoreWeights)
+		warnings = append(warnings, check.Warnings...)
+		switch {
+		case len(check.Conflicts) == 0:
+		case sc.Steered:
+			conflicts = append(conflicts, check.Conflicts...)
+		default:
+			p.conflicting[name] = sets.New(check.Plugins...)
+			warnings = append(warnings, fmt.Sprintf("scheduler %q does not follow rebalance hints and pulls against %s: the pods it places are not moved by them",
+				name, strings.Join(check.Plugins, ", ")))
+		}
+	}
+	if len(conflicts) > 0 && !p.opts.AllowConflicting {
+		return fmt.Errorf("the policy and the scheduler profile conflict (override with --allow-conflicting-profiles): %s", strings.Join(conflicts, "; "))
+	}
+	p.out.Warnings = append(conflicts, warnings...)
+	return nil
+}
+
+// warnUnsteered says how many moves a scheduler that followed hints would
+// have allowed.
+func (p *planner) warnUnsteered() {
+	names := make([]string, 0, len(p.unsteered))
+	for name := range p.unsteered {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		p.out.Warnings = append(p.out.Warnings, fmt.Sprintf(
+			"%d move(s) of pods of scheduler %q skipped as unsteered: it does not follow rebalance hints, so it may place their replacements elsewhere; "+
+				"a profile with the RebalanceHint plugin (see policies/README.md) would let rebalancer plan them", p.unsteered[name], name))
+	}
 }
 
 // planner is the state of one planning run.
@@ -127,6 +179,14 @@ type planner struct {
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
 	budgets      *disruption.Budgets
+	// sources counts the plan's moves off each node: no move goes onto a
+	// node the plan moves pods off, so a plan never undoes itself.
+	sources map[string]int
+	// conflicting are, per scheduler that does not follow hints, the
+	// policy's balance plugins its profile pulls against.
+	conflicting map[string]sets.Set[string]
+	// unsteered counts the moves skipped as unsteered, per scheduler.
+	unsteered map[string]int
 	// applied are the plan's moves as the bookkeeping above counted them,
 	// so that reverting a fork takes them back out.
 	applied []applied

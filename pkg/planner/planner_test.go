@@ -50,7 +50,7 @@ func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSc
 func planOn(ctx context.Context, pol *api.DeschedulerPolicy, prof *config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options) (*plan.Plan, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, prof, snap)
+	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
 	if err != nil {
 		return nil, err
 	}

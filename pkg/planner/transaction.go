@@ -1,6 +1,7 @@
 package planner
 
 import (
+	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -10,11 +11,15 @@ import (
 
 // applied is one move of the plan as the planner's bookkeeping counts it.
 type applied struct {
+	obj              *v1.Pod
 	pod, replacement types.UID
 	node, namespace  string
 	podName          string
 	owner            types.UID                     // "" for a pod without a controller
 	pdb              *policyv1.PodDisruptionBudget // what the eviction spends; nil: none
+	// anywhere: the move holds wherever its unsteered scheduler puts the
+	// replacement, as long as it leaves the node (see judge).
+	anywhere bool
 }
 
 // count adds a move to the limits and budgets it spends (delta 1) or takes
@@ -28,6 +33,7 @@ func (p *planner) count(a applied, delta int) {
 		p.replacements.Delete(a.replacement)
 	}
 	p.total = uint(int(p.total) + delta)
+	p.sources[a.node] += delta
 	p.perNode[a.node] = uint(int(p.perNode[a.node]) + delta)
 	p.perNamespace[a.namespace] = uint(int(p.perNamespace[a.namespace]) + delta)
 	if a.owner != "" {

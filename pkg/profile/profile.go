@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"sort"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
@@ -21,51 +24,130 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
-// Load reads the KubeSchedulerConfiguration at path strictly: unknown and
-// duplicate fields, in-tree plugins' args included, are errors naming their
-// path, e.g.
-//
-//	scheduler.yaml: profiles[0].pluginConfg: unknown field
-//
-// It decodes and defaults the file with kube-scheduler's own loader, validates
-// it with kube-scheduler's validation and returns the configuration and its
-// profile named schedulerName; "" selects the only profile. Every error is one
-// line starting with path.
-//
-// Args of out-of-tree plugins, such as RebalanceHint, stay *runtime.Unknown;
-// the plugin decodes them when the profile's framework is built. RebalanceHint's
-// are validated here too, so a bad hintTTL is reported with path.
+// Load reads the KubeSchedulerConfiguration at path (see LoadConfig) and
+// returns it with its profile named schedulerName; "" selects the only
+// profile.
 func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *config.KubeSchedulerProfile, error) {
-	data, err := os.ReadFile(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
-		var pathErr *fs.PathError
-		if errors.As(err, &pathErr) {
-			err = pathErr.Err // its message repeats the path
-		}
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	// kube-scheduler's loader is strict too, but reports args fields without
-	// their path in the file, nested in three "strict decoding error"s.
-	if err := checkStrict(data); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	cfg, err := options.LoadConfigFromFile(liblog.Quiet(klog.Background()), path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
-	}
-	if err := validate(cfg); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if len(cfg.Extenders) > 0 {
-		// The simulation runs the profile's plugins only: with an extender
-		// it would predict placements the scheduler does not make.
-		return nil, nil, fmt.Errorf("%s: extenders[0] (urlPrefix %q): rebalancer cannot simulate scheduler extenders, so its plans would not be what this scheduler does; remove the extenders from the file given to rebalancer", path, cfg.Extenders[0].URLPrefix)
+		return nil, nil, err
 	}
 	prof, err := pick(cfg, schedulerName)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, prof, nil
+}
+
+// LoadConfig reads the KubeSchedulerConfiguration at path strictly: unknown
+// and duplicate fields, in-tree plugins' args included, are errors naming
+// their path, e.g.
+//
+//	scheduler.yaml: profiles[0].pluginConfg: unknown field
+//
+// It decodes and defaults the file with kube-scheduler's own loader and
+// validates it with kube-scheduler's validation. Every error is one line
+// starting with path. Each profile's percentageOfNodesToScore is set to the
+// one kube-scheduler applies to it (the profile's, else the file's), so a
+// profile alone says how many nodes its scheduler scores.
+//
+// Args of out-of-tree plugins, such as RebalanceHint, stay *runtime.Unknown;
+// the plugin decodes them when the profile's framework is built. RebalanceHint's
+// are validated here too, so a bad hintTTL is reported with path.
+func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pathErr *fs.PathError
+		if errors.As(err, &pathErr) {
+			err = pathErr.Err // its message repeats the path
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	// kube-scheduler's loader is strict too, but reports args fields without
+	// their path in the file, nested in three "strict decoding error"s.
+	if err := checkStrict(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cfg, err := options.LoadConfigFromFile(liblog.Quiet(klog.Background()), path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
+	}
+	if err := validate(cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(cfg.Extenders) > 0 {
+		// The simulation runs the profile's plugins only: with an extender
+		// it would predict placements the scheduler does not make.
+		return nil, fmt.Errorf("%s: extenders[0] (urlPrefix %q): rebalancer cannot simulate scheduler extenders, so its plans would not be what this scheduler does; remove the extenders from the file given to rebalancer", path, cfg.Extenders[0].URLPrefix)
+	}
+	effectiveSampling(cfg)
+	return cfg, nil
+}
+
+// Default is kube-scheduler's own default configuration: the
+// default-scheduler profile a cluster runs when nobody configured it.
+func Default() (*config.KubeSchedulerConfiguration, error) {
+	cfg, err := latest.Default()
+	if err != nil {
+		return nil, fmt.Errorf("kube-scheduler's default configuration: %w", err)
+	}
+	effectiveSampling(cfg)
+	return cfg, nil
+}
+
+func effectiveSampling(cfg *config.KubeSchedulerConfiguration) {
+	for i := range cfg.Profiles {
+		if cfg.Profiles[i].PercentageOfNodesToScore == nil && cfg.PercentageOfNodesToScore != nil {
+			v := *cfg.PercentageOfNodesToScore
+			cfg.Profiles[i].PercentageOfNodesToScore = &v
+		}
+	}
+}
+
+// Schedulers loads every profile of the files: the schedulers of the
+// cluster, one per schedulerName, in the order the files list them. A
+// non-empty only keeps the profile of that name (it must exist). When no
+// file configures default-scheduler (and only does not exclude it), it is
+// added with kube-scheduler's own default profile: that is what places the
+// pods of a cluster whose scheduler nobody configured.
+func Schedulers(paths []string, only string) ([]*config.KubeSchedulerProfile, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no scheduler configuration given")
+	}
+	var out []*config.KubeSchedulerProfile
+	from := map[string]string{} // schedulerName -> file
+	for _, path := range paths {
+		cfg, err := LoadConfig(path)
+		if err != nil {
+			return nil, err
+		}
+		for i := range cfg.Profiles {
+			prof := &cfg.Profiles[i]
+			if other, dup := from[prof.SchedulerName]; dup {
+				return nil, fmt.Errorf("%s: profiles[%d]: schedulerName %q is already configured by %s; each scheduler of the cluster is configured once", path, i, prof.SchedulerName, other)
+			}
+			from[prof.SchedulerName] = path
+			if only == "" || prof.SchedulerName == only {
+				out = append(out, prof)
+			}
+		}
+	}
+	if only != "" && len(out) == 0 {
+		names := make([]string, 0, len(from))
+		for name := range from {
+			names = append(names, fmt.Sprintf("%q", name))
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("--scheduler-name %q: no profile of that name in %s, only %s", only, strings.Join(paths, ", "), strings.Join(names, ", "))
+	}
+	if _, configured := from[v1.DefaultSchedulerName]; !configured && (only == "" || only == v1.DefaultSchedulerName) {
+		cfg, err := Default()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &cfg.Profiles[0])
+	}
+	return out, nil
 }
 
 // validate runs kube-scheduler's validation, and validates NodeResourcesFit's

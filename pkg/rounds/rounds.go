@@ -10,13 +10,12 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
+	"math/rand/v2"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -54,6 +53,10 @@ type Options struct {
 	// Replacements' creation times, hints and the cooldown count on that
 	// clock. The zero time means a fixed date, so results are repeatable.
 	Start time.Time
+	// Seed seeds the random choices the schedulers make when they place
+	// the replacements (ties between equal best nodes, node sampling), so
+	// that a run is repeatable.
+	Seed uint64
 }
 
 func (o Options) validate() error {
@@ -86,6 +89,8 @@ type run struct {
 	sim    *simulator.Simulator
 	clock  *clocktesting.FakePassiveClock
 	moves  *history.History // rebalancer's cooldown
+	// random is the schedulers' own randomness in placing replacements.
+	random *rand.Rand
 
 	// lineage maps a replacement's UID to the UID of the pod its line
 	// started with; lastEvicted keeps the round each line was last evicted.
@@ -96,7 +101,7 @@ type run struct {
 
 // Run simulates opts.Rounds rounds and measures the cluster after each.
 // The snapshot is not modified.
-func Run(ctx context.Context, policy *api.DeschedulerPolicy, prof *config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options) (*result.Result, error) {
+func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options) (*result.Result, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -111,12 +116,13 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, prof *config.KubeSc
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clock := clocktesting.NewFakePassiveClock(opts.Start)
-	sim, err := simulator.New(ctx, prof, snap, simulator.WithClock(clock))
+	sim, err := simulator.New(ctx, schedulers, snap, simulator.WithClock(clock))
 	if err != nil {
 		return nil, err
 	}
 	r := &run{
 		o: opts, policy: policy, sim: sim, clock: clock, moves: history.New(clock, opts.Cooldown),
+		random:  rand.New(rand.NewPCG(opts.Seed, 0)),
 		lineage: map[types.UID]types.UID{}, lastEvicted: map[types.UID]int{},
 	}
 	res := &result.Result{Strategy: opts.Strategy}
@@ -127,6 +133,7 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, prof *config.KubeSc
 	res.Rounds = append(res.Rounds, round0)
 	res.NodesBefore = nodes
 	res.NodesAfter = nodes
+	planned, held := 0, 0
 	for i := 1; i <= opts.Rounds; i++ {
 		clock.SetTime(opts.Start.Add(time.Duration(i) * opts.Interval))
 		round, nodes, err := r.round(ctx, i)
@@ -135,11 +142,16 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, prof *config.KubeSc
 		}
 		res.Rounds = append(res.Rounds, round)
 		res.NodesAfter = nodes
+		planned += round.Evictions
+		held += round.Held
 		if round.Evictions == 0 && res.ConvergedAt == 0 {
 			res.ConvergedAt = i
 		}
 		klog.FromContext(ctx).V(1).Info("Simulated round", "strategy", opts.Strategy, "round", i,
 			"evictions", round.Evictions, "pingPong", round.PingPong, "nodesInUse", round.NodesInUse, "unschedulable", round.Unschedulable)
+	}
+	if opts.Strategy == Rebalancer {
+		res.PlanAccuracy = result.Accuracy(held, planned)
 	}
 	return res, nil
 }
@@ -152,18 +164,15 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	now := r.clock.Now()
 	pingPong := 0
-	var queue []*v1.Pod              // replacements, in the order their pods were evicted
-	source := map[types.UID]string{} // replacement UID -> node its predecessor left
-	for _, e := range evictions {
+	replay := make([]simulator.Eviction, len(evictions))
+	for k, e := range evictions {
 		pod := e.pod
 		line := r.root(pod.UID)
 		if last, ok := r.lastEvicted[line]; ok && time.Duration(i-last)*r.o.Interval < r.o.Cooldown {
 			pingPong++
 		}
 		r.lastEvicted[line] = i
-		if err := r.sim.Evict(pod); err != nil {
-			return result.Round{}, nil, err
-		}
+		replay[k].Pod = pod
 		owner := metav1.GetControllerOf(pod)
 		if owner == nil {
 			continue // nobody recreates it
@@ -171,37 +180,28 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		if e.target != "" {
 			r.moves.Record(owner.UID, e.target)
 			// The scheduler sees the pod go with its hint, as in the cluster.
-			hinted := pod.DeepCopy()
-			h := hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i), Time: now}
-			hinted.Annotations = hint.Without(hinted.Annotations)
-			if hinted.Annotations == nil {
-				hinted.Annotations = map[string]string{}
-			}
-			for k, v := range h.Annotations() {
-				hinted.Annotations[k] = v
-			}
-			r.sim.Leaving(hinted)
+			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i)}
 		}
-		rep := r.replacement(pod, now)
-		source[rep.UID] = pod.Spec.NodeName
-		queue = append(queue, rep)
+		replay[k].Replacement = r.replacement(pod, now)
 	}
-
-	// Pods still pending queue first, as they have waited longest;
-	// kube-scheduler's queue sorts by priority, then by arrival.
-	queue = append(r.sim.Pending(), queue...)
-	sort.SliceStable(queue, func(a, b int) bool { return corev1helpers.PodPriority(queue[a]) > corev1helpers.PodPriority(queue[b]) })
-	for _, p := range queue {
-		bound, _, err := r.sim.Place(ctx, p)
-		if err != nil {
-			return result.Round{}, nil, err
-		}
-		if src, ok := source[p.UID]; ok && bound != nil && bound.Spec.NodeName == src {
+	landed, err := r.sim.Replay(ctx, replay, r.random)
+	if err != nil {
+		return result.Round{}, nil, err
+	}
+	held := 0
+	for k, e := range evictions {
+		if landed[k] != "" && landed[k] == e.pod.Spec.NodeName {
 			pingPong++
+		}
+		if e.target != "" && landed[k] == e.target {
+			held++
 		}
 	}
 	round, nodes, err := r.measure(i)
-	round.Evictions, round.PingPong = len(evictions), pingPong
+	round.Evictions, round.PingPong, round.Held = len(evictions), pingPong, held
+	if r.o.Strategy == Rebalancer {
+		round.PlanAccuracy = result.Accuracy(held, len(evictions))
+	}
 	return round, nodes, err
 }
 
@@ -252,17 +252,11 @@ func (r *run) root(uid types.UID) types.UID {
 	return uid
 }
 
-// replacement is the pod the owner creates for an evicted one: same
-// template, new name and UID, not yet scheduled.
+// replacement is the pod the owner creates for an evicted one.
 func (r *run) replacement(pod *v1.Pod, now time.Time) *v1.Pod {
 	r.replacements++
-	rep := pod.DeepCopy()
-	rep.Name = fmt.Sprintf("%s-r%d", baseName(pod), r.replacements)
-	rep.UID = types.UID(fmt.Sprintf("%s-r%d", r.root(pod.UID), r.replacements))
-	rep.Annotations = hint.Without(rep.Annotations)
-	rep.CreationTimestamp = metav1.NewTime(now)
-	rep.Spec.NodeName = ""
-	rep.Status = v1.PodStatus{Phase: v1.PodPending}
+	rep := simulator.NewReplacement(pod, fmt.Sprintf("%s-r%d", baseName(pod), r.replacements),
+		types.UID(fmt.Sprintf("%s-r%d", r.root(pod.UID), r.replacements)), now)
 	r.lineage[rep.UID] = r.root(pod.UID)
 	return rep
 }

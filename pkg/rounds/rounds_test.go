@@ -23,7 +23,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
-func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSchedulerProfile) {
+func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, []*config.KubeSchedulerProfile) {
 	t.Helper()
 	dir := filepath.Join("..", "..", "policies")
 	pol, err := policy.Load(filepath.Join(dir, name+"-policy.yaml"), fake.NewClientset(), policy.Registry())
@@ -34,7 +34,7 @@ func loadPair(t testing.TB, name string) (*api.DeschedulerPolicy, *config.KubeSc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pol, prof
+	return pol, []*config.KubeSchedulerProfile{prof}
 }
 
 // testContext logs at -v=1: the scheduler plugins are chatty at higher levels.

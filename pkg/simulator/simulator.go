@@ -12,7 +12,9 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sort"
 	"sync"
@@ -57,6 +59,11 @@ func registry(hintFactory frameworkruntime.PluginFactory) (frameworkruntime.Regi
 
 // Prediction is the outcome of one simulated scheduling cycle.
 type Prediction struct {
+	// Scheduler names the scheduler that places the pod's replacement.
+	Scheduler string
+	// Steered says whether that scheduler follows rebalance hints (its
+	// profile scores with RebalanceHint), so a plan can choose the node.
+	Steered bool
 	// Node is where the scheduler would put the pod; "" when no node fits.
 	Node string
 	// Score is Node's total weighted score.
@@ -69,24 +76,47 @@ type Prediction struct {
 	SourceScore    int64
 	// Feasible is the number of nodes that passed the filters.
 	Feasible int
+	// Exhaustive says the scheduler scores every feasible node: it does not
+	// sample them by percentageOfNodesToScore.
+	Exhaustive bool
+	// Certain says the scheduler itself, left to its own scoring, would
+	// pick Node and no other: it scores every feasible node (no sampling
+	// by percentageOfNodesToScore) and Node's score is strictly the
+	// highest (kube-scheduler breaks ties at random). Options.Exclude does
+	// not count: the scheduler does not know it.
+	Certain bool
 	// Unschedulable explains an empty Node, from the filters' statuses.
 	Unschedulable string
 }
 
-// Simulator is the one simulated cluster: the nodes and pods of a snapshot in
-// kube-scheduler's own cache, the scheduler profile that places pods on it,
-// and the snapshot's other objects. Every what-if forks it (Fork), changes it
-// (Move, Evict, Place) and keeps or reverts the changes (Commit, Revert).
-// It is not safe for concurrent use.
-type Simulator struct {
-	logger    klog.Logger
-	profile   *config.KubeSchedulerProfile
+// scheduler is one scheduler of the cluster: its profile's framework, over
+// the simulation's shared cache.
+type scheduler struct {
+	profile   *config.KubeSchedulerProfile // as configured, sampling included
 	framework framework.Framework
-	cache     internalcache.Cache
-	snapshot  *internalcache.Snapshot
 	// hints is the profile's RebalanceHint plugin, nil when the profile
 	// does not enable it.
 	hints *rebalancehint.Plugin
+	// steered: the profile scores with RebalanceHint.
+	steered bool
+	// next is where this scheduler's next node search starts, as
+	// kube-scheduler's nextStartNodeIndex (Replay with a random source only).
+	next int
+}
+
+// Simulator is the one simulated cluster: the nodes and pods of a snapshot in
+// kube-scheduler's own cache, the schedulers that place pods on it (each
+// pod is placed by the profile its spec.schedulerName names), and the
+// snapshot's other objects. Every what-if forks it (Fork), changes it (Move,
+// Evict, Place) and keeps or reverts the changes (Commit, Revert).
+// It is not safe for concurrent use.
+type Simulator struct {
+	logger     klog.Logger
+	clock      clock.PassiveClock
+	schedulers map[string]*scheduler
+	names      []string // schedulers in configuration order
+	cache      internalcache.Cache
+	snapshot   *internalcache.Snapshot
 
 	state
 }
@@ -98,45 +128,39 @@ type settings struct {
 	clock clock.PassiveClock
 }
 
-// WithClock sets the clock the profile's RebalanceHint plugin judges hint
+// WithClock sets the clock the profiles' RebalanceHint plugins judge hint
 // ages by (default: the real clock); a multi-round simulation passes its
 // simulated clock, so hints expire in simulated time.
 func WithClock(c clock.PassiveClock) Option {
 	return func(s *settings) { s.clock = c }
 }
 
-// New builds the profile's framework with the plugins of rebalancer-scheduler
-// and loads the snapshot into kube-scheduler's cache: bound pods on their
-// nodes, pending pods waiting for Place, finished pods kept only for State.
-// The snapshot is not modified.
-func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts ...Option) (*Simulator, error) {
+// New builds a framework for each scheduler profile with the plugins of
+// rebalancer-scheduler and loads the snapshot into kube-scheduler's cache:
+// bound pods on their nodes, pending pods waiting for Place, finished pods
+// kept only for State. The snapshot is not modified.
+func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts ...Option) (*Simulator, error) {
 	logger := klog.FromContext(ctx).WithName("simulator")
 	initMetrics.Do(metrics.InitMetrics)
 	set := settings{clock: clock.RealClock{}}
 	for _, o := range opts {
 		o(&set)
 	}
+	if len(profiles) == 0 {
+		return nil, fmt.Errorf("no scheduler profile to simulate")
+	}
 
 	s := &Simulator{
-		logger:   logger,
-		profile:  profile,
-		cache:    internalcache.New(ctx, nil, false),
-		snapshot: internalcache.NewEmptySnapshot(),
-		state:    newState(snap),
+		logger:     logger,
+		clock:      set.clock,
+		schedulers: map[string]*scheduler{},
+		cache:      internalcache.New(ctx, nil, false),
+		snapshot:   internalcache.NewEmptySnapshot(),
+		state:      newState(snap),
 	}
 	// kube-scheduler's framework and plugins log what they find; below
 	// rebalancer's own lines.
 	libCtx := klog.NewContext(ctx, liblog.Quiet(logger))
-	registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
-		if err == nil {
-			s.hints = p
-		}
-		return p, err
-	})
-	if err != nil {
-		return nil, err
-	}
 	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
 	// informers over the snapshot's other objects. Pods and nodes are not
 	// seeded: plugins see those through the scheduler's snapshot.
@@ -166,12 +190,35 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 		}
 		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(libCtx, claims, slices, factory)))
 	}
-	// Score every feasible node, as rebalancer-scheduler's shipped profiles
-	// do, so the prediction does not depend on sampling.
-	p := profile.DeepCopy()
-	p.PercentageOfNodesToScore = ptrTo[int32](100)
-	if s.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
-		return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
+	for _, prof := range profiles {
+		if _, dup := s.schedulers[prof.SchedulerName]; dup {
+			return nil, fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
+		}
+		sc := &scheduler{profile: prof}
+		registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
+			if err == nil {
+				sc.hints = p
+			}
+			return p, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		// The framework scores every feasible node; sampling, where the
+		// profile has it, is modelled on top (see Prediction.Certain).
+		p := prof.DeepCopy()
+		p.PercentageOfNodesToScore = ptrTo[int32](100)
+		if sc.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
+			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
+		}
+		for _, pl := range sc.framework.ListPlugins().Score.Enabled {
+			if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
+				sc.steered = true
+			}
+		}
+		s.schedulers[prof.SchedulerName] = sc
+		s.names = append(s.names, prof.SchedulerName)
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -194,8 +241,51 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, snap *snapsh
 	return s, nil
 }
 
-// Profile is the scheduler profile the simulator runs.
-func (s *Simulator) Profile() *config.KubeSchedulerProfile { return s.profile }
+// ErrUnknownScheduler is returned for a pod whose scheduler the simulation
+// has no profile for: it cannot say where that pod would go.
+var ErrUnknownScheduler = errors.New("no profile of this scheduler is modelled")
+
+// SchedulerName is the scheduler that places pod: spec.schedulerName, or
+// default-scheduler, as the API server defaults it.
+func SchedulerName(pod *v1.Pod) string {
+	if pod.Spec.SchedulerName == "" {
+		return v1.DefaultSchedulerName
+	}
+	return pod.Spec.SchedulerName
+}
+
+func (s *Simulator) schedulerOf(pod *v1.Pod) (*scheduler, error) {
+	name := SchedulerName(pod)
+	sc, ok := s.schedulers[name]
+	if !ok {
+		return nil, fmt.Errorf("pod %s, scheduler %q: %w", klog.KObj(pod), name, ErrUnknownScheduler)
+	}
+	return sc, nil
+}
+
+// Scheduler describes one modelled scheduler.
+type Scheduler struct {
+	Profile *config.KubeSchedulerProfile
+	// Steered: the profile follows rebalance hints.
+	Steered bool
+	// ScoreWeights is the weight of every Score plugin of the profile, as
+	// the framework resolved them from the configuration and its defaults.
+	ScoreWeights map[string]int32
+}
+
+// Schedulers lists the modelled schedulers in configuration order.
+func (s *Simulator) Schedulers() []Scheduler {
+	out := make([]Scheduler, 0, len(s.names))
+	for _, name := range s.names {
+		sc := s.schedulers[name]
+		weights := map[string]int32{}
+		for _, p := range sc.framework.ListPlugins().Score.Enabled {
+			weights[p.Name] = p.Weight
+		}
+		out = append(out, Scheduler{Profile: sc.profile, Steered: sc.steered, ScoreWeights: weights})
+	}
+	return out
+}
 
 // initMetrics creates kube-scheduler's metric objects, which the framework
 // needs, without registering them: unregistered metrics are no-ops, so the
@@ -210,16 +300,25 @@ type Options struct {
 	// Exclude rules nodes out as targets after the filters ran (e.g. nodes
 	// being drained). It is not asked about the source.
 	Exclude func(node string) bool
-	// LeaveSource rules the source node out as a target: the pod must go.
+	// LeaveSource rules the source node out as a target: the pod must go
+	// (the executor taints a node it drains, so no scheduler puts the
+	// replacement back there).
 	LeaveSource bool
 }
 
-// Predict runs one scheduling cycle for the pod as its replacement would
-// see the cluster: the pod is taken off its node first, and put back after.
-// Ties between the best nodes go to the source node (a move must be strictly
-// better), then to the node name, so predictions are repeatable.
+// Predict runs one scheduling cycle for the pod, with its own scheduler's
+// profile, as its replacement would see the cluster: the pod is taken off
+// its node first, and put back after. Ties between the best nodes go to the
+// source node (a move must be strictly better), then to the node name, so
+// predictions are repeatable. A pod whose scheduler is not modelled gets
+// ErrUnknownScheduler.
 func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Prediction, error) {
-	pred := Prediction{Source: pod.Spec.NodeName}
+	pred := Prediction{Source: pod.Spec.NodeName, Scheduler: SchedulerName(pod)}
+	sc, err := s.schedulerOf(pod)
+	if err != nil {
+		return pred, err
+	}
+	pred.Steered = sc.steered
 	if pred.Source != "" {
 		e, ok := s.bound[pod.UID]
 		if !ok {
@@ -248,19 +347,27 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	candidate.Spec.NodeName = ""
 	candidate.Status = v1.PodStatus{}
 
-	scores, diag, _, err := s.schedule(ctx, candidate)
+	res, err := s.schedule(ctx, sc, candidate, nil)
 	if err != nil {
 		return pred, err
 	}
+	scores := res.scores
 	for _, ns := range scores {
 		if ns.Name == pred.Source {
 			pred.SourceFeasible, pred.SourceScore = true, ns.TotalScore
 		}
 	}
-	best := -1
+	best, top, atTop := -1, int64(0), 0
 	for i, ns := range scores {
 		if ns.Name == pred.Source && opts.LeaveSource {
 			continue
+		}
+		// The scheduler's own choice, which Exclude does not narrow.
+		switch {
+		case atTop == 0 || ns.TotalScore > top:
+			top, atTop = ns.TotalScore, 1
+		case ns.TotalScore == top:
+			atTop++
 		}
 		if opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
 			continue
@@ -271,11 +378,42 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 		}
 	}
 	if best < 0 {
-		pred.Unschedulable = diag
+		pred.Unschedulable = res.diagnosis
 		return pred, nil
 	}
 	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
+	feasible := len(scores)
+	if opts.LeaveSource && pred.SourceFeasible {
+		feasible-- // the drain taint keeps it off the source
+	}
+	pred.Exhaustive = feasible <= sc.nodesToScore(res.considered)
+	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
 	return pred, nil
+}
+
+// nodesToScore is how many feasible nodes kube-scheduler looks for before
+// it stops filtering and scores them, among n nodes (its
+// numFeasibleNodesToFind): all below 100 nodes, else the profile's
+// percentageOfNodesToScore, adaptive when unset or 0.
+func (sc *scheduler) nodesToScore(n int) int {
+	const minNodes, minPercentage = 100, 5
+	if !sc.framework.HasScorePlugins() {
+		return 1 // the first feasible node wins
+	}
+	if n < minNodes {
+		return n
+	}
+	var pct int32
+	if p := sc.profile.PercentageOfNodesToScore; p != nil {
+		pct = *p
+	}
+	if pct >= 100 {
+		return n
+	}
+	if pct == 0 {
+		pct = max(int32(50)-int32(n)/125, minPercentage)
+	}
+	return max(n*int(pct)/100, minNodes)
 }
 
 func better(a, b fwk.NodePluginScores, source string) bool {
@@ -288,42 +426,58 @@ func better(a, b fwk.NodePluginScores, source string) bool {
 	return a.Name < b.Name
 }
 
-// schedule mirrors kube-scheduler's schedulePod: PreFilter, Filter over the
-// nodes PreFilter allows, then PreScore and Score (with normalization) over
-// the feasible nodes. It returns every feasible node's total score, or why
-// none was feasible.
-func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePluginScores, string, *framework.CycleState, error) {
-	state := framework.NewCycleState()
+// cycle is the outcome of one simulated scheduling cycle.
+type cycle struct {
+	// scores are the feasible nodes' total scores, in node list order.
+	scores []fwk.NodePluginScores
+	// considered is the number of nodes PreFilter left to filter.
+	considered int
+	// diagnosis says why no node was feasible.
+	diagnosis string
+	state     *framework.CycleState
+}
+
+// schedule mirrors kube-scheduler's schedulePod with sc's profile:
+// PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
+// (with normalization) over the feasible nodes: all of them, or with random
+// set the sample kube-scheduler would score (see sample).
+func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand) (cycle, error) {
+	var c cycle
+	c.state = framework.NewCycleState()
 	all, err := s.snapshot.NodeInfos().List()
 	if err != nil {
-		return nil, "", nil, err
+		return c, err
 	}
 	if len(all) == 0 {
-		return nil, "no nodes", nil, nil
+		c.diagnosis = "no nodes"
+		return c, nil
 	}
-	preRes, status, _ := s.framework.RunPreFilterPlugins(ctx, state, pod)
+	fw := sc.framework
+	preRes, status, _ := fw.RunPreFilterPlugins(ctx, c.state, pod)
 	if !status.IsSuccess() {
 		if !status.IsRejected() {
-			return nil, "", nil, status.AsError()
+			return c, status.AsError()
 		}
-		return nil, status.Message(), nil, nil
+		c.diagnosis = status.Message()
+		return c, nil
 	}
 	nodes := all
 	if !preRes.AllNodes() {
 		nodes = make([]fwk.NodeInfo, 0, len(preRes.NodeNames))
-		for name := range preRes.NodeNames {
-			if ni, err := s.snapshot.NodeInfos().Get(name); err == nil {
+		for _, ni := range all { // in node list order, as kube-scheduler
+			if preRes.NodeNames.Has(ni.Node().Name) {
 				nodes = append(nodes, ni)
 			}
 		}
 	}
+	c.considered = len(nodes)
 
 	feasible := make([]fwk.NodeInfo, len(nodes))
 	reasons := make([]string, len(nodes))
 	var firstErr error
 	var errOnce sync.Once
-	s.framework.Parallelizer().Until(ctx, len(nodes), func(i int) {
-		st := s.framework.RunFilterPlugins(ctx, state, pod, nodes[i])
+	fw.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		st := fw.RunFilterPlugins(ctx, c.state, pod, nodes[i])
 		switch {
 		case st.IsSuccess():
 			feasible[i] = nodes[i]
@@ -334,7 +488,10 @@ func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePlugin
 		}
 	}, "Filter")
 	if firstErr != nil {
-		return nil, "", nil, firstErr
+		return c, firstErr
+	}
+	if random != nil && len(nodes) > 0 {
+		feasible = sc.sample(feasible)
 	}
 	fit := feasible[:0]
 	for _, ni := range feasible {
@@ -343,23 +500,44 @@ func (s *Simulator) schedule(ctx context.Context, pod *v1.Pod) ([]fwk.NodePlugin
 		}
 	}
 	if len(fit) == 0 {
-		return nil, summarize(reasons, len(nodes)), nil, nil
+		c.diagnosis = summarize(reasons, len(nodes))
+		return c, nil
 	}
-	if !s.framework.HasScorePlugins() {
-		out := make([]fwk.NodePluginScores, len(fit))
+	if !fw.HasScorePlugins() {
+		c.scores = make([]fwk.NodePluginScores, len(fit))
 		for i, ni := range fit {
-			out[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
+			c.scores[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
 		}
-		return out, "", state, nil
+		return c, nil
 	}
-	if st := s.framework.RunPreScorePlugins(ctx, state, pod, fit); !st.IsSuccess() {
-		return nil, "", nil, st.AsError()
+	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
+		return c, st.AsError()
 	}
-	scores, st := s.framework.RunScorePlugins(ctx, state, pod, fit)
+	scores, st := fw.RunScorePlugins(ctx, c.state, pod, fit)
 	if !st.IsSuccess() {
-		return nil, "", nil, st.AsError()
+		return c, st.AsError()
 	}
-	return scores, "", state, nil
+	c.scores = scores
+	return c, nil
+}
+
+// sample keeps the feasible nodes kube-scheduler would find: walking the
+// node list from where its last search stopped, the first nodesToScore
+// feasible ones. feasible is indexed like the node list, nil where a node
+// failed; the search start moves past the nodes walked, as kube-scheduler's
+// nextStartNodeIndex does.
+func (sc *scheduler) sample(feasible []fwk.NodeInfo) []fwk.NodeInfo {
+	n := len(feasible)
+	want := sc.nodesToScore(n)
+	out := make([]fwk.NodeInfo, 0, want)
+	walked := 0
+	for ; walked < n && len(out) < want; walked++ {
+		if ni := feasible[(sc.next+walked)%n]; ni != nil {
+			out = append(out, ni)
+		}
+	}
+	sc.next = (sc.next + walked) % n
+	return out
 }
 
 // summarize counts the filter rejections, as kube-scheduler's FitError does:
@@ -409,16 +587,6 @@ func (s *Simulator) PodsOn(node string) ([]*v1.Pod, error) {
 // Node returns the simulation's view of a node: its object and requested resources.
 func (s *Simulator) Node(name string) (fwk.NodeInfo, error) {
 	return s.snapshot.NodeInfos().Get(name)
-}
-
-// ScoreWeights returns the weight of every Score plugin of the profile, as
-// the framework resolved them from the configuration and its defaults.
-func (s *Simulator) ScoreWeights() map[string]int32 {
-	out := map[string]int32{}
-	for _, p := range s.framework.ListPlugins().Score.Enabled {
-		out[p.Name] = p.Weight
-	}
-	return out
 }
 
 // Nodes returns every node of the simulation.

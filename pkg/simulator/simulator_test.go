@@ -49,7 +49,7 @@ func newSim(t testing.TB, file string, snap *snapshot.Snapshot) *Simulator {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	s, err := New(ctx, profile(t, file), snap)
+	s, err := New(ctx, []*config.KubeSchedulerProfile{profile(t, file)}, snap)
 	if err != nil {
 		t.Fatal(err)
 	}

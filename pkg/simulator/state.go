@@ -3,7 +3,9 @@ package simulator
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,8 +14,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -33,7 +37,14 @@ type state struct {
 	// the journal length at each Fork: reverting a fork undoes its changes,
 	// newest first, so a what-if costs what it changed, not a copy.
 	journal []change
-	forks   []int
+	forks   []mark
+}
+
+// mark is where a fork began: the journal's length and the hints every
+// scheduler held.
+type mark struct {
+	journal int
+	hints   map[*scheduler]rebalancehint.Checkpoint
 }
 
 type entry struct {
@@ -147,7 +158,16 @@ type Fork struct{ depth int }
 
 // Fork opens a fork of the current state.
 func (s *Simulator) Fork() Fork {
-	s.forks = append(s.forks, len(s.journal))
+	m := mark{journal: len(s.journal)}
+	for _, sc := range s.schedulers {
+		if sc.hints != nil {
+			if m.hints == nil {
+				m.hints = map[*scheduler]rebalancehint.Checkpoint{}
+			}
+			m.hints[sc] = sc.hints.Checkpoint()
+		}
+	}
+	s.forks = append(s.forks, m)
 	return Fork{depth: len(s.forks)}
 }
 
@@ -163,9 +183,12 @@ func (s *Simulator) Commit(f Fork) {
 // Revert undoes every change made since f, newest first, and closes f and
 // the forks opened inside it.
 func (s *Simulator) Revert(f Fork) error {
-	mark := s.close(f)
-	undo := s.journal[mark:]
-	s.journal = s.journal[:mark]
+	m := s.close(f)
+	for sc, c := range m.hints {
+		sc.hints.Restore(c)
+	}
+	undo := s.journal[m.journal:]
+	s.journal = s.journal[:m.journal]
 	forks := s.forks
 	s.forks = nil // undoing is not itself logged
 	defer func() { s.forks = forks }()
@@ -189,8 +212,8 @@ func (s *Simulator) Revert(f Fork) error {
 	return s.sync()
 }
 
-// close closes f and the forks inside it, and returns f's journal mark.
-func (s *Simulator) close(f Fork) int {
+// close closes f and the forks inside it, and returns f's mark.
+func (s *Simulator) close(f Fork) mark {
 	if f.depth < 1 || f.depth > len(s.forks) {
 		panic(fmt.Sprintf("simulator: fork %d is not open (%d open)", f.depth, len(s.forks)))
 	}
@@ -236,12 +259,19 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 	return s.sync()
 }
 
-// Place schedules a pending pod as rebalancer-scheduler would and binds it:
-// the best node by the profile's scores (ties to the node name), after the
-// Reserve plugins ran there (RebalanceHint consumes the hint it followed).
-// It returns the bound copy; when no node fits it returns nil and the
-// reason, and the pod stays (or becomes) pending in the cluster.
+// Place schedules a pending pod with its scheduler's profile and binds it:
+// the best node by the profile's scores (ties to the node name; see
+// Replay for kube-scheduler's own choice), after the Reserve plugins ran
+// there (RebalanceHint consumes the hint it followed). It returns the bound
+// copy; when no node fits, or the pod's scheduler is not modelled, it
+// returns nil and the reason, and the pod stays (or becomes) pending.
 func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
+	return s.place(ctx, pod, nil)
+}
+
+// place is Place; with random set, the node is chosen as kube-scheduler
+// chooses it (see Replay).
+func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (*v1.Pod, string, error) {
 	if pod.Spec.NodeName != "" {
 		return nil, "", fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
 	}
@@ -250,24 +280,26 @@ func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, er
 		s.seq++
 		e = entry{pod: pod, seq: s.seq}
 	}
-	scores, diag, cycle, err := s.schedule(ctx, pod)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(scores) == 0 {
+	sc, err := s.schedulerOf(pod)
+	if errors.Is(err, ErrUnknownScheduler) {
+		// Nobody here knows where its scheduler would put it.
 		if !known {
 			s.enqueue(e)
 		}
-		return nil, diag, nil
+		return nil, err.Error(), nil
 	}
-	best := 0
-	for i := range scores {
-		if better(scores[i], scores[best], "") {
-			best = i
+	c, err := s.schedule(ctx, sc, pod, random)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(c.scores) == 0 {
+		if !known {
+			s.enqueue(e)
 		}
+		return nil, c.diagnosis, nil
 	}
-	node := scores[best].Name
-	if st := s.framework.RunReservePluginsReserve(ctx, cycle, pod, node); !st.IsSuccess() {
+	node := choose(c.scores, random)
+	if st := sc.framework.RunReservePluginsReserve(ctx, c.state, pod, node); !st.IsSuccess() {
 		return nil, "", fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
 	}
 	bound := pod.DeepCopy()
@@ -282,12 +314,35 @@ func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, er
 	return bound, "", s.sync()
 }
 
-// Leaving tells the profile's RebalanceHint plugin that a pod is going away,
-// as rebalancer-scheduler's pod informer would, so that the replacement
-// follows the hint the pod carries. It does not remove the pod.
+// choose picks the node among scored ones: the best score, ties to the
+// node name, or with random set at random, as kube-scheduler does.
+func choose(scores []fwk.NodePluginScores, random *rand.Rand) string {
+	best, ties := 0, 1
+	for i := 1; i < len(scores); i++ {
+		switch {
+		case scores[i].TotalScore > scores[best].TotalScore:
+			best, ties = i, 1
+		case scores[i].TotalScore < scores[best].TotalScore:
+		case random != nil:
+			// Reservoir sampling over the ties, as kube-scheduler's selectHost.
+			ties++
+			if random.IntN(ties) == 0 {
+				best = i
+			}
+		case scores[i].Name < scores[best].Name:
+			best = i
+		}
+	}
+	return scores[best].Name
+}
+
+// Leaving tells the RebalanceHint plugin of the pod's scheduler that the pod
+// is going away, as that scheduler's pod informer would, so that the
+// replacement follows the hint the pod carries. A scheduler that does not
+// follow hints ignores it. It does not remove the pod.
 func (s *Simulator) Leaving(pod *v1.Pod) {
-	if s.hints != nil {
-		s.hints.PodLeaving(s.logger, pod)
+	if sc, err := s.schedulerOf(pod); err == nil && sc.hints != nil {
+		sc.hints.PodLeaving(s.logger, pod)
 	}
 }
 

@@ -71,7 +71,7 @@ func TestSimulatorPredictsRealScheduler(t *testing.T) {
 			for i, req := range sizes {
 				snap := e.liveSnapshot()
 				_, ctx := ktesting.NewTestContext(t)
-				sim, err := simulator.New(ctx, prof, snap)
+				sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -28,9 +28,9 @@ func (c *Comparison) printTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\n", strings.ToUpper(res.Strategy))
-		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tNODES IN USE\tLOWER BOUND\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
+		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
 		for _, r := range res.Rounds {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, r.NodesInUse,
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
 				r.LowerBound, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev)
 		}
 		converged := "not converged"
@@ -38,7 +38,11 @@ func (c *Comparison) printTable(w io.Writer) error {
 			converged = fmt.Sprintf("converged at round %d", res.ConvergedAt)
 		}
 		t := res.Totals()
-		fmt.Fprintf(tw, "%d evictions, %d ping-pong, %s\n\n", t.Evictions, t.PingPong, converged)
+		held := ""
+		if res.PlanAccuracy != nil {
+			held = fmt.Sprintf(", plan held for %s of moves", percent(res.PlanAccuracy))
+		}
+		fmt.Fprintf(tw, "%d evictions, %d ping-pong%s, %s\n\n", t.Evictions, t.PingPong, held, converged)
 	}
 	return tw.Flush()
 }
@@ -55,4 +59,11 @@ func (r *Result) Totals() Round {
 		t.Round, t.NodesInUse, t.LowerBound, t.Unschedulable = last.Round, last.NodesInUse, last.LowerBound, last.Unschedulable
 	}
 	return t
+}
+
+func percent(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%g%%", *p)
 }

@@ -1,5 +1,7 @@
 package result
 
+import "math"
+
 // Result is what a simulation measured, round by round.
 type Result struct {
 	// Strategy is "rebalancer" for rebalancer's own planner, or "upstream"
@@ -12,6 +14,11 @@ type Result struct {
 	NodesAfter  []NodeUtil `json:"nodesAfter"`
 	// ConvergedAt is the first round that evicted nothing, 0 if none did.
 	ConvergedAt int `json:"convergedAt"`
+	// PlanAccuracy is the share of all rounds' planned moves whose
+	// replacement landed on the planned target, in percent; nil when
+	// nothing was planned (and for the upstream baseline, which plans no
+	// targets).
+	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
 }
 
 // Round is the cluster after one round: plan, evict, re-place.
@@ -23,6 +30,11 @@ type Round struct {
 	// the pod was evicted from, plus pods evicted again within the cooldown
 	// after an earlier eviction of their lineage.
 	PingPong int `json:"pingPong"`
+	// Held counts the evictions whose replacement landed on the node the
+	// plan named; PlanAccuracy is Held over Evictions in percent (nil when
+	// nothing was planned).
+	Held         int      `json:"held"`
+	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
 	// NodesInUse counts nodes running at least one pod that is not bound to
 	// its node (DaemonSet and mirror pods do not keep a node in use).
 	NodesInUse int `json:"nodesInUse"`
@@ -51,4 +63,14 @@ type NodeUtil struct {
 type Comparison struct {
 	Rebalancer *Result `json:"rebalancer"`
 	Baseline   *Result `json:"baseline,omitempty"`
+}
+
+// Accuracy is held out of planned in percent, rounded to two decimals; nil
+// when nothing was planned.
+func Accuracy(held, planned int) *float64 {
+	if planned == 0 {
+		return nil
+	}
+	v := math.Round(float64(held)*10000/float64(planned)) / 100
+	return &v
 }

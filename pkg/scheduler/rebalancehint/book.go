@@ -102,3 +102,36 @@ func (b *book) pruneLocked(now time.Time) {
 		}
 	}
 }
+
+// Checkpoint is a copy of the hints a plugin holds. A simulation that forks
+// the cluster takes one with the fork and restores it on revert, so hints
+// recorded or consumed in a what-if do not outlive it.
+type Checkpoint map[types.UID][]entry
+
+func (b *book) checkpoint() Checkpoint {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(Checkpoint, len(b.byOwner))
+	for owner, es := range b.byOwner {
+		cp := make([]entry, len(es))
+		for i, e := range es {
+			cp[i] = *e
+		}
+		out[owner] = cp
+	}
+	return out
+}
+
+func (b *book) restore(c Checkpoint) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.byOwner = make(map[types.UID][]*entry, len(c))
+	for owner, es := range c {
+		ptrs := make([]*entry, len(es))
+		for i := range es {
+			e := es[i]
+			ptrs[i] = &e
+		}
+		b.byOwner[owner] = ptrs
+	}
+}

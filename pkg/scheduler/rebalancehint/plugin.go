@@ -115,6 +115,12 @@ func (pl *Plugin) PodLeaving(logger klog.Logger, pod *v1.Pod) {
 	}
 }
 
+// Checkpoint copies the hints the plugin holds; Restore brings them back.
+func (pl *Plugin) Checkpoint() Checkpoint { return pl.book.checkpoint() }
+
+// Restore replaces the hints the plugin holds with a checkpoint's.
+func (pl *Plugin) Restore(c Checkpoint) { pl.book.restore(c) }
+
 // Name returns the plugin name.
 func (pl *Plugin) Name() string { return Name }
 

@@ -1,0 +1,99 @@
+package simulator
+
+import (
+	"cmp"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+)
+
+// Eviction is one pod a replay evicts.
+type Eviction struct {
+	Pod *v1.Pod
+	// Hint is the rebalance hint the pod leaves with; nil: none. Only a
+	// scheduler that follows hints sees it. A zero Time is stamped with the
+	// simulation's clock.
+	Hint *hint.Hint
+	// Replacement is the pod its owner creates in its place, unbound; nil
+	// when nobody recreates it.
+	Replacement *v1.Pod
+}
+
+// Replay carries evictions out the way a cluster does: every pod is evicted
+// (leaving with its hint), then all the replacements are pending together
+// with the pods already pending, and each is placed in kube-scheduler's
+// queue order (priority first, then the order they arrived: pods already
+// pending before the replacements, replacements in eviction order) by its
+// own scheduler. It returns where each eviction's replacement landed, ""
+// for none or still pending.
+//
+// With random nil every placement is the prediction's (ties to the node
+// name, every feasible node scored). With a random source it is
+// kube-scheduler's own choice: among the sample of feasible nodes the
+// profile's percentageOfNodesToScore lets it score, and at random between
+// equal best scores; that is how often a plan holds in a real cluster.
+func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *rand.Rand) ([]string, error) {
+	for _, e := range evictions {
+		if e.Hint != nil {
+			h := *e.Hint
+			if h.Time.IsZero() {
+				h.Time = s.clock.Now()
+			}
+			hinted := e.Pod.DeepCopy()
+			hinted.Annotations = hint.Without(hinted.Annotations)
+			if hinted.Annotations == nil {
+				hinted.Annotations = map[string]string{}
+			}
+			for k, v := range h.Annotations() {
+				hinted.Annotations[k] = v
+			}
+			s.Leaving(hinted)
+		}
+		if err := s.Evict(e.Pod); err != nil {
+			return nil, err
+		}
+	}
+	queue := s.Pending()
+	index := map[*v1.Pod]int{}
+	for i, e := range evictions {
+		if e.Replacement != nil {
+			index[e.Replacement] = i
+			queue = append(queue, e.Replacement)
+		}
+	}
+	slices.SortStableFunc(queue, func(a, b *v1.Pod) int {
+		return cmp.Compare(corev1helpers.PodPriority(b), corev1helpers.PodPriority(a))
+	})
+	landed := make([]string, len(evictions))
+	for _, pod := range queue {
+		bound, _, err := s.place(ctx, pod, random)
+		if err != nil {
+			return nil, err
+		}
+		if i, ok := index[pod]; ok && bound != nil {
+			landed[i] = bound.Spec.NodeName
+		}
+	}
+	return landed, nil
+}
+
+// NewReplacement is the pod an owner creates in place of pod: the same
+// template under a new name and UID, created at created, without a hint,
+// not yet scheduled.
+func NewReplacement(pod *v1.Pod, name string, uid types.UID, created time.Time) *v1.Pod {
+	r := pod.DeepCopy()
+	r.Name, r.UID = name, uid
+	r.Annotations = hint.Without(r.Annotations)
+	r.CreationTimestamp = metav1.NewTime(created)
+	r.Spec.NodeName = ""
+	r.Status = v1.PodStatus{Phase: v1.PodPending}
+	return r
+}
