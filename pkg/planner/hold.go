@@ -20,11 +20,17 @@ import (
 // pending together and the schedulers place them in queue order (priority,
 // then arrival), with the pods already pending among them. hold replays the
 // plan like that on the cluster as it was and keeps only the moves that
-// still hold: a steered or certain move's replacement lands on its target,
-// another's leaves its source. A drain with a move that fails is dropped
-// whole. It repeats until every move holds, and returns the nodes' usage
-// after the replay of the final plan: the plan's "after".
-func (p *planner) hold(ctx context.Context) ([]simulator.NodeUsage, error) {
+// still hold: a steered move's replacement lands on its target; an
+// unsteered one planned to leave its source does; an unsteered one planned
+// for its target lands there, or surely on another node that was in use
+// and is not emptied by the plan, which becomes its target. A drain with a
+// move that fails is dropped whole. It repeats until the replay is the
+// plan, and returns the nodes' usage after it: the plan's "after".
+func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]simulator.NodeUsage, error) {
+	inUse := map[string]bool{}
+	for _, u := range before {
+		inUse[u.Node] = u.InUse
+	}
 	for {
 		fork := p.sim.Fork()
 		evictions := make([]simulator.Eviction, len(p.applied))
@@ -49,26 +55,40 @@ func (p *planner) hold(ctx context.Context) ([]simulator.NodeUsage, error) {
 
 		failed := map[int]string{} // move index -> why
 		drains := sets.New[string]()
+		retargeted := false
 		for i, a := range p.applied {
-			m := p.out.Moves[i]
+			m := &p.out.Moves[i]
 			if evictions[i].Replacement == nil {
 				continue // nobody recreates it: there is no placement to check
 			}
+			l := landed[i]
 			switch {
-			case landed[i] == "":
+			case l.Node == m.Target:
+				continue
+			case l.Node == "":
 				failed[i] = "with the plan's replacements pending together, no node is left for it"
-			case a.anywhere && landed[i] == m.Source:
+			case l.Node == m.Source:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it back on %s", m.Scheduler, m.Source)
-			case !a.anywhere && landed[i] != m.Target:
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, not %s", m.Scheduler, landed[i], m.Target)
+			case a.anywhere:
+				continue // it leaves its source: that is the move
+			case m.Steered || !l.Certain:
+				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, not %s", m.Scheduler, l.Node, m.Target)
+			case p.sources[l.Node] > 0 || !inUse[l.Node]:
+				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, a node the plan empties or that was empty", m.Scheduler, l.Node)
 			default:
+				// An unsteered scheduler surely puts it on another node that
+				// stays in use: the move holds with that target.
+				p.targets[m.Target]--
+				p.targets[l.Node]++
+				m.Target, m.TargetScore = l.Node, l.Score
+				retargeted = true
 				continue
 			}
 			if m.Drain {
 				drains.Insert(m.Source)
 			}
 		}
-		if len(failed) == 0 {
+		if len(failed) == 0 && !retargeted {
 			return after, nil
 		}
 		for i, m := range p.out.Moves {
@@ -99,6 +119,8 @@ func (p *planner) drop(failed map[int]string) {
 			Scheduler: m.Scheduler, Why: reason, Detail: why})
 		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
 		p.moved.Delete(types.UID(m.UID))
+		p.sources[m.Source]--
+		p.targets[m.Target]--
 	}
 	p.out.Moves, p.applied = p.out.Moves[:keep], p.applied[:keep]
 }

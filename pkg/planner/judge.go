@@ -64,7 +64,11 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonPDB, detail, errSkipped)
 	}
 
-	// No move onto a node the plan moves pods off.
+	// No balance move off a node the plan moves pods onto, and no move
+	// onto a node it moves pods off: a plan never undoes itself.
+	if p.balancing && p.targets[pod.Spec.NodeName] > 0 {
+		return skip(plan.ReasonLimit, fmt.Sprintf("the plan moves pods onto %s, so it does not move pods off it", pod.Spec.NodeName), errSkipped)
+	}
 	if exclude := simOpts.Exclude; len(p.sources) > 0 {
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
 	}
@@ -115,7 +119,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	a := applied{obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb, anywhere: anywhere}
+	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb, anywhere: anywhere}
 	if owner != nil {
 		a.owner = owner.UID
 	}

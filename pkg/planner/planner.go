@@ -75,6 +75,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		perNamespace: map[string]uint{},
 		perOwner:     map[types.UID]int{},
 		sources:      map[string]int{},
+		targets:      map[string]int{},
 		conflicting:  map[string]sets.Set[string]{},
 		unsteered:    map[string]int{},
 		out:          &plan.Plan{ID: opts.ID},
@@ -98,7 +99,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	}
 	var after []simulator.NodeUsage
 	if err == nil {
-		after, err = p.hold(ctx)
+		after, err = p.hold(ctx, before)
 	}
 	if err != nil {
 		return nil, err
@@ -182,6 +183,8 @@ type planner struct {
 	// sources counts the plan's moves off each node: no move goes onto a
 	// node the plan moves pods off, so a plan never undoes itself.
 	sources map[string]int
+	// targets counts the plan's moves onto each node.
+	targets map[string]int
 	// conflicting are, per scheduler that does not follow hints, the
 	// policy's balance plugins its profile pulls against.
 	conflicting map[string]sets.Set[string]

@@ -14,6 +14,7 @@ type applied struct {
 	obj              *v1.Pod
 	pod, replacement types.UID
 	node, namespace  string
+	target           string
 	podName          string
 	owner            types.UID                     // "" for a pod without a controller
 	pdb              *policyv1.PodDisruptionBudget // what the eviction spends; nil: none
@@ -34,6 +35,7 @@ func (p *planner) count(a applied, delta int) {
 	}
 	p.total = uint(int(p.total) + delta)
 	p.sources[a.node] += delta
+	p.targets[a.target] += delta
 	p.perNode[a.node] = uint(int(p.perNode[a.node]) + delta)
 	p.perNamespace[a.namespace] = uint(int(p.perNamespace[a.namespace]) + delta)
 	if a.owner != "" {

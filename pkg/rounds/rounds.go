@@ -190,10 +190,10 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	held := 0
 	for k, e := range evictions {
-		if landed[k] != "" && landed[k] == e.pod.Spec.NodeName {
+		if landed[k].Node != "" && landed[k].Node == e.pod.Spec.NodeName {
 			pingPong++
 		}
-		if e.target != "" && landed[k] == e.target {
+		if e.target != "" && landed[k].Node == e.target {
 			held++
 		}
 	}

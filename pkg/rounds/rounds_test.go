@@ -2,6 +2,7 @@ package rounds
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -142,4 +143,70 @@ func TestBaseName(t *testing.T) {
 			t.Errorf("baseName(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestRoundsHoldWithEachScheduler: fragmented clusters run for rounds with
+// the bin-packing policy, their workloads on rebalancer-scheduler (the
+// shipped profile) or on default-scheduler configured by a user's own
+// MostAllocated profile without RebalanceHint. Replayed as the cluster
+// would (all replacements pending together, random ties, each pod's own
+// scheduler), no replacement lands back on its source, no round ends with
+// more nodes in use than it began with, steered plans hold every time, and
+// the rounds converge.
+func TestRoundsHoldWithEachScheduler(t *testing.T) {
+	user := filepath.Join(t.TempDir(), "user-scheduler.yaml")
+	if err := os.WriteFile(user, []byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n  pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: MostAllocated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := loadPair(t, "binpacking")
+	for seed := int64(1); seed <= 3; seed++ {
+		for _, onDefault := range []bool{false, true} {
+			snap, err := synthetic.Generate(synthetic.Options{Nodes: 30, Pods: 240, Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			files := []string{filepath.Join("..", "..", "policies", "binpacking-scheduler.yaml")}
+			if onDefault {
+				files = append(files, user)
+				for _, p := range snap.Pods {
+					if p.Spec.SchedulerName == "rebalancer-scheduler" {
+						p.Spec.SchedulerName = "default-scheduler"
+					}
+				}
+			}
+			profs, err := profile.Schedulers(files, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Run(testContext(t), pol, profs, snap, options(Rebalancer, 10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i < len(res.Rounds); i++ {
+				r, prev := res.Rounds[i], res.Rounds[i-1]
+				if r.PingPong != 0 {
+					t.Errorf("seed %d default %v round %d: %d ping-pong", seed, onDefault, i, r.PingPong)
+				}
+				if r.NodesInUse > prev.NodesInUse {
+					t.Errorf("seed %d default %v round %d: nodes in use %d -> %d", seed, onDefault, i, prev.NodesInUse, r.NodesInUse)
+				}
+				if !onDefault && r.PlanAccuracy != nil && *r.PlanAccuracy != 100 {
+					t.Errorf("seed %d round %d: steered plan held for %v%% of moves, want 100%%", seed, i, *r.PlanAccuracy)
+				}
+			}
+			if res.ConvergedAt == 0 {
+				t.Errorf("seed %d default %v: not converged in 10 rounds", seed, onDefault)
+			}
+			last := res.Rounds[len(res.Rounds)-1]
+			t.Logf("seed %d default %v: nodes in use %d -> %d (lower bound %d), accuracy %v, converged at %d",
+				seed, onDefault, res.Rounds[0].NodesInUse, last.NodesInUse, last.LowerBound, deref(res.PlanAccuracy), res.ConvergedAt)
+		}
+	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }

@@ -32,15 +32,14 @@ type Eviction struct {
 // with the pods already pending, and each is placed in kube-scheduler's
 // queue order (priority first, then the order they arrived: pods already
 // pending before the replacements, replacements in eviction order) by its
-// own scheduler. It returns where each eviction's replacement landed, ""
-// for none or still pending.
+// own scheduler. It returns where each eviction's replacement landed.
 //
 // With random nil every placement is the prediction's (ties to the node
 // name, every feasible node scored). With a random source it is
 // kube-scheduler's own choice: among the sample of feasible nodes the
 // profile's percentageOfNodesToScore lets it score, and at random between
 // equal best scores; that is how often a plan holds in a real cluster.
-func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *rand.Rand) ([]string, error) {
+func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *rand.Rand) ([]Landing, error) {
 	for _, e := range evictions {
 		if e.Hint != nil {
 			h := *e.Hint
@@ -72,17 +71,29 @@ func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *ra
 	slices.SortStableFunc(queue, func(a, b *v1.Pod) int {
 		return cmp.Compare(corev1helpers.PodPriority(b), corev1helpers.PodPriority(a))
 	})
-	landed := make([]string, len(evictions))
+	landed := make([]Landing, len(evictions))
 	for _, pod := range queue {
-		bound, _, err := s.place(ctx, pod, random)
+		pl, err := s.place(ctx, pod, random)
 		if err != nil {
 			return nil, err
 		}
-		if i, ok := index[pod]; ok && bound != nil {
-			landed[i] = bound.Spec.NodeName
+		if i, ok := index[pod]; ok && pl.bound != nil {
+			landed[i] = Landing{Node: pl.bound.Spec.NodeName, Score: pl.score, Certain: pl.certain}
 		}
 	}
 	return landed, nil
+}
+
+// Landing is where a replayed eviction's replacement went.
+type Landing struct {
+	// Node is "" when nobody recreates the pod or its replacement is pending.
+	Node string
+	// Score is Node's total score for the replacement.
+	Score int64
+	// Certain says kube-scheduler, with the same cluster and queue, would
+	// have chosen Node too: its scheduler scored every feasible node and
+	// Node alone scored highest.
+	Certain bool
 }
 
 // NewReplacement is the pod an owner creates in place of pod: the same

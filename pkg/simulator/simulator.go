@@ -430,8 +430,9 @@ func better(a, b fwk.NodePluginScores, source string) bool {
 type cycle struct {
 	// scores are the feasible nodes' total scores, in node list order.
 	scores []fwk.NodePluginScores
-	// considered is the number of nodes PreFilter left to filter.
-	considered int
+	// considered is the number of nodes PreFilter left to filter, and
+	// feasible how many of them passed the filters.
+	considered, feasible int
 	// diagnosis says why no node was feasible.
 	diagnosis string
 	state     *framework.CycleState
@@ -489,6 +490,11 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}, "Filter")
 	if firstErr != nil {
 		return c, firstErr
+	}
+	for _, ni := range feasible {
+		if ni != nil {
+			c.feasible++
+		}
 	}
 	if random != nil && len(nodes) > 0 {
 		feasible = sc.sample(feasible)

@@ -266,14 +266,25 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 // copy; when no node fits, or the pod's scheduler is not modelled, it
 // returns nil and the reason, and the pod stays (or becomes) pending.
 func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
-	return s.place(ctx, pod, nil)
+	pl, err := s.place(ctx, pod, nil)
+	return pl.bound, pl.diagnosis, err
+}
+
+// placement is the outcome of place.
+type placement struct {
+	bound     *v1.Pod // nil: still pending
+	diagnosis string  // why it is pending
+	// certain: the pod's scheduler scored every feasible node and one
+	// scored highest, so kube-scheduler would have chosen the same node.
+	certain bool
+	score   int64
 }
 
 // place is Place; with random set, the node is chosen as kube-scheduler
 // chooses it (see Replay).
-func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (*v1.Pod, string, error) {
+func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (placement, error) {
 	if pod.Spec.NodeName != "" {
-		return nil, "", fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
+		return placement{}, fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
 	}
 	e, known := s.pending[pod]
 	if !known {
@@ -286,21 +297,21 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (
 		if !known {
 			s.enqueue(e)
 		}
-		return nil, err.Error(), nil
+		return placement{diagnosis: err.Error()}, nil
 	}
 	c, err := s.schedule(ctx, sc, pod, random)
 	if err != nil {
-		return nil, "", err
+		return placement{}, err
 	}
 	if len(c.scores) == 0 {
 		if !known {
 			s.enqueue(e)
 		}
-		return nil, c.diagnosis, nil
+		return placement{diagnosis: c.diagnosis}, nil
 	}
-	node := choose(c.scores, random)
+	node, ties, score := choose(c.scores, random)
 	if st := sc.framework.RunReservePluginsReserve(ctx, c.state, pod, node); !st.IsSuccess() {
-		return nil, "", fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
+		return placement{}, fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
 	}
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = node
@@ -309,14 +320,15 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (
 		s.drop(pendingSet, e)
 	}
 	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
-		return nil, "", err
+		return placement{}, err
 	}
-	return bound, "", s.sync()
+	return placement{bound: bound, score: score, certain: ties == 1 && c.feasible <= sc.nodesToScore(c.considered)}, s.sync()
 }
 
 // choose picks the node among scored ones: the best score, ties to the
-// node name, or with random set at random, as kube-scheduler does.
-func choose(scores []fwk.NodePluginScores, random *rand.Rand) string {
+// node name, or with random set at random, as kube-scheduler does. It
+// returns how many nodes share the best score, and that score.
+func choose(scores []fwk.NodePluginScores, random *rand.Rand) (string, int, int64) {
 	best, ties := 0, 1
 	for i := 1; i < len(scores); i++ {
 		switch {
@@ -329,11 +341,14 @@ func choose(scores []fwk.NodePluginScores, random *rand.Rand) string {
 			if random.IntN(ties) == 0 {
 				best = i
 			}
-		case scores[i].Name < scores[best].Name:
-			best = i
+		default:
+			ties++
+			if scores[i].Name < scores[best].Name {
+				best = i
+			}
 		}
 	}
-	return scores[best].Name
+	return scores[best].Name, ties, scores[best].TotalScore
 }
 
 // Leaving tells the RebalanceHint plugin of the pod's scheduler that the pod

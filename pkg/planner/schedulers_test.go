@@ -1,0 +1,238 @@
+package planner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// schedulers loads the shipped bin-packing profile and any extra files;
+// default-scheduler is kube-scheduler's default unless a file configures it.
+func schedulers(t *testing.T, extra ...string) []*config.KubeSchedulerProfile {
+	t.Helper()
+	profs, err := profile.Schedulers(append([]string{policies("binpacking-scheduler.yaml")}, extra...), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return profs
+}
+
+// mostAllocated is a user's own packing profile for default-scheduler:
+// NodeResourcesFit MostAllocated, every other weight at its default, no
+// RebalanceHint.
+func mostAllocated(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "user-scheduler.yaml")
+	err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func planWith(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot) *plan.Plan {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sim, err := simulator.New(ctx, profs, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// setScheduler puts every workload pod of the namespace on a scheduler.
+func (c *cluster) setScheduler(ns, name string) {
+	for _, p := range c.snap.Pods {
+		if p.Namespace == ns {
+			p.Spec.SchedulerName = name
+		}
+	}
+}
+
+// TestEachPodWithItsScheduler: a thin cluster whose workloads belong to
+// three schedulers. rebalancer-scheduler's pods (hinted) are consolidated;
+// default-scheduler's (kube-scheduler's default profile, which spreads) are
+// not moved by the packing plugins; the pods of a scheduler nobody modelled
+// are never moved and are counted by name.
+func TestEachPodWithItsScheduler(t *testing.T) {
+	c := thinCluster(12)
+	for _, p := range c.snap.Pods {
+		switch p.Spec.NodeName {
+		case "node-08", "node-09":
+			p.Spec.SchedulerName = "default-scheduler"
+		case "node-10", "node-11":
+			if p.Namespace == "team-a" {
+				p.Spec.SchedulerName = "gpu-scheduler"
+			}
+		}
+	}
+	// A node under maintenance holds a pod of each of the other two.
+	c.node("node-12", "8", "32Gi", noSchedule)
+	gpu := c.pod("team-a", "trainer", "ReplicaSet", "node-12", "1", "1Gi")
+	gpu.Spec.SchedulerName = "gpu-scheduler"
+	web := c.pod("team-b", "shop", "ReplicaSet", "node-12", "1", "1Gi")
+	web.Spec.SchedulerName = "default-scheduler"
+	pol, _ := loadPair(t, "binpacking")
+	p := planWith(t, schedulers(t), pol, c.snap)
+	checkInvariants(t, c, pol, p)
+	if !moved(p, web) {
+		t.Errorf("default-scheduler's pod on the tainted node is not moved: %+v", p.Skipped)
+	}
+	if moved(p, gpu) || !skippedFor(p, gpu, plan.ReasonUnknownScheduler) {
+		t.Errorf("gpu-scheduler's pod on the tainted node is not skipped as %s", plan.ReasonUnknownScheduler)
+	}
+
+	byUID := map[string]*v1.Pod{}
+	for _, pod := range c.snap.Pods {
+		byUID[string(pod.UID)] = pod
+	}
+	for _, m := range p.Moves {
+		pod := byUID[m.UID]
+		if m.Scheduler != simulator.SchedulerName(pod) {
+			t.Errorf("move of %s names scheduler %q, the pod's is %q", m.Pod, m.Scheduler, simulator.SchedulerName(pod))
+		}
+		if m.Strategy != "RemovePodsViolatingNodeTaints" && (m.Scheduler != "rebalancer-scheduler" || !m.Steered) {
+			t.Errorf("move of %s by %s (scheduler %s, steered %v): only rebalancer-scheduler's pods can be packed here", m.Pod, m.Strategy, m.Scheduler, m.Steered)
+		}
+	}
+	if n := p.Summary.UnknownSchedulers["gpu-scheduler"]; n == 0 {
+		t.Errorf("no eviction skipped for gpu-scheduler's pods: summary %+v", p.Summary)
+	}
+	for _, s := range p.Skipped {
+		pod := byUID[s.UID]
+		if simulator.SchedulerName(pod) == "gpu-scheduler" && s.Why != plan.ReasonUnknownScheduler && s.Why != plan.ReasonProtected {
+			t.Errorf("%s of gpu-scheduler skipped as %s, want %s", s.Pod, s.Why, plan.ReasonUnknownScheduler)
+		}
+	}
+	if len(p.Moves) == 0 {
+		t.Error("nothing planned for rebalancer-scheduler's pods")
+	}
+}
+
+// TestThinDefaultSchedulerClusterIsNotDrained: with every workload on
+// kube-scheduler's default profile, no drain holds (it would spread the
+// replacements onto the emptiest nodes), so nothing is evicted.
+func TestThinDefaultSchedulerClusterIsNotDrained(t *testing.T) {
+	c := thinCluster(12)
+	c.setScheduler("team-a", "default-scheduler")
+	c.setScheduler("team-b", "default-scheduler")
+	pol, _ := loadPair(t, "binpacking")
+	p := planWith(t, schedulers(t), pol, c.snap)
+	if len(p.Moves) != 0 {
+		t.Fatalf("planned %d moves for default-scheduler pods, want none: %+v", len(p.Moves), p.Moves)
+	}
+	if p.Summary.SkippedByReason[plan.ReasonConflict]+p.Summary.SkippedByReason[plan.ReasonUnsteered] == 0 {
+		t.Errorf("no skip says why: %+v", p.Summary.SkippedByReason)
+	}
+}
+
+// TestTaintMoveOfDefaultSchedulerPod: a pod of default-scheduler on a node
+// with an untolerated NoSchedule taint is moved: wherever kube-scheduler
+// puts it, it leaves the node, which it cannot return to.
+func TestTaintMoveOfDefaultSchedulerPod(t *testing.T) {
+	c := newCluster()
+	c.node("node-00", "8", "32Gi", noSchedule)
+	for _, n := range []string{"node-01", "node-02", "node-03"} {
+		c.node(n, "8", "32Gi")
+	}
+	pod := c.pod("team-a", "api", "ReplicaSet", "node-00", "1", "1Gi")
+	c.pod("team-b", "web", "ReplicaSet", "node-01", "1", "1Gi")
+	c.setScheduler("team-a", "default-scheduler")
+	c.setScheduler("team-b", "default-scheduler")
+	pol, _ := loadPair(t, "binpacking")
+	p := planWith(t, schedulers(t), pol, c.snap)
+	if !moved(p, pod) {
+		t.Fatalf("the pod on the tainted node is not moved: %+v", p.Skipped)
+	}
+	m := p.Moves[0]
+	if m.Steered || m.Scheduler != "default-scheduler" || m.Source != "node-00" || m.Target == "node-00" {
+		t.Errorf("move %+v: want an unsteered default-scheduler move off node-00", m)
+	}
+}
+
+// TestPlanIsItsReplay: on random clusters, with the shipped profile and
+// with a user's MostAllocated profile without RebalanceHint, replaying a
+// plan the way the cluster carries it out (all replacements pending
+// together, queue order, each pod's own scheduler, hints only where
+// followed) puts every replacement where the plan says, and no move goes
+// onto a node the plan moves pods off.
+func TestPlanIsItsReplay(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		for _, user := range []bool{false, true} {
+			c := fragmented(seed)
+			extra := []string{}
+			if user {
+				c.setScheduler("team-a", "default-scheduler")
+				c.setScheduler("team-b", "default-scheduler")
+				extra = append(extra, mostAllocated(t))
+			}
+			pol, _ := loadPair(t, "binpacking")
+			profs := schedulers(t, extra...)
+			p := planWith(t, profs, pol, c.snap)
+			checkInvariants(t, c, pol, p)
+
+			sources := map[string]bool{}
+			for _, m := range p.Moves {
+				sources[m.Source] = true
+			}
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			sim, err := simulator.New(ctx, profs, c.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byUID := map[string]*v1.Pod{}
+			for _, pod := range c.snap.Pods {
+				byUID[string(pod.UID)] = pod
+			}
+			evictions := make([]simulator.Eviction, len(p.Moves))
+			for i, m := range p.Moves {
+				pod := byUID[m.UID]
+				evictions[i] = simulator.Eviction{Pod: pod, Hint: &hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.ID},
+					Replacement: simulator.NewReplacement(pod, pod.Name+"-new", pod.UID+"-new", pod.CreationTimestamp.Time)}
+			}
+			landed, err := sim.Replay(ctx, evictions, nil)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, m := range p.Moves {
+				if sources[m.Target] {
+					t.Errorf("seed %d user %v: %s moves onto %s, which the plan empties", seed, user, m.Pod, m.Target)
+				}
+				if landed[i].Node == m.Source || landed[i].Node == "" {
+					t.Errorf("seed %d user %v: %s's replacement lands on %q (source %s)", seed, user, m.Pod, landed[i].Node, m.Source)
+				}
+				if (m.Steered || landed[i].Certain) && landed[i].Node != m.Target && m.Strategy != "RemovePodsViolatingNodeTaints" {
+					t.Errorf("seed %d user %v: %s (%s, steered %v) planned onto %s, replayed onto %s", seed, user, m.Pod, m.Strategy, m.Steered, m.Target, landed[i].Node)
+				}
+			}
+		}
+	}
+}
