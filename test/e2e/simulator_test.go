@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,7 +73,7 @@ func TestSimulatorPredictsRealScheduler(t *testing.T) {
 			for i, req := range sizes {
 				snap := e.liveSnapshot()
 				_, ctx := ktesting.NewTestContext(t)
-				sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
+				sim, err := simulator.New(ctx, []*schedconfig.KubeSchedulerProfile{prof}, snap)
 				if err != nil {
 					t.Fatal(err)
 				}
