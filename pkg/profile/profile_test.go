@@ -3,6 +3,7 @@ package profile_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -238,5 +239,51 @@ func TestLoadMissingFile(t *testing.T) {
 	_, _, err := profile.Load(path, "")
 	if want := path + ": no such file or directory"; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
+	}
+}
+
+// TestSchedulers: every profile of every file is modelled, in order;
+// default-scheduler is added from kube-scheduler's defaults unless a file
+// configures it; a schedulerName configured twice and an unknown
+// --scheduler-name are errors; percentageOfNodesToScore falls back to the
+// file's.
+func TestSchedulers(t *testing.T) {
+	two := write(t, twoProfiles)
+	sampled := write(t, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\npercentageOfNodesToScore: 30\nprofiles:\n- schedulerName: default-scheduler\n")
+	names := func(profs []*config.KubeSchedulerProfile) []string {
+		var out []string
+		for _, p := range profs {
+			out = append(out, p.SchedulerName)
+		}
+		return out
+	}
+
+	profs, err := profile.Schedulers([]string{two}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(profs); !slices.Equal(got, []string{"a", "b", "default-scheduler"}) {
+		t.Errorf("got %v, want a, b and kube-scheduler's default-scheduler", got)
+	}
+
+	profs, err = profile.Schedulers([]string{two, sampled}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(profs); !slices.Equal(got, []string{"a", "b", "default-scheduler"}) {
+		t.Fatalf("got %v", got)
+	}
+	if p := profs[2].PercentageOfNodesToScore; p == nil || *p != 30 {
+		t.Errorf("default-scheduler from the file scores %v%% of nodes, want the file's 30", p)
+	}
+
+	if profs, err = profile.Schedulers([]string{two, sampled}, "b"); err != nil || !slices.Equal(names(profs), []string{"b"}) {
+		t.Errorf("--scheduler-name b: got %v, %v", names(profs), err)
+	}
+	if _, err := profile.Schedulers([]string{two}, "c"); err == nil || !strings.Contains(err.Error(), `--scheduler-name "c"`) {
+		t.Errorf("unknown --scheduler-name: got %v", err)
+	}
+	if _, err := profile.Schedulers([]string{sampled, sampled}, ""); err == nil || !strings.Contains(err.Error(), `schedulerName "default-scheduler" is already configured by `+sampled) {
+		t.Errorf("a scheduler configured twice: got %v", err)
 	}
 }
