@@ -106,9 +106,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	anywhere := !steered && !pred.Certain
 	if anywhere && (p.balancing || simOpts.LeaveSource || pred.SourceFeasible) {
 		p.unsteered[pred.Scheduler]++
-		why := "its best nodes tie"
+		why := "would not surely choose that node (its best nodes tie, or its best is a node this plan empties)"
 		if !pred.Exhaustive {
-			why = "it scores only a sample of the nodes (percentageOfNodesToScore)"
+			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
 		}
 		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnsteered,
 			fmt.Sprintf("scheduler %q does not follow rebalance hints and %s, so it may not place the replacement on %s", pred.Scheduler, why, pred.Node))
