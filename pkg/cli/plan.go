@@ -113,7 +113,8 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	return o.planWith(ctx, client, capture, nil)
+	p, _, err := o.planWith(ctx, client, capture, nil)
+	return p, err
 }
 
 // clusterView returns the live cluster's state to plan on.
@@ -126,18 +127,18 @@ func (o *planOptions) files() inputs.Files {
 
 // planWith loads the inputs and plans, on the snapshot file if one is given,
 // else on the cluster of client as view returns it. moves is the cooldown
-// (nil: none).
-func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, moves *history.History) (*plan.Plan, error) {
+// (nil: none). It returns the inputs too, for the recheck before execution.
+func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, moves *history.History) (*plan.Plan, *inputs.Inputs, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
 	in, err := inputs.Load(ctx, o.files(), client)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	snap := in.Snapshot
 	if snap == nil {
 		if snap, err = view(ctx, client); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// The simulation's informers run until the plan is made: a daemon
@@ -146,10 +147,11 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	defer cancel()
 	sim, err := simulator.New(ctx, in.Schedulers, snap)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return planner.Plan(ctx, sim, in.Policy, planner.Options{
+	p, err := planner.Plan(ctx, sim, in.Policy, planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
 		InCooldown: moves.InCooldown,
 	})
+	return p, in, err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -27,11 +28,14 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 type runOptions struct {
 	planOptions
+	recheck     recheck // the running cycle's recheck of each move
 	once        bool
 	dryRun      bool
 	cooldown    time.Duration
@@ -147,6 +151,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		Recorder: executor.NewEventRecorder(client, logger),
 		Metrics:  executor.NewMetrics(reg),
 		History:  moves,
+		Validate: o.recheck.move,
 		Stop:     ctx.Done(),
 	})
 	out := cmd.OutOrStdout()
@@ -201,7 +206,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 // cycle plans on the cluster view and carries the plan out (or prints it,
 // with --dry-run). It fails when a move failed with an API error.
 func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, moves *history.History, view clusterView, out io.Writer) error {
-	p, err := o.planWith(ctx, client, view, moves)
+	p, in, err := o.planWith(ctx, client, view, moves)
 	if err != nil {
 		return err
 	}
@@ -210,6 +215,22 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 	}
 	if err := ex.CleanupDrainTaints(ctx); err != nil {
 		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
+	}
+	if len(p.Moves) > 0 {
+		// Every move is judged again on the cluster as it is now, with the
+		// moves before it made: the plan's view may be out of date.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		snap, err := view(ctx, client)
+		if err != nil {
+			return fmt.Errorf("reading the cluster again before executing: %w", err)
+		}
+		sim, err := simulator.New(ctx, in.Schedulers, snap)
+		if err != nil {
+			return err
+		}
+		o.recheck.set(planner.NewRecheck(sim, in.Policy, o.minScoreGain))
+		defer o.recheck.set(nil)
 	}
 	res := ex.Execute(ctx, p)
 	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "skipped", len(res.Skipped), "errors", res.Errors)
@@ -240,4 +261,20 @@ func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) 
 			len(res.Evicted), len(p.Moves), len(res.Skipped), strings.Join(parts, ", "), res.Errors)
 		return err
 	})
+}
+
+// recheck holds the running cycle's planner.Recheck for the executor's
+// Validate; cycles run one at a time.
+type recheck struct {
+	current atomic.Pointer[planner.Recheck]
+}
+
+func (r *recheck) set(c *planner.Recheck) { r.current.Store(c) }
+
+func (r *recheck) move(ctx context.Context, m plan.Move, pod *v1.Pod) (bool, string, string) {
+	c := r.current.Load()
+	if c == nil {
+		return true, "", ""
+	}
+	return c.Move(ctx, m, pod)
 }

@@ -103,10 +103,11 @@ type Options struct {
 	// together. nil: no cooldown.
 	History *history.History
 	// Validate re-checks a move against the live cluster just before it is
-	// carried out (the caller simulates the target again); nil means no extra
-	// check. It returns ok=false and a short reason, preferably one of
-	// plan.Reasons, to skip the move.
-	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason string)
+	// carried out (the caller simulates the move again, as
+	// planner.Recheck does); nil means no extra check. It returns ok=false,
+	// a short reason, preferably one of plan.Reasons, and a detail to skip
+	// the move.
+	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
 	// Stop is closed on SIGTERM or when leadership is lost: no eviction
 	// starts after it is closed. nil never closes.
 	Stop <-chan struct{}
@@ -217,11 +218,11 @@ func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *d
 		return outcome{pod: pod, reason: ReasonMoved, detail: fmt.Sprintf("planned from %q, runs on %q", m.Source, pod.Spec.NodeName)}
 	}
 	if e.o.Validate != nil {
-		if ok, reason := e.o.Validate(ctx, m, pod); !ok {
+		if ok, reason, detail := e.o.Validate(ctx, m, pod); !ok {
 			if reason == "" {
 				reason = ReasonRejected
 			}
-			return outcome{pod: pod, reason: reason}
+			return outcome{pod: pod, reason: reason, detail: detail}
 		}
 	}
 	// Validate may have taken a while; nothing is written after a stop.

@@ -393,9 +393,9 @@ func TestExecuteValidate(t *testing.T) {
 	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
 	var seen []*v1.Pod
 	e := f.executor(func(o *Options) {
-		o.Validate = func(_ context.Context, m plan.Move, pod *v1.Pod) (bool, string) {
+		o.Validate = func(_ context.Context, m plan.Move, pod *v1.Pod) (bool, string, string) {
 			seen = append(seen, pod)
-			return m.Name != "web-1", plan.ReasonNoFit
+			return m.Name != "web-1", plan.ReasonNoFit, "node-b is full"
 		}
 	})
 
@@ -659,8 +659,8 @@ func TestMetrics(t *testing.T) {
 	f.metrics = NewMetrics(reg)
 	f.fail("create", "pods/eviction", apierrors.NewInternalError(errors.New("etcd is sad")))
 	e := f.executor(func(o *Options) {
-		o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string) {
-			return m.Name != "web-3", fmt.Sprintf("free text naming %s", m.Pod)
+		o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
+			return m.Name != "web-3", fmt.Sprintf("free text naming %s", m.Pod), ""
 		}
 	})
 	f.client.PrependReactor("create", "pods/eviction", func(a k8stesting.Action) (bool, runtime.Object, error) {

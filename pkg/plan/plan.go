@@ -85,9 +85,14 @@ type Move struct {
 	// replacement goes to Target. An unsteered move is planned only when it
 	// holds without: the scheduler surely picks Target, or the move's gain
 	// is leaving Source, which the replacement cannot return to.
-	Steered bool   `json:"steered"`
-	Source  string `json:"source"`
-	Target  string `json:"target"`
+	Steered bool `json:"steered"`
+	// Anywhere marks an unsteered move whose gain is leaving Source, a
+	// node the replacement cannot return to (a violation): it holds
+	// wherever the scheduler puts the replacement, and Target is only the
+	// node it likely picks.
+	Anywhere bool   `json:"anywhere,omitempty"`
+	Source   string `json:"source"`
+	Target   string `json:"target"`
 	// SourceScore is the source node's total score for the replacement, or
 	// nil when the replacement no longer fits there (e.g. a new taint).
 	SourceScore *int64 `json:"sourceScore"`

@@ -32,7 +32,11 @@ func (p *Plan) printTable(w io.Writer) error {
 			if !m.Steered {
 				scheduler += " (unsteered)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, scheduler, m.Source, m.Target, m.Reason)
+			target := m.Target
+			if m.Anywhere {
+				target = "any node (likely " + m.Target + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, scheduler, m.Source, target, m.Reason)
 		}
 	}
 	if err := tw.Flush(); err != nil {

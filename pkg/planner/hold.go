@@ -56,7 +56,7 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		failed := map[int]string{} // move index -> why
 		drains := sets.New[string]()
 		retargeted := false
-		for i, a := range p.applied {
+		for i := range p.applied {
 			m := &p.out.Moves[i]
 			if evictions[i].Replacement == nil {
 				continue // nobody recreates it: there is no placement to check
@@ -69,7 +69,7 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 				failed[i] = "with the plan's replacements pending together, no node is left for it"
 			case l.Node == m.Source:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it back on %s", m.Scheduler, m.Source)
-			case a.anywhere:
+			case m.Anywhere:
 				continue // it leaves its source: that is the move
 			case m.Steered || !l.Certain:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, not %s", m.Scheduler, l.Node, m.Target)
@@ -112,7 +112,7 @@ func (p *planner) drop(failed map[int]string) {
 			continue
 		}
 		reason := plan.ReasonTargetChanged
-		if p.applied[i].anywhere {
+		if m.Anywhere {
 			reason = plan.ReasonUnsteered
 		}
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,

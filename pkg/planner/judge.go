@@ -119,7 +119,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb, anywhere: anywhere}
+	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb}
 	if owner != nil {
 		a.owner = owner.UID
 	}
@@ -128,7 +128,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	m := plan.Move{
 		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
-		Scheduler: pred.Scheduler, Steered: steered,
+		Scheduler: pred.Scheduler, Steered: steered, Anywhere: anywhere,
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
 		Drain: simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
 	}

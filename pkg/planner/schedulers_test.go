@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -233,6 +234,75 @@ func TestPlanIsItsReplay(t *testing.T) {
 					t.Errorf("seed %d user %v: %s (%s, steered %v) planned onto %s, replayed onto %s", seed, user, m.Pod, m.Strategy, m.Steered, m.Target, landed[i].Node)
 				}
 			}
+		}
+	}
+}
+
+// recheckAll rechecks a plan's moves in order on a simulation of snap.
+func recheckAll(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot, p *plan.Plan) []string {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sim, err := simulator.New(ctx, profs, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRecheck(sim, pol, 1)
+	byUID := map[string]*v1.Pod{}
+	for _, pod := range snap.Pods {
+		byUID[string(pod.UID)] = pod
+	}
+	var refused []string
+	for _, m := range p.Moves {
+		if ok, reason, detail := r.Move(ctx, m, byUID[m.UID]); !ok {
+			refused = append(refused, m.Pod+": "+reason+": "+detail)
+		}
+	}
+	return refused
+}
+
+// TestRecheckAcceptsThePlanOnItsOwnView: rechecked in order on the view
+// it was made on, every move of a plan holds, steered or not.
+func TestRecheckAcceptsThePlanOnItsOwnView(t *testing.T) {
+	for seed := int64(1); seed <= 6; seed++ {
+		c := fragmented(seed)
+		c.setScheduler("team-b", "default-scheduler")
+		pol, _ := loadPair(t, "binpacking")
+		profs := schedulers(t, mostAllocated(t))
+		p := planWith(t, profs, pol, c.snap)
+		if refused := recheckAll(t, profs, pol, c.snap, p); len(refused) > 0 {
+			t.Errorf("seed %d: %d of %d moves refused on the plan's own view: %v", seed, len(refused), len(p.Moves), refused)
+		}
+	}
+}
+
+// TestRecheckRefusesAFilledTarget: a node the plan moves pods onto fills up
+// after the plan; the moves onto it are refused, the others still hold.
+func TestRecheckRefusesAFilledTarget(t *testing.T) {
+	c := thinCluster(12)
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t)
+	p := planWith(t, profs, pol, c.snap)
+	if len(p.Moves) == 0 {
+		t.Fatal("nothing planned")
+	}
+	target := p.Moves[0].Target
+	onto := 0
+	for _, m := range p.Moves {
+		if m.Target == target {
+			onto++
+		}
+	}
+	// Someone else's pod takes the rest of the target.
+	c.pod("team-a", "newcomer", "ReplicaSet", target, "5", "20Gi")
+	refused := recheckAll(t, profs, pol, c.snap, p)
+	if len(refused) < 1 || len(refused) > onto {
+		t.Fatalf("refused %v; want the moves onto %s (%d of %d)", refused, target, onto, len(p.Moves))
+	}
+	for _, r := range refused {
+		if !strings.Contains(r, plan.ReasonNoFit) {
+			t.Errorf("refused %s, want %s", r, plan.ReasonNoFit)
 		}
 	}
 }

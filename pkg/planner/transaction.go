@@ -18,9 +18,6 @@ type applied struct {
 	podName          string
 	owner            types.UID                     // "" for a pod without a controller
 	pdb              *policyv1.PodDisruptionBudget // what the eviction spends; nil: none
-	// anywhere: the move holds wherever its unsteered scheduler puts the
-	// replacement, as long as it leaves the node (see judge).
-	anywhere bool
 }
 
 // count adds a move to the limits and budgets it spends (delta 1) or takes

@@ -80,6 +80,9 @@ func (o Options) validate() error {
 type eviction struct {
 	pod    *v1.Pod
 	target string
+	// anywhere: the plan holds if the replacement lands anywhere but the
+	// pod's node (see plan.Move.Anywhere).
+	anywhere bool
 }
 
 // run holds the state carried from round to round.
@@ -193,7 +196,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		if landed[k].Node != "" && landed[k].Node == e.pod.Spec.NodeName {
 			pingPong++
 		}
-		if e.target != "" && landed[k].Node == e.target {
+		if e.target != "" && (landed[k].Node == e.target || e.anywhere && landed[k].Node != "" && landed[k].Node != e.pod.Spec.NodeName) {
 			held++
 		}
 	}
@@ -240,7 +243,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 		if !ok {
 			return nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
-		out = append(out, eviction{pod: pod, target: m.Target})
+		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere})
 	}
 	return out, nil
 }

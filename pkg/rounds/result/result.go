@@ -15,7 +15,7 @@ type Result struct {
 	// ConvergedAt is the first round that evicted nothing, 0 if none did.
 	ConvergedAt int `json:"convergedAt"`
 	// PlanAccuracy is the share of all rounds' planned moves whose
-	// replacement landed on the planned target, in percent; nil when
+	// replacement landed where the plan said (see Round.Held), in percent; nil when
 	// nothing was planned (and for the upstream baseline, which plans no
 	// targets).
 	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
@@ -30,9 +30,10 @@ type Round struct {
 	// the pod was evicted from, plus pods evicted again within the cooldown
 	// after an earlier eviction of their lineage.
 	PingPong int `json:"pingPong"`
-	// Held counts the evictions whose replacement landed on the node the
-	// plan named; PlanAccuracy is Held over Evictions in percent (nil when
-	// nothing was planned).
+	// Held counts the evictions whose replacement landed where the plan
+	// said: on its target, or for a move planned to hold anywhere
+	// (plan.Move.Anywhere) off its source. PlanAccuracy is Held over
+	// Evictions in percent (nil when nothing was planned).
 	Held         int      `json:"held"`
 	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
 	// NodesInUse counts nodes running at least one pod that is not bound to

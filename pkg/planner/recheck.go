@@ -1,0 +1,78 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/api"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// Recheck judges a plan's moves again just before they are carried out, on
+// a simulation of the cluster as it is then (a view taken after the plan),
+// so that a plan made on a view that has changed since is not carried out
+// blindly. Each accepted move is applied to the simulation, so later moves
+// are judged with the earlier ones made, as they will be in the cluster.
+type Recheck struct {
+	sim     *simulator.Simulator
+	minGain int64
+	balance sets.Set[string] // the policy's balance plugins
+}
+
+// NewRecheck rechecks moves on sim, a simulation of a fresh view of the
+// cluster, with the policy the plan was made with and its --min-score-gain.
+func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, minScoreGain int64) *Recheck {
+	balance := sets.New[string]()
+	for _, prof := range policy.Profiles {
+		balance.Insert(prof.Plugins.Balance.Enabled...)
+	}
+	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance}
+}
+
+// Move rechecks one move of the live pod (which the caller found on the
+// move's source): its target must still fit; a steered move's target must
+// be where the hint sends it, an unsteered one's must still be its
+// scheduler's sure choice (or, for a move that holds anywhere, the pod must
+// still be unable to return to its source); and a balance move must still
+// gain at least the minimum score. It returns false and a plan reason
+// (no-fit, target-changed, low-gain) with a detail otherwise. It matches
+// executor.Options.Validate.
+func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
+	opts := simulator.Options{LeaveSource: m.Drain}
+	if m.Steered {
+		// The hint sends the replacement to the target whenever the target
+		// passes the filters.
+		opts.Exclude = func(n string) bool { return n != m.Target }
+	}
+	pred, err := r.sim.Predict(ctx, pod, opts)
+	switch {
+	case errors.Is(err, simulator.ErrUnknownScheduler):
+		return false, plan.ReasonUnknownScheduler, err.Error()
+	case err != nil:
+		return false, plan.ReasonTargetChanged, fmt.Sprintf("cannot simulate the move again: %v", err)
+	case pred.Node == "" || m.Steered && pred.Node != m.Target:
+		why := pred.Unschedulable
+		if why == "" {
+			why = fmt.Sprintf("%s no longer fits it", m.Target)
+		}
+		return false, plan.ReasonNoFit, why
+	case pred.Node == pred.Source:
+		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement back on %s", pred.Scheduler, pred.Source)
+	case m.Anywhere && pred.SourceFeasible:
+		return false, plan.ReasonTargetChanged, fmt.Sprintf("the replacement could now return to %s", pred.Source)
+	case !m.Steered && !m.Anywhere && (pred.Node != m.Target || !pred.Certain):
+		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
+	case r.balance.Has(m.Strategy) && !m.Drain && pred.SourceFeasible && pred.Score-pred.SourceScore < r.minGain:
+		return false, plan.ReasonLowGain, fmt.Sprintf("%s now scores %d, only %d above %s (minimum gain %d)", pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, r.minGain)
+	}
+	if _, err := r.sim.Move(pod, pred.Node); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))
+	}
+	return true, "", ""
+}
