@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver,
-# kube-controller-manager and KWOK (fake nodes), built from this module's
-# pinned versions. No Docker, no downloads beyond the Go module proxy.
+# kube-controller-manager, kube-scheduler (as default-scheduler, with its
+# default profile: the scheduler users already run) and KWOK (fake nodes),
+# built from this module's pinned versions. No Docker, no downloads beyond
+# the Go module proxy.
 #
 #   hack/local-cluster.sh up     build what is missing, start, wait until ready
 #   hack/local-cluster.sh down   stop what `up` started (by recorded PID only)
@@ -23,6 +25,7 @@ ETCD_PORT=${ETCD_PORT:-2379}
 APISERVER_PORT=${APISERVER_PORT:-6443}
 KCM_PORT=${KCM_PORT:-10257}
 KWOK_PORT=${KWOK_PORT:-10247}
+SCHEDULER_PORT=${SCHEDULER_PORT:-10259}
 PKI=$CLUSTER_DIR/pki
 LOGS=$CLUSTER_DIR/logs
 PIDS=$CLUSTER_DIR/pids
@@ -44,14 +47,14 @@ build() {
   want=$(cat "$ROOT/go.mod" "$ROOT/go.sum" "$ROOT/hack/tools/cluster/go.mod" "$ROOT/hack/tools/cluster/go.sum" | sha256sum | cut -d' ' -f1)
   have_all() {
     local b
-    for b in etcd kube-apiserver kube-controller-manager kubectl kwok; do [[ -x $BIN_DIR/$b ]] || return 1; done
+    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do [[ -x $BIN_DIR/$b ]] || return 1; done
   }
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && have_all; then
     return
   fi
   local t0=$SECONDS
   log "building control-plane binaries into $BIN_DIR (a cold build takes ~15 min on 2 cores)"
-  (cd "$ROOT" && for c in kube-apiserver kube-controller-manager kubectl; do
+  (cd "$ROOT" && for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     go build -ldflags "$LDFLAGS" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
   done)
   (cd "$ROOT/hack/tools/cluster" &&
@@ -198,11 +201,24 @@ EOF
     --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller
+  # kube-scheduler started with --config ignores --kubeconfig: the file
+  # carries it. No profiles: kube-scheduler's own default-scheduler.
+  cat >"$CLUSTER_DIR/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $CLUSTER_DIR/kube-scheduler.kubeconfig
+leaderElection:
+  leaderElect: false
+EOF
+  start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$CLUSTER_DIR/kube-scheduler.yaml" \
+    --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
   start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" --config="$ROOT/hack/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-ip=10.0.0.1 --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 "--server-address=127.0.0.1:$KWOK_PORT"
   wait_for kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
   wait_for kwok "http://127.0.0.1:$KWOK_PORT/healthz"
+  wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k
 
   local i
   for ((i = 0; i < 600; i++)); do
@@ -216,7 +232,7 @@ EOF
 down() {
   [[ -d $PIDS ]] || return 0
   # The apiserver hangs in shutdown if etcd goes first.
-  stop kwok kube-controller-manager
+  stop kwok kube-scheduler kube-controller-manager
   stop kube-apiserver
   stop etcd
   log "down"
