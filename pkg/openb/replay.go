@@ -183,6 +183,10 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
 	stats.Running, stats.Pending = len(bound), len(waiting)
 	logger.V(2).Info("Replayed trace", "stats", stats.String())
+	// As kube-apiserver would have stored them: defaulted and valid.
+	if err := snap.Admit(); err != nil {
+		return nil, stats, err
+	}
 	return snap, stats, nil
 }
 

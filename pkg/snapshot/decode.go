@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -476,6 +477,9 @@ func decodeItem(it item) result {
 	case !k.namespaced && obj.GetNamespace() != "":
 		return fail("metadata.namespace: %s is cluster-scoped, got namespace %q", k.gvk.Kind, obj.GetNamespace())
 	}
+	if errs := admit(obj); len(errs) > 0 {
+		return fail("%s", fieldErrors(errs))
+	}
 	return result{id: id, kind: k, obj: obj}
 }
 
@@ -547,4 +551,19 @@ func abbreviate(data []byte) string {
 		limit--
 	}
 	return string(data[:limit]) + "..."
+}
+
+// fieldErrors joins validation errors into one line; past three, it says how
+// many more there are.
+func fieldErrors(errs field.ErrorList) string {
+	const shown = 3
+	msgs := make([]string, 0, shown+1)
+	for i, e := range errs {
+		if i == shown {
+			msgs = append(msgs, fmt.Sprintf("and %d more", len(errs)-shown))
+			break
+		}
+		msgs = append(msgs, e.Error())
+	}
+	return strings.Join(msgs, "; ")
 }

@@ -629,7 +629,7 @@ func TestEncodeSetsTypeMeta(t *testing.T) {
 	p := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"},
 		Spec: v1.PodSpec{NodeName: "n1", Containers: []v1.Container{{
-			Name: "app", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}},
+			Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")}},
 		}}},
 	}
 	var out bytes.Buffer
@@ -699,4 +699,44 @@ func FuzzDecode(f *testing.F) {
 			t.Errorf("error does not start with the file name: %v", err)
 		}
 	})
+}
+
+// TestDecodeDefaultsAsTheAPIServer: a snapshot is defaulted as
+// kube-apiserver defaults what it stores. A container with limits but no
+// requests requests its limits (so the scheduler counts them), and a node
+// without allocatable has its capacity.
+func TestDecodeDefaultsAsTheAPIServer(t *testing.T) {
+	in := `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status:
+    capacity: {cpu: "4", memory: 8Gi, pods: "110"}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1, namespace: default}
+  spec:
+    nodeName: n1
+    containers:
+    - name: app
+      image: registry.k8s.io/pause:3.10
+      resources:
+        limits: {cpu: "2", memory: 1Gi}
+`
+	s, err := Decode("defaults.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := s.Pods[0].Spec.Containers[0].Resources.Requests
+	if cpu, mem := req[v1.ResourceCPU], req[v1.ResourceMemory]; cpu.String() != "2" || mem.String() != "1Gi" {
+		t.Errorf("requests %v, want the limits (cpu 2, memory 1Gi)", req)
+	}
+	if alloc := s.Nodes[0].Status.Allocatable[v1.ResourceCPU]; alloc.String() != "4" {
+		t.Errorf("allocatable cpu %s, want the capacity 4", &alloc)
+	}
+	if s.Pods[0].Spec.SchedulerName != v1.DefaultSchedulerName || s.Pods[0].Spec.RestartPolicy != v1.RestartPolicyAlways {
+		t.Errorf("pod spec not defaulted: scheduler %q, restartPolicy %q", s.Pods[0].Spec.SchedulerName, s.Pods[0].Spec.RestartPolicy)
+	}
 }

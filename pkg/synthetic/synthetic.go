@@ -80,6 +80,10 @@ func Generate(o Options) (*snapshot.Snapshot, error) {
 	}
 	g.addPDBs(groups)
 	g.addNamespaces()
+	// As kube-apiserver would have stored them: defaulted and valid.
+	if err := g.snap.Admit(); err != nil {
+		return nil, err
+	}
 	return g.snap, nil
 }
 

@@ -1,0 +1,159 @@
+package snapshot
+
+import (
+	"fmt"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	podutil "k8s.io/kubernetes/pkg/api/pod"
+	"k8s.io/kubernetes/pkg/apis/core"
+	coreinstall "k8s.io/kubernetes/pkg/apis/core/install"
+	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	"k8s.io/kubernetes/pkg/apis/policy"
+	policyinstall "k8s.io/kubernetes/pkg/apis/policy/install"
+	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+	schedulinginstall "k8s.io/kubernetes/pkg/apis/scheduling/install"
+	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
+	"k8s.io/kubernetes/pkg/apis/storage"
+	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
+	storagevalidation "k8s.io/kubernetes/pkg/apis/storage/validation"
+)
+
+// scheme holds Kubernetes' own defaulting functions and conversions for the
+// kinds a snapshot holds, as kube-apiserver registers them.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	coreinstall.Install(s)
+	policyinstall.Install(s)
+	schedulinginstall.Install(s)
+	storageinstall.Install(s)
+	return s
+}()
+
+// admit does to a decoded object what kube-apiserver does to one it is asked
+// to create: it fills in the defaults (a container with limits but no
+// requests requests its limits; a node without allocatable has its
+// capacity; ...) and validates the object with Kubernetes' own validation,
+// so that a snapshot means what the same objects would mean in a cluster
+// and an object the API server would refuse is refused here. The object is
+// defaulted in place. Errors are field errors with their paths.
+func admit(obj object) field.ErrorList {
+	scheme.Default(obj)
+	switch o := obj.(type) {
+	case *v1.Pod:
+		var p core.Pod
+		if err := scheme.Convert(o, &p, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		// Ephemeral containers are added later, through a subresource; a
+		// captured pod may have them.
+		p.Spec.EphemeralContainers = nil
+		errs := corevalidation.ValidatePodCreate(&p, podutil.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil))
+		return append(errs, validateOwners(o.ObjectMeta)...)
+	case *v1.Node:
+		var n core.Node
+		if err := scheme.Convert(o, &n, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		errs := corevalidation.ValidateNode(&n)
+		return append(errs, validateCapacity(o)...)
+	case *policyv1.PodDisruptionBudget:
+		var p policy.PodDisruptionBudget
+		if err := scheme.Convert(o, &p, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		errs := corevalidation.ValidateObjectMeta(&p.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+		return append(errs, policyvalidation.ValidatePodDisruptionBudget(&p, policyvalidation.PodDisruptionBudgetValidationOptions{})...)
+	case *v1.Namespace:
+		var n core.Namespace
+		if err := scheme.Convert(o, &n, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return corevalidation.ValidateNamespace(&n)
+	case *schedulingv1.PriorityClass:
+		var p scheduling.PriorityClass
+		if err := scheme.Convert(o, &p, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return schedulingvalidation.ValidatePriorityClass(&p)
+	case *v1.PersistentVolumeClaim:
+		var c core.PersistentVolumeClaim
+		if err := scheme.Convert(o, &c, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return corevalidation.ValidatePersistentVolumeClaim(&c, corevalidation.ValidationOptionsForPersistentVolumeClaim(&c, nil))
+	case *v1.PersistentVolume:
+		var pv core.PersistentVolume
+		if err := scheme.Convert(o, &pv, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return corevalidation.ValidatePersistentVolume(&pv, corevalidation.ValidationOptionsForPersistentVolume(&pv, nil))
+	case *storagev1.StorageClass:
+		var c storage.StorageClass
+		if err := scheme.Convert(o, &c, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return storagevalidation.ValidateStorageClass(&c)
+	case *storagev1.CSINode:
+		var c storage.CSINode
+		if err := scheme.Convert(o, &c, nil); err != nil {
+			return field.ErrorList{field.InternalError(nil, err)}
+		}
+		return storagevalidation.ValidateCSINode(&c)
+	}
+	return nil
+}
+
+// validateOwners refuses an object that owns itself: its garbage collector
+// would never delete it, and no controller recreates it.
+func validateOwners(meta metav1.ObjectMeta) field.ErrorList {
+	var errs field.ErrorList
+	for i, ref := range meta.OwnerReferences {
+		if meta.UID != "" && ref.UID == meta.UID {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "ownerReferences").Index(i).Child("uid"), ref.UID, "an object cannot own itself"))
+		}
+	}
+	return errs
+}
+
+// validateCapacity refuses node resources the simulation cannot count: a
+// quantity whose milli-units overflow int64 (kube-scheduler counts CPU in
+// millicores and everything else in int64).
+func validateCapacity(n *v1.Node) field.ErrorList {
+	var errs field.ErrorList
+	for _, part := range []struct {
+		name string
+		list v1.ResourceList
+	}{{"capacity", n.Status.Capacity}, {"allocatable", n.Status.Allocatable}} {
+		for name, q := range part.list {
+			if q.AsApproximateFloat64()*1000 >= math.MaxInt64 {
+				errs = append(errs, field.Invalid(field.NewPath("status", part.name).Key(string(name)), q.String(),
+					fmt.Sprintf("too large: at most %d", int64(math.MaxInt64/1000))))
+			}
+		}
+	}
+	return errs
+}
+
+// Admit defaults and validates every object of a snapshot built in code
+// (a generated or replayed cluster), as Decode does for a file: the
+// objects then read as kube-apiserver would have stored them.
+func (s *Snapshot) Admit() error {
+	for _, k := range kinds {
+		for _, o := range k.objects(s, nil) {
+			obj := o.(object)
+			if errs := admit(obj); len(errs) > 0 {
+				return fmt.Errorf("%s: %s", ident{kind: k.gvk.Kind, namespace: obj.GetNamespace(), name: obj.GetName()}, fieldErrors(errs))
+			}
+		}
+	}
+	return nil
+}
