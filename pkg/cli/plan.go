@@ -79,6 +79,14 @@ func (o *planOptions) flagErrors() []error {
 	if o.policy == "" {
 		errs = append(errs, errors.New("--policy is required"))
 	}
+	if o.policy == "-" {
+		errs = append(errs, errors.New("--policy -: standard input is read for --snapshot only; give the policy's file"))
+	}
+	for _, f := range o.schedulerConfig {
+		if f == "-" {
+			errs = append(errs, errors.New("--scheduler-config -: standard input is read for --snapshot only; give the configuration's file"))
+		}
+	}
 	if len(o.schedulerConfig) == 0 {
 		errs = append(errs, errors.New("--scheduler-config is required"))
 	}

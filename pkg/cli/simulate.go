@@ -86,6 +86,10 @@ func (o *simulateOptions) validate() error {
 	}
 	if o.report != "" && !strings.HasSuffix(o.report, ".html") {
 		errs = append(errs, fmt.Errorf("--report %s: want an .html file", o.report))
+	} else if o.report != "" {
+		if err := checkWritable(o.report); err != nil {
+			errs = append(errs, fmt.Errorf("--report %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }

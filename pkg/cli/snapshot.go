@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -37,8 +40,8 @@ func newSyntheticCommand() *cobra.Command {
 		Example: `  rebalancer snapshot synthetic --nodes 1000 --pods 30000 -o cluster.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--output is required (- for stdout)")
+			if err := checkOutput(out); err != nil {
+				return err
 			}
 			snap, err := synthetic.Generate(o)
 			if err != nil {
@@ -77,8 +80,8 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if podsFile == "" {
 				errs = append(errs, errors.New("--pods is required"))
 			}
-			if out == "" {
-				errs = append(errs, errors.New("--output is required (- for stdout)"))
+			if err := checkOutput(out); err != nil {
+				errs = append(errs, err)
 			}
 			if o.At < openb.Peak {
 				errs = append(errs, fmt.Errorf("--at %d: must be a second of the trace (>= 0), or -1 for the peak", o.At))
@@ -120,12 +123,11 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 }
 
 func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T, error) {
-	f, err := os.Open(path)
+	data, err := readfile.Read(path, readfile.CSVLimit)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	return read(path, f)
+	return read(path, bytes.NewReader(data))
 }
 
 func newCaptureCommand() *cobra.Command {
@@ -136,8 +138,11 @@ func newCaptureCommand() *cobra.Command {
 		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if kubeconfig == "" || out == "" {
-				return errors.New("--kubeconfig and --output are required")
+			if kubeconfig == "" {
+				return errors.New("--kubeconfig is required")
+			}
+			if err := checkOutput(out); err != nil {
+				return err
 			}
 			client, err := newClient(cmd.Context(), kubeconfig, kubeContext)
 			if err != nil {
@@ -170,7 +175,7 @@ func writeSnapshot(cmd *cobra.Command, path string, snap *snapshot.Snapshot) err
 func writeAtomically(path string, write func(io.Writer) error, done func()) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, unwrapPath(err))
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
 	if err := write(tmp); err != nil {
@@ -181,10 +186,52 @@ func writeAtomically(path string, write func(io.Writer) error, done func()) erro
 		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, unwrapPath(err))
 	}
 	if done != nil {
 		done()
 	}
 	return nil
+}
+
+// checkOutput checks the --output of a snapshot command before any work.
+func checkOutput(out string) error {
+	switch {
+	case out == "":
+		return errors.New("--output is required (- for stdout)")
+	case out == "-":
+		return nil
+	}
+	if err := checkWritable(out); err != nil {
+		return fmt.Errorf("--output %w", err)
+	}
+	return nil
+}
+
+// checkWritable checks, before any work is done, that a file can be written
+// at path: its directory exists and takes a new file.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	info, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s: directory %s: %w", path, dir, unwrapPath(err))
+	case !info.IsDir():
+		return fmt.Errorf("%s: %s is not a directory", path, dir)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("%s: cannot write in %s: %w", path, dir, unwrapPath(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// unwrapPath drops the path an fs.PathError repeats (a temporary name).
+func unwrapPath(err error) error {
+	var pathErr *fs.PathError
+	if errors.As(err, &pathErr) {
+		return pathErr.Err
+	}
+	return err
 }

@@ -10,11 +10,11 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
 	clientset "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -42,13 +42,9 @@ import (
 // that global registry whatever registry it is given. client resolves
 // DefaultEvictor's priorityThreshold.name to the PriorityClass's value.
 func Load(path string, client clientset.Interface, registry pluginregistry.Registry) (*api.DeschedulerPolicy, error) {
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.ConfigLimit)
 	if err != nil {
-		var pathErr *fs.PathError
-		if errors.As(err, &pathErr) {
-			err = pathErr.Err // its message repeats the path
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if err := checkStrict(data, registry); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

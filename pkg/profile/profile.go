@@ -6,10 +6,10 @@ package profile
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -55,13 +55,9 @@ func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *conf
 // the plugin decodes them when the profile's framework is built. RebalanceHint's
 // are validated here too, so a bad hintTTL is reported with path.
 func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.ConfigLimit)
 	if err != nil {
-		var pathErr *fs.PathError
-		if errors.As(err, &pathErr) {
-			err = pathErr.Err // its message repeats the path
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	// kube-scheduler's loader is strict too, but reports args fields without
 	// their path in the file, nested in three "strict decoding error"s.

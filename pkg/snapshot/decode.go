@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,6 +26,10 @@ import (
 
 // Decode is Load on bytes; name is used in error messages (the file name).
 func Decode(name string, data []byte) (*Snapshot, error) {
+	data, err := utf8Text(name, data)
+	if err != nil {
+		return nil, err
+	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%s: empty file", name)
 	}
@@ -242,7 +248,9 @@ func (d document) items(at location) ([]item, error) {
 	if d.json {
 		return listItems(at, d.data, nil)
 	}
-	if header, entries, ok := splitList(d.chunk); ok {
+	// An alias may point at an anchor in another item: only the whole
+	// document resolves it.
+	if header, entries, ok := splitList(d.chunk); ok && !aliases.Match(d.data) {
 		if j, err := yaml.YAMLToJSONStrict(header); err == nil {
 			return listItems(at, j, entries)
 		}
@@ -308,6 +316,9 @@ func kindNames() string {
 }
 
 var itemsKey = []byte("items:")
+
+// aliases matches a YAML alias (*name) or merge key where a value starts.
+var aliases = regexp.MustCompile(`(?m)(^|[:\-\[,]\s*|<<:\s*)\*[^\s,\[\]{}*/]`)
 
 // splitList cuts a List document in block style, as kubectl writes it, into its
 // header (every top-level key but items) and one chunk per item, so that items
@@ -458,6 +469,9 @@ func decodeItem(it item) result {
 	if err != nil {
 		return fail("apiVersion: %v", err)
 	}
+	if meta.Kind == "List" && gv.Group == "" {
+		return fail("a List inside a List: write its items into the outer List (kubectl get writes one List)")
+	}
 	k := kindsByName[meta.Kind]
 	if k == nil || gv.Group != k.gvk.Group {
 		return result{id: id, ignored: meta.APIVersion + "/" + meta.Kind}
@@ -566,4 +580,45 @@ func fieldErrors(errs field.ErrorList) string {
 		msgs = append(msgs, e.Error())
 	}
 	return strings.Join(msgs, "; ")
+}
+
+// utf8Text returns data as UTF-8: without a UTF-8 byte-order mark, and
+// decoded from UTF-16 when it starts with a UTF-16 byte-order mark (as
+// PowerShell's redirection writes files) or, without one, when every other
+// byte is zero as in UTF-16 text of ASCII characters.
+func utf8Text(name string, data []byte) ([]byte, error) {
+	if bytes.HasPrefix(data, []byte{0xEF, 0xBB, 0xBF}) {
+		return data[3:], nil
+	}
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(data, []byte{0xFF, 0xFE}):
+		order, data = binary.LittleEndian, data[2:]
+	case bytes.HasPrefix(data, []byte{0xFE, 0xFF}):
+		order, data = binary.BigEndian, data[2:]
+	case len(data) >= 2 && len(data)%2 == 0 && data[0] != 0 && data[1] == 0 && zeroEvery(data[1:], 2):
+		order = binary.LittleEndian
+	case len(data) >= 2 && len(data)%2 == 0 && data[0] == 0 && data[1] != 0 && zeroEvery(data, 2):
+		order = binary.BigEndian
+	default:
+		return data, nil
+	}
+	if len(data)%2 != 0 {
+		return nil, fmt.Errorf("%s: UTF-16 text with an odd number of bytes; save the file as UTF-8", name)
+	}
+	units := make([]uint16, len(data)/2)
+	for i := range units {
+		units[i] = order.Uint16(data[2*i:])
+	}
+	return []byte(string(utf16.Decode(units))), nil
+}
+
+// zeroEvery says whether data[0], data[step], data[2*step], ... are all zero.
+func zeroEvery(data []byte, step int) bool {
+	for i := 0; i < len(data); i += step {
+		if data[i] != 0 {
+			return false
+		}
+	}
+	return true
 }

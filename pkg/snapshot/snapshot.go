@@ -13,9 +13,10 @@ package snapshot
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
+
+	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -47,13 +48,14 @@ type Snapshot struct {
 //
 // Items of kinds the planner does not use are counted in Ignored; every other problem is an error: a field
 // that does not decode, an unknown or duplicate field, a missing name or namespace, a duplicate object, a
-// pod bound to a node the snapshot lacks, or no nodes at all.
+// pod bound to a node the snapshot lacks, or no nodes at all. path "-" reads
+// standard input; a file is read up to readfile.SnapshotLimit.
 func Load(path string) (*Snapshot, error) {
-	data, err := os.ReadFile(path)
+	data, err := readfile.Read(path, readfile.SnapshotLimit)
 	if err != nil {
 		return nil, err
 	}
-	return Decode(path, data)
+	return Decode(readfile.Name(path), data)
 }
 
 // Objects returns every object of the snapshot (not copies), kind by kind,

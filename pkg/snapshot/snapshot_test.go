@@ -3,6 +3,7 @@ package snapshot
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -738,5 +739,89 @@ items:
 	}
 	if s.Pods[0].Spec.SchedulerName != v1.DefaultSchedulerName || s.Pods[0].Spec.RestartPolicy != v1.RestartPolicyAlways {
 		t.Errorf("pod spec not defaulted: scheduler %q, restartPolicy %q", s.Pods[0].Spec.SchedulerName, s.Pods[0].Spec.RestartPolicy)
+	}
+}
+
+const twoNodes = `apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: n1
+    labels: &labels
+      zone: a
+  status:
+    capacity: &capacity {cpu: "4", memory: 8Gi, pods: "110"}
+- apiVersion: v1
+  kind: Node
+  metadata:
+    name: n2
+    labels: *labels
+  status:
+    capacity: *capacity
+`
+
+// TestDecodeAnchorsAcrossItems: an alias in one item of a List may name an
+// anchor of another; that is valid YAML and loads.
+func TestDecodeAnchorsAcrossItems(t *testing.T) {
+	s, err := Decode("anchors.yaml", []byte(twoNodes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Nodes) != 2 || s.Nodes[1].Labels["zone"] != "a" {
+		t.Fatalf("decoded %s, labels of n2 %v", s, s.Nodes[1].Labels)
+	}
+	if cpu := s.Nodes[1].Status.Allocatable[v1.ResourceCPU]; cpu.String() != "4" {
+		t.Errorf("n2 allocatable cpu %s, want 4 (its capacity, through the alias)", &cpu)
+	}
+}
+
+// TestDecodeEncodings: UTF-16 (with either byte-order mark, or without one)
+// and UTF-8 with a byte-order mark decode like plain UTF-8.
+func TestDecodeEncodings(t *testing.T) {
+	utf16 := func(order binary.AppendByteOrder, bom bool) []byte {
+		var out []byte
+		if bom {
+			out = order.AppendUint16(out, 0xFEFF)
+		}
+		for _, r := range twoNodes {
+			out = order.AppendUint16(out, uint16(r))
+		}
+		return out
+	}
+	for name, data := range map[string][]byte{
+		"UTF-16LE with BOM":  utf16(binary.LittleEndian, true),
+		"UTF-16BE with BOM":  utf16(binary.BigEndian, true),
+		"UTF-16LE, no BOM":   utf16(binary.LittleEndian, false),
+		"UTF-8 with BOM":     append([]byte{0xEF, 0xBB, 0xBF}, twoNodes...),
+		"UTF-8 without BOMs": []byte(twoNodes),
+	} {
+		s, err := Decode(name, data)
+		if err != nil || len(s.Nodes) != 2 {
+			t.Errorf("%s: %v, %v", name, s, err)
+		}
+	}
+}
+
+// TestLoadStdin: "-" reads the snapshot from standard input and names it
+// stdin in errors.
+func TestLoadStdin(t *testing.T) {
+	read := func(data string) (*Snapshot, error) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = w.WriteString(data); w.Close() }()
+		old := os.Stdin
+		os.Stdin = r
+		defer func() { os.Stdin = old; r.Close() }()
+		return Load("-")
+	}
+	if s, err := read(twoNodes); err != nil || len(s.Nodes) != 2 {
+		t.Fatalf("Load(-) = %v, %v", s, err)
+	}
+	if _, err := read("apiVersion: v1\nkind: List\nitems: []\n"); err == nil || !strings.HasPrefix(err.Error(), "stdin: ") {
+		t.Errorf("error %v, want one naming stdin", err)
 	}
 }

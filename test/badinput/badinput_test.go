@@ -279,6 +279,15 @@ func TestBadInput(t *testing.T) {
 			want: []string{"Pod shop/web-1", "metadata.ownerReferences", "Only one reference can have Controller set to true"}},
 		{name: "snapshot pod owns itself", file: "snapshot-owns-itself.yaml",
 			want: []string{"Pod shop/web-1", "metadata.ownerReferences[0].uid", "cannot own itself"}},
+		{name: "snapshot List in a List", file: "snapshot-nested-list.yaml",
+			want: []string{"items[4] (List)", "a List inside a List"}},
+		{name: "policy /dev/zero", args: planArgs(map[string]string{"--policy": "/dev/zero"}),
+			want: []string{"/dev/zero", "larger than 4 MiB"}},
+		{name: "policy from stdin", args: planArgs(map[string]string{"--policy": "-"}),
+			want: []string{"--policy -", "--snapshot only"}},
+		{name: "simulate --report in a missing directory", args: []string{"simulate", "--policy", goodPolicy, "--scheduler-config", goodScheduler,
+			"--snapshot", goodSnapshot, "--report", "no-such-dir/report.html"},
+			want: []string{"--report no-such-dir/report.html", "directory no-such-dir", "no such file or directory"}},
 
 		// flags
 		{name: "plan --output xml", args: planArgs(nil, "--output", "xml"),
