@@ -196,10 +196,10 @@ func writeAtomically(path string, write func(io.Writer) error, done func()) erro
 
 // checkOutput checks the --output of a snapshot command before any work.
 func checkOutput(out string) error {
-	switch {
-	case out == "":
+	switch out {
+	case "":
 		return errors.New("--output is required (- for stdout)")
-	case out == "-":
+	case "-":
 		return nil
 	}
 	if err := checkWritable(out); err != nil {
