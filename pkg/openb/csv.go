@@ -11,6 +11,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Node is one row of a node list (openb_node_list_*.csv).
@@ -107,12 +109,17 @@ func (t *table) rows(what string, fn func() error) error {
 	return nil
 }
 
-// name reads the row's name from column: not empty, and not on an earlier
-// row (what says of what, e.g. "node").
+// name reads the row's name from column: not empty, not on an earlier row
+// (what says of what, e.g. "node"), and usable as it is as the name of a
+// Kubernetes object and as a label value (the import names nodes, pods and
+// their ReplicaSets after it and labels them with it).
 func (t *table) name(column, what string) (string, error) {
 	name := t.text(column)
 	if name == "" {
 		return "", t.errorf(column, "empty %s name", what)
+	}
+	if msgs := append(validation.IsDNS1123Subdomain(name), validation.IsValidLabelValue(name)...); len(msgs) > 0 {
+		return "", t.errorf(column, "%s name %q is not a valid Kubernetes name: %s", what, name, strings.Join(msgs, "; "))
 	}
 	if first, dup := t.names[name]; dup {
 		return "", t.errorf(column, "%s %q is already listed on line %d", what, name, first)
@@ -127,6 +134,14 @@ func (t *table) csvError(err error) error {
 		return fmt.Errorf("%s:%d: column %d: %v", t.file, pe.Line, pe.Column, pe.Err)
 	}
 	return fmt.Errorf("%s: %w", t.file, err)
+}
+
+// labelValue checks a value the import writes into a label.
+func (t *table) labelValue(column, value string) error {
+	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
+		return t.errorf(column, "%q is not a valid label value: %s", value, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // errorf names the file, line and column of a field of the current row.
@@ -201,6 +216,9 @@ func ReadNodes(file string, r io.Reader) ([]Node, error) {
 		if n.GPUModel == "nan" { // pandas writes a missing value as nan
 			n.GPUModel = ""
 		}
+		if err := t.labelValue("model", n.GPUModel); err != nil {
+			return err
+		}
 		nodes = append(nodes, n)
 		return nil
 	})
@@ -243,6 +261,9 @@ func ReadPods(file string, r io.Reader) ([]Pod, error) {
 			for _, m := range strings.Split(spec, "|") {
 				if m = strings.TrimSpace(m); m == "" {
 					return t.errorf("gpu_spec", "%q has an empty GPU model", spec)
+				}
+				if err := t.labelValue("gpu_spec", m); err != nil {
+					return err
 				}
 				p.GPUModels = append(p.GPUModels, m)
 			}

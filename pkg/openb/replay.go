@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	fwk "k8s.io/kube-scheduler/framework"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,16 +127,28 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	})
 
 	bound := map[int]*v1.Pod{}
-	var waiting []int // pod indexes, in creation order
+	var waiting []int      // pod indexes, in creation order
+	gone := map[int]bool{} // waiting pods deleted since the last retry
+	var free room
 	place := func(i int) (bool, error) {
+		if free.known && !free.admits(pods[i]) {
+			return false, nil // more than any node has free: it waits
+		}
 		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName))
-		if err != nil || b == nil {
+		if err != nil {
 			return false, err
+		}
+		if b == nil {
+			// The bound was too high for this pod; make it exact.
+			return false, free.measure(sim)
 		}
 		bound[i] = b
 		return true, nil
 	}
-	for _, e := range events {
+	for n, e := range events {
+		if n%100_000 == 0 && n > 0 {
+			logger.Info("Replaying the trace", "events", n, "of", len(events), "running", len(bound), "waiting", len(waiting))
+		}
 		if !e.delete {
 			stats.Created++
 			ok, err := place(e.pod)
@@ -149,15 +163,21 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		stats.Deleted++
 		b, ok := bound[e.pod]
 		if !ok {
-			waiting = remove(waiting, e.pod)
+			gone[e.pod] = true // dropped from waiting at the next retry
 			continue
 		}
 		if err := sim.Evict(b); err != nil {
 			return nil, stats, err
 		}
 		delete(bound, e.pod)
+		if err := free.grow(sim, b.Spec.NodeName); err != nil {
+			return nil, stats, err
+		}
 		still := waiting[:0]
 		for _, w := range waiting {
+			if gone[w] {
+				continue
+			}
 			ok, err := place(w)
 			if err != nil {
 				return nil, stats, err
@@ -168,8 +188,15 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 				still = append(still, w)
 			}
 		}
-		waiting = still
+		waiting, gone = still, map[int]bool{}
 	}
+	kept := waiting[:0]
+	for _, w := range waiting {
+		if !gone[w] {
+			kept = append(kept, w)
+		}
+	}
+	waiting = kept
 
 	// Pods in trace order, so that the file is stable and easy to diff.
 	for i := range pods {
@@ -188,15 +215,6 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		return nil, stats, err
 	}
 	return snap, stats, nil
-}
-
-func remove(list []int, v int) []int {
-	for i, x := range list {
-		if x == v {
-			return append(list[:i], list[i+1:]...)
-		}
-	}
-	return list
 }
 
 // peak is the first second at which the most pods existed.
@@ -301,3 +319,50 @@ func podObject(p Pod, schedulerName string) *v1.Pod {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// room bounds what a pod may ask for and still fit somewhere: the most free
+// CPU, memory and GPUs any node has. A pod asking more waits without a
+// scheduling cycle over every node, which is what made an overcommitted
+// cluster quadratic to replay. Bindings only lower free resources, so a
+// measured room stays an upper bound; a deletion raises only its node's.
+type room struct {
+	known          bool
+	cpu, mem, gpus int64
+}
+
+func (r *room) measure(sim *simulator.Simulator) error {
+	nodes, err := sim.Nodes()
+	if err != nil {
+		return err
+	}
+	*r = room{known: true}
+	for _, ni := range nodes {
+		r.fit(ni)
+	}
+	return nil
+}
+
+// grow takes in the room a deletion made on node: only that node has more
+// free now.
+func (r *room) grow(sim *simulator.Simulator, node string) error {
+	if !r.known {
+		return r.measure(sim)
+	}
+	ni, err := sim.Node(node)
+	if err != nil {
+		return err
+	}
+	r.fit(ni)
+	return nil
+}
+
+func (r *room) fit(ni fwk.NodeInfo) {
+	alloc, req := ni.GetAllocatable(), ni.GetRequested()
+	r.cpu = max(r.cpu, alloc.GetMilliCPU()-req.GetMilliCPU())
+	r.mem = max(r.mem, alloc.GetMemory()-req.GetMemory())
+	r.gpus = max(r.gpus, alloc.GetScalarResources()[GPUResource]-req.GetScalarResources()[GPUResource])
+}
+
+func (r *room) admits(p Pod) bool {
+	return p.MilliCPU <= r.cpu && p.MemoryMiB<<20 <= r.mem && p.GPUs <= r.gpus
+}

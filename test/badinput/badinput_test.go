@@ -308,6 +308,8 @@ func TestBadInput(t *testing.T) {
 		// openb trace CSVs: file, line and column of the bad field.
 		{name: "openb nodes memory with a unit", file: "openb-nodes-bad-memory.csv",
 			want: []string{":3:23:", `column "memory_mib"`, `"768Gi" is not a whole number`}},
+		{name: "openb node name not a Kubernetes name", file: "openb-nodes-bad-name.csv",
+			want: []string{":3:1:", `column "sn"`, `"Node/A B" is not a valid Kubernetes name`}},
 		{name: "openb pods without deletion_time", file: "openb-pods-missing-column.csv",
 			want: []string{":1:", "header lacks column(s) deletion_time"}},
 		{name: "openb pods unknown qos", file: "openb-pods-bad-qos.csv",
