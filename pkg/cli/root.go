@@ -4,13 +4,16 @@ package cli
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
@@ -37,15 +40,40 @@ a pod is evicted only if the simulation places it on a better node.`,
 	logging := logsapi.NewLoggingConfiguration()
 	logsapi.AddFlags(logging, root.PersistentFlags())
 	root.PersistentFlags().VisitAll(func(f *pflag.Flag) { f.Hidden = true })
-	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		// Logging is process-wide and can be configured once per process.
 		applyLogging.Do(func() { errLogging = logsapi.ValidateAndApply(logging, nil) })
-		return errLogging
+		if errLogging != nil {
+			return errLogging
+		}
+		cmd.SetContext(klog.NewContext(cmd.Context(), quietLibraries()))
+		return nil
 	}
 	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newVersionCommand(), newOptionsCommand())
 	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
 }
+
+// quietLibraries returns rebalancer's own logger and makes klog's global
+// logger a quiet copy of it: libraries that log through klog's global
+// functions or klog.TODO() (kube-scheduler's configuration defaulting, the
+// descheduler's evictor) are then as quiet as those rebalancer hands a
+// liblog.Quiet logger, while rebalancer logs through the returned logger,
+// which the command's context carries.
+func quietLibraries() klog.Logger {
+	own := klog.Background()
+	quiet.Do(func() {
+		// klog's own logger writes through klog's global functions: made
+		// the global logger, it would call itself.
+		if own.GetSink() == nil || reflect.TypeOf(own.GetSink()) == reflect.TypeOf(klog.NewKlogr().GetSink()) {
+			return
+		}
+		klog.SetLoggerWithOptions(liblog.Quiet(own), klog.ContextualLogger(true))
+	})
+	return own
+}
+
+var quiet sync.Once
 
 // newOptionsCommand lists the flags every command accepts, as `kubectl
 // options` does.

@@ -140,7 +140,9 @@ func WithClock(c clock.PassiveClock) Option {
 // bound pods on their nodes, pending pods waiting for Place, finished pods
 // kept only for State. The snapshot is not modified.
 func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts ...Option) (*Simulator, error) {
-	logger := klog.FromContext(ctx).WithName("simulator")
+	// Everything the simulator logs comes from kube-scheduler's cache,
+	// framework and plugins: below rebalancer's own lines.
+	logger := liblog.Quiet(klog.FromContext(ctx).WithName("simulator"))
 	initMetrics.Do(metrics.InitMetrics)
 	set := settings{clock: clock.RealClock{}}
 	for _, o := range opts {
@@ -158,9 +160,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		snapshot:   internalcache.NewEmptySnapshot(),
 		state:      newState(snap),
 	}
-	// kube-scheduler's framework and plugins log what they find; below
-	// rebalancer's own lines.
-	libCtx := klog.NewContext(ctx, liblog.Quiet(logger))
+	libCtx := klog.NewContext(ctx, logger)
 	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
 	// informers over the snapshot's other objects. Pods and nodes are not
 	// seeded: plugins see those through the scheduler's snapshot.
