@@ -42,11 +42,14 @@ const (
 	// together, as the cluster will have them, the scheduler puts this one
 	// elsewhere than planned (or the target changed since the plan).
 	ReasonTargetChanged = "target-changed"
+	// ReasonOptOut: the pod or its node carries an annotation that keeps it
+	// out of disruption (see pkg/optout).
+	ReasonOptOut = "opt-out"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

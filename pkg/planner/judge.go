@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
+	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
@@ -31,6 +32,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	skip := func(why, detail string, err error) error {
 		p.skip(profile, strategy, pod, why, detail)
 		return err
+	}
+	if why := optedOut(p.sim, pod, pod.Spec.NodeName); why != "" {
+		return skip(plan.ReasonOptOut, why, errSkipped)
 	}
 
 	// The policy's limits and ours, in the order the descheduler checks its own.
@@ -141,6 +145,20 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	p.out.Moves = append(p.out.Moves, m)
 	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
 	return nil
+}
+
+// optedOut says which annotation keeps the pod on node, on the pod or on
+// the node as sim has it; "" when none does.
+func optedOut(sim *simulator.Simulator, pod *v1.Pod, node string) string {
+	if a := optout.Pod(pod); a != "" {
+		return "the pod is annotated " + a
+	}
+	if ni, err := sim.Node(node); err == nil {
+		if a := optout.Node(ni.Node()); a != "" {
+			return fmt.Sprintf("its node %s is annotated %s", node, a)
+		}
+	}
+	return ""
 }
 
 // skip records an eviction the plan refuses.

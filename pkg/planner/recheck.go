@@ -44,6 +44,10 @@ func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, minScor
 // (no-fit, target-changed, low-gain) with a detail otherwise. It matches
 // executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
+	// An opt-out set since the plan holds.
+	if why := optedOut(r.sim, pod, m.Source); why != "" {
+		return false, plan.ReasonOptOut, why
+	}
 	opts := simulator.Options{LeaveSource: m.Drain}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
