@@ -8,6 +8,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	clientset "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler"
@@ -49,7 +51,7 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	if err := checkStrict(data, registry); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	p, err := descheduler.LoadPolicyConfig(path, client, registry)
+	p, err := descheduler.LoadPolicyConfig(path, client, argsInErrors(registry))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
@@ -110,4 +112,28 @@ func RequiresMetrics(p *api.DeschedulerPolicy) (field string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// argsInErrors is registry with each plugin's args validator naming the
+// plugin and the args it refused: several of the descheduler's messages name
+// neither ("invalid PodsHavingTooManyRestarts threshold").
+func argsInErrors(registry pluginregistry.Registry) pluginregistry.Registry {
+	out := make(pluginregistry.Registry, len(registry))
+	for name, u := range registry {
+		if validate := u.PluginArgValidator; validate != nil {
+			u.PluginArgValidator = func(args runtime.Object) error {
+				err := validate(args)
+				if err == nil {
+					return nil
+				}
+				value, jsonErr := json.Marshal(args)
+				if jsonErr != nil {
+					return fmt.Errorf("pluginConfig %s: %w", name, err)
+				}
+				return fmt.Errorf("pluginConfig %s: args %s: %w", name, value, err)
+			}
+		}
+		out[name] = u
+	}
+	return out
 }

@@ -171,7 +171,7 @@ func TestLoadErrors(t *testing.T) {
 	}, {
 		name:   "threshold out of range",
 		policy: replace(t, lnu, "thresholds: {cpu: 20}", "thresholds: {cpu: 120}"),
-		want:   []string{"in profile p: thresholds config is not valid: cpu threshold not in [0, 100] range"},
+		want:   []string{"in profile p: pluginConfig LowNodeUtilization: args", `"thresholds":{"cpu":120}`, "cpu threshold not in [0, 100] range"},
 	}, {
 		name: "include and exclude namespaces",
 		policy: header + `profiles:
@@ -185,7 +185,7 @@ func TestLoadErrors(t *testing.T) {
     deschedule:
       enabled: [PodLifeTime]
 `,
-		want: []string{"in profile p: only one of Include/Exclude namespaces can be set"},
+		want: []string{"in profile p: pluginConfig PodLifeTime: args", `"namespaces":{"include":["a"],"exclude":["b"]}`, "only one of Include/Exclude namespaces can be set"},
 	}, {
 		name:   "unknown plugin in pluginConfig",
 		policy: replace(t, lnu, "- name: LowNodeUtilization", "- name: LowNodeUtilisation"),

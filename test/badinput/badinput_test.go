@@ -281,6 +281,8 @@ func TestBadInput(t *testing.T) {
 			want: []string{"Pod shop/web-1", "metadata.ownerReferences[0].uid", "cannot own itself"}},
 		{name: "snapshot List in a List", file: "snapshot-nested-list.yaml",
 			want: []string{"items[4] (List)", "a List inside a List"}},
+		{name: "policy negative podRestartThreshold", file: "policy-restart-threshold.yaml",
+			want: []string{"RemovePodsHavingTooManyRestarts", `"podRestartThreshold":-3`, "invalid PodsHavingTooManyRestarts threshold"}},
 		{name: "policy /dev/zero", args: planArgs(map[string]string{"--policy": "/dev/zero"}),
 			want: []string{"/dev/zero", "larger than 4 MiB"}},
 		{name: "policy from stdin", args: planArgs(map[string]string{"--policy": "-"}),
