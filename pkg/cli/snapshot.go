@@ -113,7 +113,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 		},
 	}
 	cmd.Flags().StringVar(&nodesFile, "nodes", "", "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
-	cmd.Flags().StringVar(&podsFile, "pods", "", "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time)")
+	cmd.Flags().StringVar(&podsFile, "pods", "", "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli, and optionally gpu_spec,qos,pod_phase,creation_time,deletion_time)")
 	cmd.Flags().StringVar(&schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration that places the pods (default: kube-scheduler's default profile)")
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile)")
 	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")

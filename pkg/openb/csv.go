@@ -42,7 +42,10 @@ type Pod struct {
 
 var (
 	nodeColumns = []string{"sn", "cpu_milli", "memory_mib", "gpu", "model"}
-	podColumns  = []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time"}
+	podColumns  = []string{"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}
+	// Some pod lists (the multi-GPU ones) have only podColumns; the others
+	// also timeColumns, and may have gpu_spec, qos and pod_phase.
+	timeColumns = []string{"creation_time", "deletion_time"}
 	qosClasses  = []string{"LS", "BE", "Burstable", "Guaranteed"}
 	podPhases   = []string{"Pending", "Running", "Succeeded", "Failed", "Unknown"}
 )
@@ -150,7 +153,16 @@ func (t *table) errorf(column, format string, args ...any) error {
 	return fmt.Errorf("%s:%d:%d: column %q: %s", t.file, line, col, column, fmt.Sprintf(format, args...))
 }
 
-func (t *table) text(column string) string { return strings.TrimSpace(t.row[t.columns[column]]) }
+// text is the row's value in column, "" when the file has no such column.
+func (t *table) text(column string) string {
+	i, ok := t.columns[column]
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(t.row[i])
+}
+
+func (t *table) has(column string) bool { _, ok := t.columns[column]; return ok }
 
 // integer reads a whole number in [min, max]; empty is allowed only when
 // orEmpty is not nil, and then yields *orEmpty.
@@ -228,11 +240,20 @@ func ReadNodes(file string, r io.Reader) ([]Node, error) {
 	return nodes, nil
 }
 
-// ReadPods parses a pod list. file names the input in errors.
+// ReadPods parses a pod list. file names the input in errors. A list
+// without creation_time and deletion_time (the multi-GPU lists have neither)
+// is one moment: every pod is created at second 0 and never deleted. A
+// missing qos is BE and a missing pod_phase Running.
 func ReadPods(file string, r io.Reader) ([]Pod, error) {
 	t, err := newTable(file, r, podColumns)
 	if err != nil {
 		return nil, err
+	}
+	timed := t.has(timeColumns[0]) || t.has(timeColumns[1])
+	for _, c := range timeColumns {
+		if timed && !t.has(c) {
+			return nil, fmt.Errorf("%s:1: header lacks column(s) %s (a list has both creation_time and deletion_time, or neither)", file, c)
+		}
 	}
 	var pods []Pod
 	never := int64(-1)
@@ -268,17 +289,24 @@ func ReadPods(file string, r io.Reader) ([]Pod, error) {
 				p.GPUModels = append(p.GPUModels, m)
 			}
 		}
-		if p.QoS, err = t.oneOf("qos", qosClasses); err != nil {
-			return err
+		p.QoS, p.Phase, p.Deleted = "BE", "Running", never
+		if t.has("qos") {
+			if p.QoS, err = t.oneOf("qos", qosClasses); err != nil {
+				return err
+			}
 		}
-		if p.Phase, err = t.oneOf("pod_phase", podPhases); err != nil {
-			return err
+		if t.has("pod_phase") {
+			if p.Phase, err = t.oneOf("pod_phase", podPhases); err != nil {
+				return err
+			}
 		}
-		if p.Created, err = t.integer("creation_time", 0, maxSeconds, nil); err != nil {
-			return err
-		}
-		if p.Deleted, err = t.integer("deletion_time", 0, maxSeconds, &never); err != nil {
-			return err
+		if timed {
+			if p.Created, err = t.integer("creation_time", 0, maxSeconds, nil); err != nil {
+				return err
+			}
+			if p.Deleted, err = t.integer("deletion_time", 0, maxSeconds, &never); err != nil {
+				return err
+			}
 		}
 		if p.Deleted != never && p.Deleted < p.Created {
 			return t.errorf("deletion_time", "%d is before creation_time %d", p.Deleted, p.Created)

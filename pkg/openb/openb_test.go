@@ -184,3 +184,35 @@ func TestImportOpenbTrace(t *testing.T) {
 		}
 	}
 }
+
+// TestUntimedListIsOneMoment: a pod list without creation_time and
+// deletion_time (the multi-GPU lists) imports as one moment: every pod is
+// created at second 0 and none is deleted; qos and pod_phase default to BE
+// and Running. A list with only one of the two time columns is refused.
+func TestUntimedListIsOneMoment(t *testing.T) {
+	nodes, err := ReadNodes("nodes.csv", strings.NewReader("sn,cpu_milli,memory_mib,gpu,model\ncpu,8000,32768,0,\ngpu,8000,32768,2,T4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods("multi-gpu.csv", strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"+
+		"a,2000,4096,2,1000\nb,1000,1024,0,0\nc,9000,1024,0,0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if p.Created != 0 || p.Deleted != -1 || p.QoS != "BE" || p.Phase != "Running" {
+			t.Errorf("pod %s: created %d deleted %d qos %s phase %s; want 0, never, BE, Running", p.Name, p.Created, p.Deleted, p.QoS, p.Phase)
+		}
+	}
+	snap, stats, err := Import(context.Background(), nodes, pods, Options{At: Peak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Created != 3 || stats.Running != 2 || stats.Pending != 1 || len(snap.Pods) != 3 {
+		t.Errorf("stats %+v, %d pods; want all 3 created, a and b running, c (9 CPUs) pending", stats, len(snap.Pods))
+	}
+	if _, err := ReadPods("half.csv", strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\na,1,1,0,0,5\n")); err == nil ||
+		!strings.Contains(err.Error(), "half.csv:1: header lacks column(s) deletion_time") {
+		t.Errorf("a list with creation_time only: %v", err)
+	}
+}
