@@ -6,7 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
@@ -78,8 +77,6 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			default:
 				// An unsteered scheduler surely puts it on another node that
 				// stays in use: the move holds with that target.
-				p.targets[m.Target]--
-				p.targets[l.Node]++
 				m.Target, m.TargetScore = l.Node, l.Score
 				retargeted = true
 				continue
@@ -101,7 +98,8 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 }
 
 // drop takes failed moves out of the plan and records why as skips. The
-// budgets and limits they spent are not given back: the plan is final.
+// plugins have run, so only what the replay reads (sources) is updated; the
+// budgets and limits the moves spent are not given back: the plan is final.
 func (p *planner) drop(failed map[int]string) {
 	keep := 0
 	for i, m := range p.out.Moves {
@@ -118,9 +116,7 @@ func (p *planner) drop(failed map[int]string) {
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,
 			Scheduler: m.Scheduler, Why: reason, Detail: why})
 		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
-		p.moved.Delete(types.UID(m.UID))
-		p.sources[m.Source]--
-		p.targets[m.Target]--
+		p.sources[m.Source]-- // read again by the next replay's checks
 	}
 	p.out.Moves, p.applied = p.out.Moves[:keep], p.applied[:keep]
 }

@@ -51,15 +51,31 @@ profiles:
 	return path
 }
 
-func planWith(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot) *plan.Plan {
+// simulation simulates snap with the profiles; its informers run until the
+// test ends.
+func simulation(t *testing.T, profs []*config.KubeSchedulerProfile, snap *snapshot.Snapshot) (context.Context, *simulator.Simulator) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	t.Cleanup(cancel)
 	sim, err := simulator.New(ctx, profs, snap)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ctx, sim
+}
+
+func podsByUID(snap *snapshot.Snapshot) map[string]*v1.Pod {
+	out := make(map[string]*v1.Pod, len(snap.Pods))
+	for _, pod := range snap.Pods {
+		out[string(pod.UID)] = pod
+	}
+	return out
+}
+
+func planWith(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot) *plan.Plan {
+	t.Helper()
+	ctx, sim := simulation(t, profs, snap)
 	p, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +125,7 @@ func TestEachPodWithItsScheduler(t *testing.T) {
 		t.Errorf("gpu-scheduler's pod on the tainted node is not skipped as %s", plan.ReasonUnknownScheduler)
 	}
 
-	byUID := map[string]*v1.Pod{}
-	for _, pod := range c.snap.Pods {
-		byUID[string(pod.UID)] = pod
-	}
+	byUID := podsByUID(c.snap)
 	for _, m := range p.Moves {
 		pod := byUID[m.UID]
 		if m.Scheduler != simulator.SchedulerName(pod) {
@@ -202,16 +215,8 @@ func TestPlanIsItsReplay(t *testing.T) {
 			for _, m := range p.Moves {
 				sources[m.Source] = true
 			}
-			_, ctx := ktesting.NewTestContext(t)
-			ctx, cancel := context.WithCancel(ctx)
-			sim, err := simulator.New(ctx, profs, c.snap)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byUID := map[string]*v1.Pod{}
-			for _, pod := range c.snap.Pods {
-				byUID[string(pod.UID)] = pod
-			}
+			ctx, sim := simulation(t, profs, c.snap)
+			byUID := podsByUID(c.snap)
 			evictions := make([]simulator.Eviction, len(p.Moves))
 			for i, m := range p.Moves {
 				pod := byUID[m.UID]
@@ -219,7 +224,6 @@ func TestPlanIsItsReplay(t *testing.T) {
 					Replacement: simulator.NewReplacement(pod, pod.Name+"-new", pod.UID+"-new", pod.CreationTimestamp.Time)}
 			}
 			landed, err := sim.Replay(ctx, evictions, nil)
-			cancel()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,18 +245,9 @@ func TestPlanIsItsReplay(t *testing.T) {
 // recheckAll rechecks a plan's moves in order on a simulation of snap.
 func recheckAll(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot, p *plan.Plan) []string {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sim, err := simulator.New(ctx, profs, snap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, sim := simulation(t, profs, snap)
 	r := NewRecheck(sim, pol, 1)
-	byUID := map[string]*v1.Pod{}
-	for _, pod := range snap.Pods {
-		byUID[string(pod.UID)] = pod
-	}
+	byUID := podsByUID(snap)
 	var refused []string
 	for _, m := range p.Moves {
 		if ok, reason, detail := r.Move(ctx, m, byUID[m.UID]); !ok {

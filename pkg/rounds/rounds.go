@@ -136,7 +136,6 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 	res.Rounds = append(res.Rounds, round0)
 	res.NodesBefore = nodes
 	res.NodesAfter = nodes
-	planned, held := 0, 0
 	for i := 1; i <= opts.Rounds; i++ {
 		clock.SetTime(opts.Start.Add(time.Duration(i) * opts.Interval))
 		round, nodes, err := r.round(ctx, i)
@@ -145,8 +144,6 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		}
 		res.Rounds = append(res.Rounds, round)
 		res.NodesAfter = nodes
-		planned += round.Evictions
-		held += round.Held
 		if round.Evictions == 0 && res.ConvergedAt == 0 {
 			res.ConvergedAt = i
 		}
@@ -154,7 +151,8 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 			"evictions", round.Evictions, "pingPong", round.PingPong, "nodesInUse", round.NodesInUse, "unschedulable", round.Unschedulable)
 	}
 	if opts.Strategy == Rebalancer {
-		res.PlanAccuracy = result.Accuracy(held, planned)
+		t := res.Totals()
+		res.PlanAccuracy = result.Accuracy(t.Held, t.Evictions)
 	}
 	return res, nil
 }

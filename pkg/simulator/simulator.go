@@ -386,9 +386,16 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	if opts.LeaveSource && pred.SourceFeasible {
 		feasible-- // the drain taint keeps it off the source
 	}
-	pred.Exhaustive = feasible <= sc.nodesToScore(res.considered)
+	pred.Exhaustive = sc.scoresAll(feasible, res.considered)
 	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
 	return pred, nil
+}
+
+// scoresAll says whether kube-scheduler, finding feasible of considered
+// nodes feasible, scores them all rather than a sample: the condition for
+// its choice to be predictable (Prediction.Exhaustive).
+func (sc *scheduler) scoresAll(feasible, considered int) bool {
+	return feasible <= sc.nodesToScore(considered)
 }
 
 // nodesToScore is how many feasible nodes kube-scheduler looks for before

@@ -322,7 +322,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (
 	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
 		return placement{}, err
 	}
-	return placement{bound: bound, score: score, certain: ties == 1 && c.feasible <= sc.nodesToScore(c.considered)}, s.sync()
+	return placement{bound: bound, score: score, certain: ties == 1 && sc.scoresAll(c.feasible, c.considered)}, s.sync()
 }
 
 // choose picks the node among scored ones: the best score, ties to the

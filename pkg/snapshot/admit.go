@@ -19,10 +19,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/policy"
 	policyinstall "k8s.io/kubernetes/pkg/apis/policy/install"
 	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
-	"k8s.io/kubernetes/pkg/apis/scheduling"
 	schedulinginstall "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
-	"k8s.io/kubernetes/pkg/apis/storage"
 	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
 	storagevalidation "k8s.io/kubernetes/pkg/apis/storage/validation"
 )
@@ -49,67 +47,48 @@ func admit(obj object) field.ErrorList {
 	scheme.Default(obj)
 	switch o := obj.(type) {
 	case *v1.Pod:
-		var p core.Pod
-		if err := scheme.Convert(o, &p, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		// Ephemeral containers are added later, through a subresource; a
-		// captured pod may have them.
-		p.Spec.EphemeralContainers = nil
-		errs := corevalidation.ValidatePodCreate(&p, podutil.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil))
+		errs := validate(o, func(p *core.Pod) field.ErrorList {
+			// Ephemeral containers are added later, through a subresource; a
+			// captured pod may have them.
+			p.Spec.EphemeralContainers = nil
+			return corevalidation.ValidatePodCreate(p, podutil.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil))
+		})
 		return append(errs, validateOwners(o.ObjectMeta)...)
 	case *v1.Node:
-		var n core.Node
-		if err := scheme.Convert(o, &n, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		errs := corevalidation.ValidateNode(&n)
-		return append(errs, validateCapacity(o)...)
+		return append(validate(o, corevalidation.ValidateNode), validateCapacity(o)...)
 	case *policyv1.PodDisruptionBudget:
-		var p policy.PodDisruptionBudget
-		if err := scheme.Convert(o, &p, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		errs := corevalidation.ValidateObjectMeta(&p.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-		return append(errs, policyvalidation.ValidatePodDisruptionBudget(&p, policyvalidation.PodDisruptionBudgetValidationOptions{})...)
+		return validate(o, func(p *policy.PodDisruptionBudget) field.ErrorList {
+			errs := corevalidation.ValidateObjectMeta(&p.ObjectMeta, true, apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+			return append(errs, policyvalidation.ValidatePodDisruptionBudget(p, policyvalidation.PodDisruptionBudgetValidationOptions{})...)
+		})
 	case *v1.Namespace:
-		var n core.Namespace
-		if err := scheme.Convert(o, &n, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return corevalidation.ValidateNamespace(&n)
+		return validate(o, corevalidation.ValidateNamespace)
 	case *schedulingv1.PriorityClass:
-		var p scheduling.PriorityClass
-		if err := scheme.Convert(o, &p, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return schedulingvalidation.ValidatePriorityClass(&p)
+		return validate(o, schedulingvalidation.ValidatePriorityClass)
 	case *v1.PersistentVolumeClaim:
-		var c core.PersistentVolumeClaim
-		if err := scheme.Convert(o, &c, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return corevalidation.ValidatePersistentVolumeClaim(&c, corevalidation.ValidationOptionsForPersistentVolumeClaim(&c, nil))
+		return validate(o, func(c *core.PersistentVolumeClaim) field.ErrorList {
+			return corevalidation.ValidatePersistentVolumeClaim(c, corevalidation.ValidationOptionsForPersistentVolumeClaim(c, nil))
+		})
 	case *v1.PersistentVolume:
-		var pv core.PersistentVolume
-		if err := scheme.Convert(o, &pv, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return corevalidation.ValidatePersistentVolume(&pv, corevalidation.ValidationOptionsForPersistentVolume(&pv, nil))
+		return validate(o, func(pv *core.PersistentVolume) field.ErrorList {
+			return corevalidation.ValidatePersistentVolume(pv, corevalidation.ValidationOptionsForPersistentVolume(pv, nil))
+		})
 	case *storagev1.StorageClass:
-		var c storage.StorageClass
-		if err := scheme.Convert(o, &c, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return storagevalidation.ValidateStorageClass(&c)
+		return validate(o, storagevalidation.ValidateStorageClass)
 	case *storagev1.CSINode:
-		var c storage.CSINode
-		if err := scheme.Convert(o, &c, nil); err != nil {
-			return field.ErrorList{field.InternalError(nil, err)}
-		}
-		return storagevalidation.ValidateCSINode(&c)
+		return validate(o, storagevalidation.ValidateCSINode)
 	}
 	return nil
+}
+
+// validate converts obj to its internal type T, which Kubernetes'
+// validation takes, and runs check on it.
+func validate[T any](obj runtime.Object, check func(*T) field.ErrorList) field.ErrorList {
+	var internal T
+	if err := scheme.Convert(obj, &internal, nil); err != nil {
+		return field.ErrorList{field.InternalError(nil, err)}
+	}
+	return check(&internal)
 }
 
 // validateOwners refuses an object that owns itself: its garbage collector

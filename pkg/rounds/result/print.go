@@ -53,6 +53,7 @@ func (r *Result) Totals() Round {
 	for _, x := range r.Rounds {
 		t.Evictions += x.Evictions
 		t.PingPong += x.PingPong
+		t.Held += x.Held
 	}
 	if n := len(r.Rounds); n > 0 {
 		last := r.Rounds[n-1]
