@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
@@ -28,7 +33,9 @@ type planOptions struct {
 	context         string
 	output          string
 	minScoreGain    int64
-	maxPerWorkload  int
+	maxPerWorkload  string
+	cooldown        time.Duration
+	history         string
 	allowConflicts  bool
 }
 
@@ -69,7 +76,9 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
 	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
 	f.Int64Var(&o.minScoreGain, "min-score-gain", 1, "how much higher than its current node a balance move's target must score")
-	f.IntVar(&o.maxPerWorkload, "max-per-workload", 0, "most moves of one workload (owner) per plan; 0 for no limit")
+	f.StringVar(&o.maxPerWorkload, "max-per-workload", "0", "most pods of one workload (owner) moved within the cooldown, this plan's included: a number, or a percentage of the workload's pods such as 10% (rounded up); 0 for no limit")
+	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "leave a workload's pods on a node alone for this long after moving one of its pods there")
+	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 }
 
@@ -96,10 +105,47 @@ func (o *planOptions) flagErrors() []error {
 	if o.minScoreGain < 0 {
 		errs = append(errs, fmt.Errorf("--min-score-gain %d: must not be negative", o.minScoreGain))
 	}
-	if o.maxPerWorkload < 0 {
-		errs = append(errs, fmt.Errorf("--max-per-workload %d: must not be negative", o.maxPerWorkload))
+	if _, err := parseWorkloadLimit(o.maxPerWorkload); err != nil {
+		errs = append(errs, fmt.Errorf("--max-per-workload %q: %w", o.maxPerWorkload, err))
+	}
+	if o.cooldown < 0 {
+		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
+	}
+	if o.history != "" {
+		ns, name, ok := strings.Cut(o.history, "/")
+		msgs := append(validation.IsDNS1123Label(ns), validation.IsDNS1123Subdomain(name)...)
+		if !ok || len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--history-configmap %q: want namespace/name: %s", o.history, strings.Join(msgs, "; ")))
+		}
 	}
 	return errs
+}
+
+// parseWorkloadLimit reads --max-per-workload: a count, or a percentage of
+// the workload's pods.
+func parseWorkloadLimit(s string) (intstr.IntOrString, error) {
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(pct)
+		if err != nil || n < 1 || n > 100 {
+			return intstr.IntOrString{}, errors.New("want a percentage from 1% to 100%")
+		}
+		return intstr.FromString(s), nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return intstr.IntOrString{}, errors.New("want a number of pods (0 for no limit) or a percentage such as 10%")
+	}
+	return intstr.FromInt(n), nil
+}
+
+// newHistory returns the move history: kept in the --history-configmap of
+// the live cluster of client, or in memory (no client, or no ConfigMap).
+func (o *planOptions) newHistory(client kubernetes.Interface) *history.History {
+	if client == nil || o.history == "" {
+		return history.New(clock.RealClock{}, o.cooldown)
+	}
+	ns, name, _ := strings.Cut(o.history, "/") // validated
+	return history.NewStored(clock.RealClock{}, o.cooldown, history.NewStore(client, ns, name))
 }
 
 func (o *planOptions) validate() error {
@@ -121,7 +167,12 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	p, _, err := o.planWith(ctx, client, capture, nil)
+	// The plan shows the cooldown skips run would make: it reads the same history.
+	moves := o.newHistory(client)
+	if err := moves.Load(ctx); err != nil {
+		return nil, fmt.Errorf("%w (plan reads the move history to show the cooldown skips run would make; --history-configmap \"\" plans without it)", err)
+	}
+	p, _, err := o.planWith(ctx, client, capture, moves)
 	return p, err
 }
 
@@ -134,8 +185,8 @@ func (o *planOptions) files() inputs.Files {
 }
 
 // planWith loads the inputs and plans, on the snapshot file if one is given,
-// else on the cluster of client as view returns it. moves is the cooldown
-// (nil: none). It returns the inputs too, for the recheck before execution.
+// else on the cluster of client as view returns it. moves is the move
+// history (nil: none). It returns the inputs too, for the recheck before execution.
 func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, moves *history.History) (*plan.Plan, *inputs.Inputs, error) {
 	// Everything is loaded and checked before anything is planned: bad input
 	// of any kind ends here, with nothing planned.
@@ -157,9 +208,14 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := planner.Plan(ctx, sim, in.Policy, planner.Options{
-		MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts,
-		InCooldown: moves.InCooldown,
-	})
+	p, err := planner.Plan(ctx, sim, in.Policy, o.plannerOptions(moves))
 	return p, in, err
+}
+
+// plannerOptions are the planner's options the flags set.
+func (o *planOptions) plannerOptions(moves *history.History) planner.Options {
+	limit, _ := parseWorkloadLimit(o.maxPerWorkload) // validated
+	return planner.Options{
+		MinScoreGain: o.minScoreGain, MaxPerWorkload: limit, AllowConflicting: o.allowConflicts, History: moves,
+	}
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/output"
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
@@ -35,17 +34,17 @@ import (
 
 type runOptions struct {
 	planOptions
-	recheck     recheck // the running cycle's recheck of each move
-	once        bool
-	dryRun      bool
-	cooldown    time.Duration
-	interval    time.Duration
-	schedule    string
-	window      string
-	leaderElect bool
-	leaseNS     string
-	leaseName   string
-	bindAddress string
+	recheck      recheck // the running cycle's recheck of each move
+	once         bool
+	dryRun       bool
+	interval     time.Duration
+	schedule     string
+	window       string
+	leaderElect  bool
+	leaseNS      string
+	leaseName    string
+	bindAddress  string
+	drainTimeout time.Duration
 }
 
 func newRunCommand() *cobra.Command {
@@ -80,8 +79,8 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.StringVar(&o.leaseNS, "leader-elect-resource-namespace", "rebalancer-system", "namespace of the leader Lease")
 	f.StringVar(&o.leaseName, "leader-elect-resource-name", "rebalancer", "name of the leader Lease")
 	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", executor.DefaultDrainTimeout, "how long a drained node keeps its drain taint after its last eviction while replacements of its pods are pending")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
-	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "leave a workload's pods on a node alone for this long after moving one of its pods there")
 	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	return cmd
 }
@@ -96,11 +95,11 @@ func (o *runOptions) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if o.drainTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--drain-timeout %s: must be positive", o.drainTimeout))
+	}
 	if _, err := daemon.ParseWindow(o.window); err != nil {
 		errs = append(errs, err)
-	}
-	if o.cooldown < 0 {
-		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
 	}
 	if !o.once {
 		if err := checkAddress(o.bindAddress); err != nil {
@@ -145,14 +144,15 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	window, _ := daemon.ParseWindow(o.window) // validated
 	reg := prometheus.NewRegistry()
-	moves := history.New(clock.RealClock{}, o.cooldown)
+	moves := o.newHistory(client)
 	ex := executor.New(executor.Options{
-		Client:   client,
-		Recorder: executor.NewEventRecorder(client, logger),
-		Metrics:  executor.NewMetrics(reg),
-		History:  moves,
-		Validate: o.recheck.move,
-		Stop:     ctx.Done(),
+		Client:       client,
+		Recorder:     executor.NewEventRecorder(client, logger),
+		Metrics:      executor.NewMetrics(reg),
+		History:      moves,
+		Validate:     o.recheck.move,
+		DrainTimeout: o.drainTimeout,
+		Stop:         ctx.Done(),
 	})
 	out := cmd.OutOrStdout()
 	if o.once {
@@ -206,6 +206,11 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 // cycle plans on the cluster view and carries the plan out (or prints it,
 // with --dry-run). It fails when a move failed with an API error.
 func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, moves *history.History, view clusterView, out io.Writer) error {
+	// The stored history is read each cycle: the moves of earlier runs and
+	// of an earlier leader count. Without it nothing is evicted.
+	if err := moves.Load(ctx); err != nil {
+		return fmt.Errorf("refusing to plan without the move history: %w", err)
+	}
 	p, in, err := o.planWith(ctx, client, view, moves)
 	if err != nil {
 		return err
@@ -236,6 +241,9 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "skipped", len(res.Skipped), "errors", res.Errors)
 	if err := printCycle(out, o.output, p, &res); err != nil {
 		return err
+	}
+	if res.HistoryError != "" {
+		return fmt.Errorf("the moves made could not be recorded; the next run may move the same workloads again: %s", res.HistoryError)
 	}
 	if res.Errors > 0 {
 		return fmt.Errorf("%d of %d moves failed with API errors", res.Errors, len(p.Moves))

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
@@ -19,10 +18,10 @@ import (
 
 type simulateOptions struct {
 	planOptions
-	rounds             int
-	baseline           string
-	report             string
-	interval, cooldown time.Duration
+	rounds   int
+	baseline string
+	report   string
+	interval time.Duration
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -33,7 +32,8 @@ func newSimulateCommand() *cobra.Command {
 		Long: `simulate repeats, on a snapshot and in memory: plan, evict the planned pods,
 let the scheduler profile re-place them as their owners recreate them (in
 scheduling-queue order, following rebalancer's hints), and measure nodes in
-use, utilization, unschedulable pods and ping-pong. --baseline upstream runs
+use, utilization, unschedulable pods and ping-pong (a pod's line evicted
+again within --cooldown). --baseline upstream runs
 the same policy the way the upstream descheduler does (its plugins, its
 evictor, every eviction it asks for) with the same scheduler profile
 re-placing pods, for comparison.`,
@@ -50,7 +50,7 @@ re-placing pods, for comparison.`,
 	f := cmd.Flags()
 	o.addFlags(f, "")
 	// simulate is offline only.
-	for _, name := range []string{"kubeconfig", "context"} {
+	for _, name := range []string{"kubeconfig", "context", "history-configmap"} {
 		if err := f.MarkHidden(name); err != nil {
 			panic(err) // the flag is registered just above
 		}
@@ -60,7 +60,6 @@ re-placing pods, for comparison.`,
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
 	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as `run --interval`")
-	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "as `run --cooldown`; also the window in which a second eviction counts as ping-pong")
 	return cmd
 }
 
@@ -81,9 +80,6 @@ func (o *simulateOptions) validate() error {
 	if o.interval <= 0 {
 		errs = append(errs, fmt.Errorf("--interval %s: must be positive", o.interval))
 	}
-	if o.cooldown < 0 {
-		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
-	}
 	if o.report != "" && !strings.HasSuffix(o.report, ".html") {
 		errs = append(errs, fmt.Errorf("--report %s: want an .html file", o.report))
 	} else if o.report != "" {
@@ -102,7 +98,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	}
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
-		Planner:  planner.Options{MinScoreGain: o.minScoreGain, MaxPerWorkload: o.maxPerWorkload, AllowConflicting: o.allowConflicts},
+		Planner:  o.plannerOptions(nil),
 		Interval: o.interval, Cooldown: o.cooldown,
 	}
 	var c result.Comparison

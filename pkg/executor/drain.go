@@ -6,58 +6,290 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 )
 
 // DrainTaintKey is the key of the NoSchedule taint the executor puts on a
-// node a plan empties (its drain moves), for the time it evicts from it: without
-// it the scheduler could put a replacement, or any new pod, back on the node
-// being emptied. Its value is the plan ID.
+// node a plan empties (its drain moves), from its first eviction until the
+// replacements of its pods are bound elsewhere: without it the scheduler
+// could put a replacement, or any new pod, back on the node being emptied.
+// Its value is the plan ID.
 const DrainTaintKey = "rebalancer.dev/draining"
 
-// drainGuard taints the source nodes of one plan's drain moves and
-// removes the taints when the plan is done.
+// EventDrainTimeout is the reason of the Warning Event on a node whose drain
+// taint was removed while replacements of its pods were still pending.
+const EventDrainTimeout = "DrainTimeout"
+
+// DefaultDrainTimeout is how long a drained node keeps its taint waiting
+// for the replacements of its pods to be bound. A replacement steered to a
+// free target is bound within seconds; one that cannot be placed should not
+// keep the node closed to every other pod for long.
+const DefaultDrainTimeout = 2 * time.Minute
+
+// drainGuard holds the drain taint on each node a plan empties for the time
+// it needs it: from the node's first eviction until every replacement of
+// its evicted pods is bound, or the timeout. Replacements are counted per
+// owner, as the owner's controller makes them: a node is released when each
+// owner it lost pods of has as many new pods bound as the plan had evicted
+// of it by the node's last eviction.
 type drainGuard struct {
-	nodes  corev1client.NodeInterface
-	planID string
-	// tainted lists the nodes tainted so far, in order.
-	tainted []string
+	client   kubernetes.Interface
+	planID   string
+	timeout  time.Duration
+	recorder events.EventRecorder
+	// since is when the plan started: pods created after it are replacements.
+	since time.Time
+
+	mu sync.Mutex
+	// tainted are the nodes that carry the taint now.
+	tainted sets.Set[string]
+	// evicted counts the plan's evictions per owner; lost, per node, the
+	// owners it lost pods of.
+	evicted map[types.UID]int
+	lost    map[string]map[types.UID]string // owner → "Kind name", for messages
+	// bound are the owners' new pods seen bound to a node.
+	bound   map[types.UID]sets.Set[types.UID]
+	waiting []drainWait
+	// stopWatch ends the watch of new pods, once started.
+	stopWatch context.CancelFunc
+}
+
+// drainWait is a drained node waiting for its replacements.
+type drainWait struct {
+	node     string
+	need     map[types.UID]int
+	deadline time.Time
+}
+
+func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, planID string, timeout time.Duration, since time.Time) *drainGuard {
+	return &drainGuard{
+		client: client, recorder: recorder, planID: planID, timeout: timeout,
+		// Creation times have whole seconds.
+		since:   since.Truncate(time.Second),
+		tainted: sets.New[string](), evicted: map[types.UID]int{}, lost: map[string]map[types.UID]string{},
+		bound: map[types.UID]sets.Set[types.UID]{},
+	}
 }
 
 // taint puts the drain taint on the node, once per plan.
 func (g *drainGuard) taint(ctx context.Context, node string) error {
-	if slices.Contains(g.tainted, node) {
+	g.mu.Lock()
+	done := g.tainted.Has(node)
+	g.mu.Unlock()
+	if done {
 		return nil
 	}
 	taint := &v1.Taint{Key: DrainTaintKey, Value: g.planID, Effect: v1.TaintEffectNoSchedule}
-	if err := setDrainTaint(ctx, g.nodes, node, taint); err != nil {
+	if err := setDrainTaint(ctx, g.client.CoreV1().Nodes(), node, taint); err != nil {
 		return fmt.Errorf("tainting node %s: %w", node, err)
 	}
-	g.tainted = append(g.tainted, node)
+	g.mu.Lock()
+	g.tainted.Insert(node)
+	g.mu.Unlock()
 	klog.FromContext(ctx).Info("Tainted node for the time it is emptied", "node", klog.KRef("", node), "taint", DrainTaintKey)
 	return nil
 }
 
-// release removes the taints this plan added. It runs when Execute returns,
-// also after a stop, so it does not use ctx's cancellation; what it cannot
-// remove, the next cycle's CleanupDrainTaints does.
-func (g *drainGuard) release(ctx context.Context) {
+// evict notes an eviction off node of a pod of owner (a pod without one has
+// no replacement to wait for).
+func (g *drainGuard) evict(ctx context.Context, node string, owner *plan.Owner) {
+	if owner == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uid := types.UID(owner.UID)
+	g.evicted[uid]++
+	if g.tainted.Has(node) {
+		if g.lost[node] == nil {
+			g.lost[node] = map[types.UID]string{}
+		}
+		g.lost[node][uid] = owner.Kind + " " + owner.Name
+	}
+}
+
+// done is called after the node's last move of the plan: it waits for the
+// replacements of its pods, or is released at once if it lost none.
+func (g *drainGuard) done(ctx context.Context, node string) {
+	g.mu.Lock()
+	if !g.tainted.Has(node) {
+		g.mu.Unlock()
+		return
+	}
+	need := map[types.UID]int{}
+	for owner := range g.lost[node] {
+		need[owner] = g.evicted[owner]
+	}
+	if len(need) > 0 {
+		g.waiting = append(g.waiting, drainWait{node: node, need: need, deadline: time.Now().Add(g.timeout)})
+		g.mu.Unlock()
+		g.releaseReady(ctx)
+		return
+	}
+	g.mu.Unlock()
+	g.release(ctx, node)
+}
+
+// watch watches pending pods for replacements being bound, from before the
+// plan's first eviction. Only pending pods: a cluster's running pods are
+// many, and a new pod is pending when it is bound.
+func (g *drainGuard) watch(ctx context.Context) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.mu.Lock()
+	g.stopWatch = cancel
+	g.mu.Unlock()
+	factory := informers.NewSharedInformerFactoryWithOptions(g.client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodPending)).String()
+	}))
+	seen := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		pod, ok := obj.(*v1.Pod)
+		if !ok || pod.Spec.NodeName == "" || pod.CreationTimestamp.Time.Before(g.since) {
+			return
+		}
+		owner := metav1.GetControllerOf(pod)
+		if owner == nil {
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if _, ours := g.evicted[owner.UID]; !ours {
+			return
+		}
+		if g.bound[owner.UID] == nil {
+			g.bound[owner.UID] = sets.New[types.UID]()
+		}
+		g.bound[owner.UID].Insert(pod.UID)
+	}
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }, DeleteFunc: seen,
+	})
+	factory.Start(ctx.Done())
+	// Watching before the first eviction: a replacement bound and running
+	// before the watch began would never be seen.
+	syncCtx, cancelSync := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancelSync()
+	factory.WaitForCacheSync(syncCtx.Done())
+}
+
+// releaseReady releases the waiting nodes whose replacements are all bound,
+// and those whose time is up, with a Warning Event naming what is pending.
+func (g *drainGuard) releaseReady(ctx context.Context) {
+	g.mu.Lock()
+	var ready, late []drainWait
+	var pending []string
+	now := time.Now()
+	g.waiting = slices.DeleteFunc(g.waiting, func(w drainWait) bool {
+		missing := g.missing(w)
+		switch {
+		case len(missing) == 0:
+			ready = append(ready, w)
+		case now.After(w.deadline):
+			late = append(late, w)
+			pending = append(pending, strings.Join(missing, ", "))
+		default:
+			return false
+		}
+		return true
+	})
+	g.mu.Unlock()
+	for _, w := range ready {
+		g.release(ctx, w.node)
+	}
+	for i, w := range late {
+		klog.FromContext(ctx).Info("Replacements still pending after the drain timeout: removing the drain taint", "node", klog.KRef("", w.node), "timeout", g.timeout, "pending", pending[i])
+		if g.recorder != nil {
+			g.recorder.Eventf(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node}}, nil, v1.EventTypeWarning, EventDrainTimeout, eventAction,
+				"Removed the drain taint of plan %s after %s with replacements still pending: %s", g.planID, g.timeout, pending[i])
+		}
+		g.release(ctx, w.node)
+	}
+}
+
+// missing describes the owners of w whose replacements are not all bound.
+// Called with mu held.
+func (g *drainGuard) missing(w drainWait) []string {
+	var out []string
+	for owner, n := range w.need {
+		if got := g.bound[owner].Len(); got < n {
+			out = append(out, fmt.Sprintf("%s: %d of %d bound", g.lost[w.node][owner], got, n))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// wait returns when no node waits for replacements any more, or at once
+// when stop is closed or ctx cancelled.
+func (g *drainGuard) wait(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		g.releaseReady(ctx)
+		g.mu.Lock()
+		n := len(g.waiting)
+		g.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// release removes the node's drain taint. It runs after a stop too, so it
+// does not use ctx's cancellation; what it cannot remove, the next cycle's
+// CleanupDrainTaints does.
+func (g *drainGuard) release(ctx context.Context, node string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	logger := klog.FromContext(ctx)
-	for _, node := range g.tainted {
-		if err := setDrainTaint(ctx, g.nodes, node, nil); err != nil {
-			logger.Error(err, "Could not remove the drain taint; the next cycle's cleanup will", "node", klog.KRef("", node))
-			continue
-		}
-		logger.V(2).Info("Removed drain taint", "node", klog.KRef("", node))
+	if err := setDrainTaint(ctx, g.client.CoreV1().Nodes(), node, nil); err != nil {
+		logger.Error(err, "Could not remove the drain taint; the next cycle's cleanup will", "node", klog.KRef("", node))
+		return
+	}
+	g.mu.Lock()
+	g.tainted.Delete(node)
+	g.mu.Unlock()
+	logger.V(2).Info("Removed drain taint", "node", klog.KRef("", node))
+}
+
+// close removes every taint the plan still holds (after a stop, or a node
+// whose last move was never reached) and stops watching.
+func (g *drainGuard) close(ctx context.Context) {
+	g.mu.Lock()
+	left := sets.List(g.tainted)
+	g.waiting = nil
+	if g.stopWatch != nil {
+		g.stopWatch()
+	}
+	g.mu.Unlock()
+	for _, node := range left {
+		g.release(ctx, node)
 	}
 }
 

@@ -56,13 +56,17 @@ const (
 	ReasonTaintFailed = "taint-failed"
 	// ReasonPatchFailed: the hint annotations could not be written.
 	ReasonPatchFailed = "patch-failed"
+	// ReasonHistoryFailed: the move history could not be written, so the
+	// rest of the plan is not carried out: evictions the next run does not
+	// know of would escape the cooldown.
+	ReasonHistoryFailed = "history-failed"
 	// ReasonError: any other API error.
 	ReasonError = "error"
 )
 
 // Reasons lists the executor's own skip reasons. Options.Validate may add
 // reasons of its own (plan.Reasons, typically).
-var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonError}
+var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonHistoryFailed, ReasonError}
 
 // Event reasons and the action they report, on the evicted or skipped pod.
 const (
@@ -98,9 +102,9 @@ type Options struct {
 	Backoff wait.Backoff
 	// History is the cooldown: a move of a pod off a node onto which an
 	// earlier plan moved a pod of its owner is skipped, and every eviction
-	// is recorded in it. Moves of one owner within a plan are paced by the
-	// planner (--max-per-workload), not here: the planner simulated them
-	// together. nil: no cooldown.
+	// is recorded in it and written to its store as the plan goes. Moves of
+	// one owner within a plan are paced by the planner (--max-per-workload),
+	// not here: the planner simulated them together. nil: no cooldown.
 	History *history.History
 	// Validate re-checks a move against the live cluster just before it is
 	// carried out (the caller simulates the move again, as
@@ -108,6 +112,10 @@ type Options struct {
 	// a short reason, preferably one of plan.Reasons, and a detail to skip
 	// the move.
 	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
+	// DrainTimeout is how long a drained node keeps the drain taint after
+	// its last eviction while replacements of its pods are pending; 0 is
+	// DefaultDrainTimeout.
+	DrainTimeout time.Duration
 	// Stop is closed on SIGTERM or when leadership is lost: no eviction
 	// starts after it is closed. nil never closes.
 	Stop <-chan struct{}
@@ -132,6 +140,9 @@ func New(o Options) *Executor {
 	if o.Backoff == (wait.Backoff{}) {
 		o.Backoff = DefaultBackoff
 	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
 	return &Executor{o: o}
 }
 
@@ -141,8 +152,11 @@ type Result struct {
 	Evicted []plan.Move `json:"evicted"`
 	Skipped []Skip      `json:"skipped"`
 	// Errors counts the skips caused by an API error rather than by the
-	// cluster's state (reasons error, patch-failed, taint-failed).
+	// cluster's state (reasons error, patch-failed, taint-failed,
+	// history-failed).
 	Errors int `json:"errors"`
+	// HistoryError says why the move history could not be written.
+	HistoryError string `json:"historyError,omitempty"`
 }
 
 // Skip is a move that was not carried out.
@@ -167,8 +181,10 @@ type outcome struct {
 
 // Execute carries out the plan's moves in order and returns what happened.
 // API errors skip the move they hit, never the plan; Stop and the context's
-// cancellation skip the rest of it. Drain taints it adds are removed before
-// it returns, even when ctx is cancelled.
+// cancellation skip the rest of it. It returns when the replacements of
+// the drained nodes' pods are bound (or their DrainTimeout is up), and the
+// drain taints it added are removed before it returns, even when ctx is
+// cancelled.
 func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -178,8 +194,19 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	e.planStart = e.o.Clock.Now()
 	e.o.Metrics.observePlan(p)
 	e.reportRefusals(p)
-	guard := &drainGuard{nodes: e.o.Client.CoreV1().Nodes(), planID: p.ID}
-	defer guard.release(ctx)
+	guard := newDrainGuard(e.o.Client, e.o.Recorder, p.ID, e.o.DrainTimeout, e.planStart)
+	defer guard.close(ctx)
+	// Each drained node is released after its last move, once its pods'
+	// replacements are bound.
+	lastDrain := map[string]int{}
+	for i, m := range p.Moves {
+		if m.Drain {
+			lastDrain[m.Source] = i
+		}
+	}
+	if len(lastDrain) > 0 {
+		guard.watch(ctx)
+	}
 
 	var r Result
 	for i, m := range p.Moves {
@@ -190,7 +217,33 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 			}
 			break
 		}
-		e.record(ctx, p, &r, m, e.move(ctx, p, m, guard))
+		o := e.move(ctx, p, m, guard)
+		if o.reason == "" {
+			guard.evict(ctx, m.Source, m.Owner)
+		}
+		e.record(ctx, p, &r, m, o)
+		if last, ok := lastDrain[m.Source]; ok && last == i {
+			guard.done(ctx, m.Source)
+		}
+		if !e.o.History.Due() {
+			continue
+		}
+		if err := e.o.History.Flush(ctx); err != nil {
+			r.HistoryError = err.Error()
+			logger.Error(err, "Stopping: the moves made cannot be remembered", "remaining", len(p.Moves)-i-1)
+			for _, m := range p.Moves[i+1:] {
+				e.record(ctx, p, &r, m, outcome{reason: ReasonHistoryFailed, detail: err.Error(), err: err})
+			}
+			break
+		}
+	}
+	guard.wait(ctx, e.o.Stop)
+	// The last moves are written even after a stop.
+	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := e.o.History.Flush(flushCtx); err != nil && r.HistoryError == "" {
+		r.HistoryError = err.Error()
+		logger.Error(err, "The last moves made could not be remembered")
 	}
 	logger.Info("Executed plan", "moves", len(p.Moves), "evicted", len(r.Evicted), "skipped", len(r.Skipped), "errors", r.Errors)
 	return r
@@ -350,7 +403,10 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 	if o.reason == "" {
 		r.Evicted = append(r.Evicted, m)
 		if m.Owner != nil {
-			e.o.History.Record(types.UID(m.Owner.UID), m.Target)
+			e.o.History.Record(history.Move{
+				Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
+				From: m.Source, To: m.Target, Plan: p.ID,
+			})
 		}
 		e.o.Metrics.evicted(m.Strategy)
 		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)

@@ -99,6 +99,21 @@ func (f *fixture) onEvict(fn func(*policyv1.Eviction) error) {
 	})
 }
 
+// replace adds the bound replacement of an evicted pod, as its owner and
+// the scheduler would make it (through the tracker: the fake clientset is
+// locked while its reactors run).
+func (f *fixture) replace(t *testing.T, evicted, node string) {
+	t.Helper()
+	p := newPod(evicted+"-new", node)
+	p.UID = types.UID(evicted + "-new-uid")
+	p.CreationTimestamp = metav1.NewTime(f.clock.Now())
+	p.Status.Phase = v1.PodPending
+	p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: evicted + "-rs", UID: types.UID(evicted + "-owner"), Controller: ptr.To(true)}}
+	if err := f.client.Tracker().Add(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // fail makes every action of that verb on that resource fail with err.
 func (f *fixture) fail(verb, resource string, err error) {
 	f.client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, err })
@@ -559,6 +574,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		f.onEvict(func(ev *policyv1.Eviction) error {
 			node := map[string]string{"web-1": "node-a", "web-2": "node-a", "web-3": "node-c"}[ev.Name]
 			taintsAt[ev.Name] = f.taints(t, node)
+			f.replace(t, ev.Name, "node-b")
 			return nil
 		})
 
@@ -602,6 +618,62 @@ func TestExecuteDrainGuard(t *testing.T) {
 		}
 		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
 			t.Errorf("node-a taints after the plan: %v, want only %v", got, otherTaint)
+		}
+	})
+
+	// node-a keeps its taint after its last eviction until both
+	// replacements are bound, and only until then.
+	t.Run("held until the replacements are bound", func(t *testing.T) {
+		f := newFixture(objects()...)
+		taintedAfter := map[string]bool{}
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			if ev.Name == "web-3" {
+				// Evicted after node-a's last move, before web-2's
+				// replacement is bound.
+				taintedAfter["web-2"] = slices.Contains(f.taints(t, "node-a"), drainTaint)
+				f.replace(t, "web-2", "node-c")
+			}
+			if ev.Name == "web-1" {
+				f.replace(t, "web-1", "node-b")
+			}
+			return nil
+		})
+		r := f.executor(nil).Execute(context.Background(), p)
+		if len(r.Evicted) != 3 || !taintedAfter["web-2"] {
+			t.Errorf("evicted %v; node-a tainted while web-2's replacement was pending: %v, want true", names(r.Evicted), taintedAfter["web-2"])
+		}
+		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
+			t.Errorf("node-a taints after the plan: %v, want only %v", got, otherTaint)
+		}
+	})
+
+	t.Run("released after the timeout with an Event", func(t *testing.T) {
+		f := newFixture(objects()...)
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			if ev.Name == "web-1" {
+				f.replace(t, "web-1", "node-b")
+			}
+			return nil // web-2's replacement never comes
+		})
+		r := f.executor(func(o *Options) { o.DrainTimeout = 300 * time.Millisecond }).Execute(context.Background(), p)
+		if len(r.Evicted) != 3 {
+			t.Fatalf("evicted %v, want all three", names(r.Evicted))
+		}
+		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
+			t.Errorf("node-a taints after the timeout: %v, want only %v", got, otherTaint)
+		}
+		var found bool
+		for len(f.recorder.Events) > 0 {
+			ev := <-f.recorder.Events
+			if strings.Contains(ev, EventDrainTimeout) {
+				found = strings.Contains(ev, "ReplicaSet web-2-rs: 0 of 1 bound") && !strings.Contains(ev, "web-1-rs")
+				if !found {
+					t.Errorf("event %q: want it to name web-2-rs's pending replacement only", ev)
+				}
+			}
+		}
+		if !found {
+			t.Error("no DrainTimeout event")
 		}
 	})
 

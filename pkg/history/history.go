@@ -1,65 +1,178 @@
-// Package history remembers where rebalancer moved pods, for the cooldown:
-// a workload's pods stay on a node for a while after an earlier plan moved
-// one of its pods there, so a moved pod is not moved again before it
-// settles. It is the one cooldown: the executor records each eviction, the
-// planner leaves pods in cooldown alone, and the multi-round simulation
-// replays it on a simulated clock.
+// Package history remembers where rebalancer moved pods. It is the one
+// cooldown: the executor records each eviction, the planner leaves pods in
+// cooldown alone and counts a workload's recent moves against its limit,
+// and the multi-round simulation replays it on a simulated clock.
 //
 // The cooldown is per owner and node, not per owner: a cooldown on whole
 // workloads would pin a large Deployment's pods on every node and stop
 // drains from emptying any.
+//
+// A History lives in memory; with a Store (store.go) it is also kept in a
+// ConfigMap, so a CronJob's next run, the next leader after a failover and a
+// dry-run all see the moves of the runs before them.
 package history
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
-// Landing is an owner's pods on one node.
-type Landing struct {
-	Owner types.UID
-	Node  string
+// Move is one eviction rebalancer carried out.
+type Move struct {
+	// Owner is the UID of the pod's controller: its replacement has the
+	// same one.
+	Owner types.UID `json:"owner"`
+	// Workload names the owner for people reading the history, e.g.
+	// "ReplicaSet shop/web-7d4b9".
+	Workload string `json:"workload,omitempty"`
+	// From is the node the pod was evicted from, To the node its
+	// replacement was steered to.
+	From string `json:"from,omitempty"`
+	To   string `json:"to"`
+	// At is when the pod was evicted.
+	At   time.Time `json:"at"`
+	Plan string    `json:"plan,omitempty"`
 }
+
+// flushEvery is how often, at most, the executor writes the moves of a
+// running plan to the Store: often enough that a crash forgets only the
+// last few evictions, rarely enough that a plan of thousands of moves does
+// not rewrite the object thousands of times.
+const flushEvery = 2 * time.Second
 
 // History is the record of recent moves. It is safe for concurrent use.
 type History struct {
 	clock    clock.PassiveClock
 	cooldown time.Duration
+	store    *Store // nil: in memory only
 
-	mu     sync.Mutex
-	landed map[Landing]time.Time // last time a pod of Owner was moved onto Node
+	mu        sync.Mutex
+	moves     []Move // in the order they were made
+	pending   []Move // recorded, not yet written to the store
+	reset     bool   // the stored history was unreadable: overwrite it
+	lastFlush time.Time
 }
 
-// New returns an empty history whose cooldown lasts cooldown by clock
-// (nil: the real clock). A cooldown of 0 keeps nothing.
+// New returns an empty in-memory history whose cooldown lasts cooldown by
+// clock (nil: the real clock). A cooldown of 0 keeps nothing.
 func New(c clock.PassiveClock, cooldown time.Duration) *History {
 	if c == nil {
 		c = clock.RealClock{}
 	}
-	return &History{clock: c, cooldown: cooldown, landed: map[Landing]time.Time{}}
+	return &History{clock: c, cooldown: cooldown}
 }
 
-// Record notes that a pod of owner was moved onto node now.
-func (h *History) Record(owner types.UID, node string) {
-	if h == nil || h.cooldown <= 0 || owner == "" {
-		return
+// NewStored returns a history kept in store as well: Load reads it, Flush
+// writes to it.
+func NewStored(c clock.PassiveClock, cooldown time.Duration, store *Store) *History {
+	h := New(c, cooldown)
+	h.store = store
+	return h
+}
+
+// Cooldown is how long a moved pod's workload stays on its new node.
+func (h *History) Cooldown() time.Duration {
+	if h == nil {
+		return 0
+	}
+	return h.cooldown
+}
+
+// Load replaces the history with the stored one, keeping the moves not
+// written yet. An in-memory history keeps what it has. It fails when the
+// store cannot be read: a caller that evicts must not go on without its
+// memory. A stored history that is not valid is reported in the log and
+// replaced by a fresh one at the next Flush.
+func (h *History) Load(ctx context.Context) error {
+	if h == nil || h.store == nil {
+		return nil
+	}
+	stored, err := h.store.Read(ctx)
+	var corrupt *CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		klog.FromContext(ctx).Error(err, "The move history is not valid: starting a fresh one; moves made before are forgotten", "configmap", h.store.String())
+		stored, h.reset = nil, true
+	case err != nil:
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.clock.Now()
+	h.moves = append(h.live(stored), h.pending...)
+	return nil
+}
+
+// Record notes an eviction; At is now when it is zero.
+func (h *History) Record(m Move) {
+	if h == nil || h.cooldown <= 0 || m.Owner == "" {
+		return
+	}
+	if m.At.IsZero() {
+		m.At = h.clock.Now()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	// Drop what has cooled, so a long-lived process does not keep every
 	// owner it ever moved.
-	for l, t := range h.landed {
-		if now.Sub(t) >= h.cooldown {
-			delete(h.landed, l)
-		}
+	h.moves = append(h.live(h.moves), m)
+	if h.store != nil {
+		h.pending = append(h.pending, m)
 	}
-	h.landed[Landing{owner, node}] = now
+}
+
+// Due says whether recorded moves have waited long enough to be written.
+func (h *History) Due() bool {
+	if h == nil || h.store == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.pending) > 0 && h.clock.Since(h.lastFlush) >= flushEvery
+}
+
+// Flush writes the recorded moves to the store, merged with what another
+// writer stored meanwhile, the cooled ones pruned.
+func (h *History) Flush(ctx context.Context) error {
+	if h == nil || h.store == nil {
+		return nil
+	}
+	h.mu.Lock()
+	pending, reset := slices.Clone(h.pending), h.reset
+	h.mu.Unlock()
+	if len(pending) == 0 && !reset {
+		return nil
+	}
+	if err := h.store.Append(ctx, pending, h.clock.Now().Add(-h.cooldown)); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pending = h.pending[len(pending):]
+	h.reset = false
+	h.lastFlush = h.clock.Now()
+	return nil
+}
+
+// maxSkew is how far in the future a stored move may be, written by a
+// replica whose clock runs ahead; a move further out was edited by hand
+// and would hold its pods for good.
+const maxSkew = 5 * time.Minute
+
+// live returns the moves that have not cooled yet.
+func (h *History) live(moves []Move) []Move {
+	now := h.clock.Now()
+	return slices.DeleteFunc(moves, func(m Move) bool {
+		return now.Sub(m.At) >= h.cooldown || m.At.Sub(now) > maxSkew
+	})
 }
 
 // Landed returns when a pod of owner was last moved onto node, if that is
@@ -70,11 +183,33 @@ func (h *History) Landed(owner types.UID, node string) (time.Time, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	t, ok := h.landed[Landing{owner, node}]
-	if !ok || h.clock.Since(t) >= h.cooldown {
+	var last time.Time
+	for _, m := range h.moves {
+		if m.Owner == owner && m.To == node && m.At.After(last) {
+			last = m.At
+		}
+	}
+	if last.IsZero() || h.clock.Since(last) >= h.cooldown || -h.clock.Since(last) > maxSkew {
 		return time.Time{}, false
 	}
-	return t, true
+	return last, true
+}
+
+// Moved counts the pods of owner moved less than the cooldown ago: the
+// planner counts them against the workload's limit.
+func (h *History) Moved(owner types.UID) int {
+	if h == nil || h.cooldown <= 0 {
+		return 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, m := range h.moves {
+		if since := h.clock.Since(m.At); m.Owner == owner && since < h.cooldown && -since <= maxSkew {
+			n++
+		}
+	}
+	return n
 }
 
 // InCooldown says whether a pod must stay where it is: a pod of its owner
@@ -87,4 +222,15 @@ func (h *History) InCooldown(pod *v1.Pod) bool {
 	}
 	_, ok := h.Landed(owner.UID, pod.Spec.NodeName)
 	return ok
+}
+
+// Moves returns the moves that have not cooled, oldest first.
+func (h *History) Moves() []Move {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.moves = h.live(h.moves)
+	return slices.Clone(h.moves)
 }

@@ -22,7 +22,7 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakePassiveClock(start)
 	h := New(clock, 10*time.Minute)
-	h.Record("uid-web", "node-b")
+	h.Record(Move{Owner: "uid-web", To: "node-b"})
 
 	if !h.InCooldown(owned("web", "node-b")) {
 		t.Error("a pod of web on node-b, just moved there: want cooldown")
@@ -46,17 +46,34 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 		t.Error("after 10m of 10m: want the cooldown over")
 	}
 	// Recording prunes what has cooled.
-	h.Record("uid-db", "node-a")
-	if len(h.landed) != 1 {
-		t.Errorf("%d landings kept, want 1", len(h.landed))
+	h.Record(Move{Owner: "uid-db", To: "node-a"})
+	if got := h.Moves(); len(got) != 1 || got[0].Owner != "uid-db" {
+		t.Errorf("moves kept %v, want db's only", got)
 	}
 }
 
 func TestNoCooldown(t *testing.T) {
 	for name, h := range map[string]*History{"nil": nil, "zero": New(nil, 0)} {
-		h.Record("uid-web", "node-b")
+		h.Record(Move{Owner: "uid-web", To: "node-b"})
 		if h.InCooldown(owned("web", "node-b")) {
 			t.Errorf("%s history: want no cooldown", name)
 		}
+	}
+}
+
+func TestMovedCountsRecentMovesOfOwner(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	h := New(clock, 10*time.Minute)
+	h.Record(Move{Owner: "uid-web", To: "node-b"})
+	clock.SetTime(start.Add(5 * time.Minute))
+	h.Record(Move{Owner: "uid-web", To: "node-c"})
+	h.Record(Move{Owner: "uid-db", To: "node-c"})
+	if got := h.Moved("uid-web"); got != 2 {
+		t.Errorf("Moved(web) = %d, want 2", got)
+	}
+	clock.SetTime(start.Add(12 * time.Minute))
+	if got := h.Moved("uid-web"); got != 1 {
+		t.Errorf("after the first move cooled: Moved(web) = %d, want 1", got)
 	}
 }

@@ -12,8 +12,11 @@ import (
 const (
 	// ReasonPDB: a PodDisruptionBudget has no disruption left in this plan.
 	ReasonPDB = "pdb"
-	// ReasonLimit: a policy or workload limit on evictions is reached.
+	// ReasonLimit: a policy's limit on evictions is reached.
 	ReasonLimit = "limit"
+	// ReasonWorkloadLimit: the pod's owner had as many pods moved within
+	// the cooldown, this plan's included, as --max-per-workload allows.
+	ReasonWorkloadLimit = "workload-limit"
 	// ReasonNoFit: the scheduler profile finds no node for the replacement.
 	ReasonNoFit = "no-fit"
 	// ReasonSameNode: the scheduler profile would put the replacement back
@@ -29,7 +32,7 @@ const (
 	// directions for this move.
 	ReasonConflict = "conflict"
 	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
-	// recently (run mode).
+	// less than the cooldown ago (the move history, pkg/history).
 	ReasonCooldown = "cooldown"
 	// ReasonUnsteered: the pod's scheduler does not follow rebalance hints
 	// and the move's benefit depends on a node choice it would not surely
@@ -48,7 +51,7 @@ const (
 )
 
 // Reasons lists every skip reason, in the order reports show them.
-var Reasons = []string{ReasonPDB, ReasonLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
+var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
 	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut}
 
 // Plan is one planning cycle's decision.

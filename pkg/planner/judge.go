@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
@@ -15,7 +17,27 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
+
+// maxPerWorkload is the most moves of the owner within the cooldown; 0 is
+// no limit.
+func (p *planner) maxPerWorkload(owner types.UID) int {
+	// Validated with the flags; an invalid value is no limit.
+	max, _ := intstr.GetScaledValueFromIntOrPercent(&p.opts.MaxPerWorkload, p.ownerPods[owner], true)
+	return max
+}
+
+// countOwnerPods counts the pods of each controller.
+func countOwnerPods(state *snapshot.Snapshot) map[types.UID]int {
+	n := map[types.UID]int{}
+	for _, pod := range state.Pods {
+		if owner := metav1.GetControllerOf(pod); owner != nil {
+			n[owner.UID]++
+		}
+	}
+	return n
+}
 
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on
 // to its next candidate.
@@ -48,11 +70,16 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNamespace %d reached in %s", *max, pod.Namespace), evictions.NewEvictionNamespaceLimitError(pod.Namespace))
 	}
 	owner := metav1.GetControllerOf(pod)
-	if owner != nil && p.opts.MaxPerWorkload > 0 && p.perOwner[owner.UID] >= p.opts.MaxPerWorkload {
-		return skip(plan.ReasonLimit, fmt.Sprintf("%d move(s) of %s %s already planned (--max-per-workload)", p.perOwner[owner.UID], owner.Kind, owner.Name), errSkipped)
+	if owner != nil {
+		if max := p.maxPerWorkload(owner.UID); max > 0 {
+			if recent, planned := p.opts.History.Moved(owner.UID), p.perOwner[owner.UID]; recent+planned >= max {
+				return skip(plan.ReasonWorkloadLimit, fmt.Sprintf("%s %s: %d of its %d pods moved within the cooldown, %d more in this plan; --max-per-workload %s allows %d",
+					owner.Kind, owner.Name, recent, p.ownerPods[owner.UID], planned, p.opts.MaxPerWorkload.String(), max), errSkipped)
+			}
+		}
 	}
-	if p.opts.InCooldown != nil && p.opts.InCooldown(pod) {
-		return skip(plan.ReasonCooldown, fmt.Sprintf("a pod of its owner was moved onto %s recently", pod.Spec.NodeName), errSkipped)
+	if p.opts.History.InCooldown(pod) {
+		return skip(plan.ReasonCooldown, fmt.Sprintf("a pod of its owner was moved onto %s less than %s ago", pod.Spec.NodeName, p.opts.History.Cooldown()), errSkipped)
 	}
 	// PodDisruptionBudgets as the eviction API applies them.
 	pdb, err := p.budgets.Admit(pod)

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -32,6 +33,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -46,14 +48,17 @@ type Options struct {
 	// score for a balance plugin's eviction to be worth it.
 	MinScoreGain int64
 	// MaxPerWorkload caps the moves of one owner (ReplicaSet, StatefulSet,
-	// ...) in one plan, so a workload is never disrupted all at once; 0 means
-	// no cap beyond the policy's own limits.
-	MaxPerWorkload int
-	// InCooldown reports pods that must not move now: a pod of their owner
-	// was moved onto their node recently. Known at plan time, they are
-	// protected like any other pod, so an all-or-nothing drain does not
-	// count on moving them. nil: none.
-	InCooldown func(pod *v1.Pod) bool
+	// ...) within History's cooldown, the moves of this plan included, so a
+	// workload is never disrupted all at once: a number of pods, or a
+	// percentage of the owner's pods in the cluster, rounded up. 0 means no
+	// cap beyond the policy's own limits.
+	MaxPerWorkload intstr.IntOrString
+	// History holds the moves made recently: a pod whose owner had a pod
+	// moved onto its node within the cooldown stays (known at plan time,
+	// such pods are protected like any other, so an all-or-nothing drain
+	// does not count on moving them), and the owner's recent moves count
+	// against MaxPerWorkload. nil: no memory.
+	History *history.History
 	// AllowConflicting plans even when the policy and the scheduler profile
 	// pull in opposite directions (the conflicts become warnings).
 	AllowConflicting bool
@@ -88,6 +93,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		return nil, err
 	}
 	p.budgets = disruption.New(state.PodDisruptionBudgets)
+	p.ownerPods = countOwnerPods(state)
 	before, err := sim.Usage()
 	if err != nil {
 		return nil, err
@@ -179,6 +185,9 @@ type planner struct {
 	perNode      map[string]uint
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
+	// ownerPods counts each owner's pods in the cluster, the base of a
+	// percentage MaxPerWorkload.
+	ownerPods map[types.UID]int
 	budgets      *disruption.Budgets
 	// sources counts the plan's moves off each node: no move goes onto a
 	// node the plan moves pods off, so a plan never undoes itself.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -585,8 +587,13 @@ func TestNodeFitLeftToTheSimulator(t *testing.T) {
 // not planned, and a drain that would need one of them is not started.
 func TestCooldownProtectsPods(t *testing.T) {
 	c := thinCluster(12)
-	held := func(pod *v1.Pod) bool { return pod.Spec.NodeName == "node-00" || pod.Spec.NodeName == "node-01" }
-	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, InCooldown: held})
+	moves := history.New(nil, time.Hour)
+	for _, pod := range c.snap.Pods {
+		if owner := metav1.GetControllerOf(pod); owner != nil && (pod.Spec.NodeName == "node-00" || pod.Spec.NodeName == "node-01") {
+			moves.Record(history.Move{Owner: owner.UID, To: pod.Spec.NodeName})
+		}
+	}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
 	for _, m := range p.Moves {
 		if m.Source == "node-00" || m.Source == "node-01" {
 			t.Errorf("moved %s off %s, whose pods are in cooldown", m.Pod, m.Source)
@@ -597,6 +604,32 @@ func TestCooldownProtectsPods(t *testing.T) {
 	}
 	if p.Summary.SkippedByReason[plan.ReasonCooldown] == 0 {
 		t.Errorf("no cooldown skips recorded: %v", p.Summary.SkippedByReason)
+	}
+}
+
+// TestWorkloadLimitCountsRecentMoves: --max-per-workload as a percentage
+// of the workload's pods, rounded up, with the moves of the history's
+// cooldown counted against it.
+func TestWorkloadLimitCountsRecentMoves(t *testing.T) {
+	c := newCluster()
+	for i := range 12 {
+		n := c.node(fmt.Sprintf("node-%02d", i), "8", "32Gi")
+		c.pod("team-a", "api", "ReplicaSet", n.Name, "1", "1Gi")
+		c.pod("team-b", "web", "ReplicaSet", n.Name, "1", "1Gi")
+	}
+	moves := history.New(nil, time.Hour)
+	moves.Record(history.Move{Owner: "owner-team-a-api", From: "node-99", To: "node-11"})
+	// 25% of 12 pods: 3 moves each, one of api's made already.
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves, MaxPerWorkload: intstr.FromString("25%")})
+	perOwner := map[string]int{}
+	for _, m := range p.Moves {
+		perOwner[m.Owner.Name]++
+	}
+	if perOwner["api"] > 2 || perOwner["web"] > 3 || len(p.Moves) == 0 {
+		t.Errorf("moves per workload %v: want some, api at most 2, web at most 3", perOwner)
+	}
+	if p.Summary.SkippedByReason[plan.ReasonWorkloadLimit] == 0 {
+		t.Errorf("no workload-limit skips: %v", p.Summary.SkippedByReason)
 	}
 }
 

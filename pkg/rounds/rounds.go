@@ -179,7 +179,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			continue // nobody recreates it
 		}
 		if e.target != "" {
-			r.moves.Record(owner.UID, e.target)
+			r.moves.Record(history.Move{Owner: owner.UID, From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
 			// The scheduler sees the pod go with its hint, as in the cluster.
 			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i)}
 		}
@@ -231,7 +231,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 	opts.ID = fmt.Sprintf("round-%d", i)
 	// As in run mode: a workload's pods on a node it moved pods onto stay
 	// for the cooldown, and the planner knows, so drains do not count on them.
-	opts.InCooldown = r.moves.InCooldown
+	opts.History = r.moves
 	p, err := planner.Plan(ctx, r.sim, r.policy, opts)
 	if err != nil {
 		return nil, err
