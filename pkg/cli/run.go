@@ -218,6 +218,11 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 	if o.dryRun {
 		return p.Print(out, o.output)
 	}
+	// A history that is missing or was corrupt is written now: a run that
+	// could not record its moves must find out before it evicts.
+	if err := moves.Flush(ctx); err != nil {
+		return fmt.Errorf("refusing to evict: %w", err)
+	}
 	if err := ex.CleanupDrainTaints(ctx); err != nil {
 		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
 	}

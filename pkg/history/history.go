@@ -91,22 +91,27 @@ func (h *History) Cooldown() time.Duration {
 // written yet. An in-memory history keeps what it has. It fails when the
 // store cannot be read: a caller that evicts must not go on without its
 // memory. A stored history that is not valid is reported in the log and
-// replaced by a fresh one at the next Flush.
+// replaced by a fresh one at the next Flush, which also creates a missing
+// one: a caller about to evict flushes first, so it knows before its first
+// eviction that its moves can be written.
 func (h *History) Load(ctx context.Context) error {
 	if h == nil || h.store == nil {
 		return nil
 	}
-	stored, err := h.store.Read(ctx)
+	stored, exists, err := h.store.Read(ctx)
 	var corrupt *CorruptError
 	switch {
 	case errors.As(err, &corrupt):
 		klog.FromContext(ctx).Error(err, "The move history is not valid: starting a fresh one; moves made before are forgotten", "configmap", h.store.String())
-		stored, h.reset = nil, true
+		stored = nil
 	case err != nil:
 		return err
+	case !exists:
+		klog.FromContext(ctx).Info("No move history yet: starting one", "configmap", h.store.String())
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.reset = corrupt != nil || !exists
 	h.moves = append(h.live(stored), h.pending...)
 	return nil
 }

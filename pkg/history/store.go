@@ -63,18 +63,18 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Read returns the stored moves: none if the ConfigMap does not exist yet,
-// a *CorruptError if it cannot be decoded.
-func (s *Store) Read(ctx context.Context) ([]Move, error) {
+// Read returns the stored moves and whether the ConfigMap exists; a
+// *CorruptError if it cannot be decoded.
+func (s *Store) Read(ctx context.Context) ([]Move, bool, error) {
 	cm, err := s.configMaps.Get(ctx, s.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		klog.FromContext(ctx).V(2).Info("No move history yet", "configmap", s.String())
-		return nil, nil
+		return nil, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("reading the move history, ConfigMap %s: %w", s, err)
+		return nil, false, fmt.Errorf("reading the move history, ConfigMap %s: %w", s, err)
 	}
-	return s.decode(cm)
+	moves, err := s.decode(cm)
+	return moves, true, err
 }
 
 func (s *Store) decode(cm *v1.ConfigMap) ([]Move, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,21 +20,25 @@ type replica struct {
 	addr string
 }
 
-func startReplica(t *testing.T) *replica {
+func startReplica(t *testing.T, args ...string) *replica {
 	t.Helper()
-	return startReplicaWith(t, kubeconfig, "rebalancer-e2e")
+	return startReplicaWith(t, kubeconfig, "rebalancer-e2e", args...)
 }
 
 // startReplicaWith starts a replica that reaches the apiserver through kc and
-// competes for the Lease named lease.
-func startReplicaWith(t *testing.T, kc, lease string) *replica {
+// competes for the Lease named lease. Without a --history-configmap in args
+// it has no cooldown.
+func startReplicaWith(t *testing.T, kc, lease string, args ...string) *replica {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startProcess(t, "rebalancer", "run", "--interval=2s", "--leader-elect", "--bind-address="+addr,
-		"--leader-elect-resource-name="+lease, "--cooldown=0s",
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--history-configmap") }) {
+		args = append(args, "--cooldown=0s")
+	}
+	p := startProcess(t, "rebalancer", append([]string{"run", "--interval=2s", "--leader-elect", "--bind-address=" + addr,
+		"--leader-elect-resource-name=" + lease,
 		"--kubeconfig", kc,
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
-		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"))
+		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")}, args...)...)
 	return &replica{process: p, addr: addr}
 }
 
@@ -56,7 +61,9 @@ func (r *replica) leads() bool {
 // TestRunDeploymentMode: two replicas of the long-lived mode with leader
 // election. Exactly one runs cycles and evicts; the cluster consolidates
 // over cycles; killing the leader hands over within the lease duration;
-// no pod is evicted twice.
+// no pod is evicted twice. Both keep one move history: after the handover,
+// the new leader leaves the pods the old one moved where they are, even when
+// their nodes are tainted for maintenance.
 func TestRunDeploymentMode(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
@@ -66,7 +73,8 @@ func TestRunDeploymentMode(t *testing.T) {
 	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes)
 	started := time.Now()
 
-	a, b := startReplica(t), startReplica(t)
+	flag, historyName := e.historyFlag()
+	a, b := startReplica(t, flag), startReplica(t, flag)
 	for _, r := range []*replica{a, b} {
 		e.poll("/healthz and /readyz of "+r.addr, func() (bool, error) {
 			h, _ := r.get("/healthz")
@@ -113,6 +121,37 @@ func TestRunDeploymentMode(t *testing.T) {
 	t.Logf("handover took %s", time.Since(handover).Round(100*time.Millisecond))
 	if time.Since(handover) > 20*time.Second {
 		t.Errorf("handover took %s, more than the lease duration", time.Since(handover))
+	}
+
+	// The old leader's moves are in the history; their targets go under
+	// maintenance, and the new leader runs cycles: the moved pods stay.
+	targets := map[string]bool{}
+	for _, m := range readHistory(t, e, historyName) {
+		if slices.Contains(nodes, m.To) {
+			targets[m.To] = true
+		}
+	}
+	if len(targets) == 0 {
+		t.Fatal("the old leader's moves are not in the history")
+	}
+	for n := range targets {
+		e.taintForMaintenance(n)
+	}
+	tainted, before := time.Now(), cycles(follower, "ok")
+	e.poll("three cycles of the new leader", func() (bool, error) { return cycles(follower, "ok") >= before+3, nil })
+	onTargets := map[string]bool{}
+	for _, p := range append(e.boundPods("web", 12), e.boundPods("api", 6)...) {
+		if targets[p.Spec.NodeName] {
+			onTargets[p.Name] = true
+		}
+	}
+	_, afterTaint := auditedRequests(t, "rebalancer/", tainted)
+	for _, w := range afterTaint {
+		for name := range onTargets {
+			if strings.HasPrefix(w, "create ") && strings.HasSuffix(w, "/"+name+"/eviction") {
+				t.Errorf("the new leader evicted %s, moved by the old one within the cooldown", name)
+			}
+		}
 	}
 
 	// No pod was evicted twice.

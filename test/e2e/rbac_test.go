@@ -85,6 +85,7 @@ func TestRebalancerRBACIsEnough(t *testing.T) {
 // and why rebalancer needs them.
 var rebalancerNotExercised = map[string]string{
 	"create coordination.k8s.io/leases":     "the first start in a cluster creates the Lease",
+	"create configmaps":                     "the first run in a cluster creates the move history",
 	"get scheduling.k8s.io/priorityclasses": "a policy that names its priorityThreshold by class",
 }
 
