@@ -29,14 +29,13 @@ type planOptions struct {
 	schedulerConfig []string
 	schedulerName   string
 	snapshot        string
-	kubeconfig      string
-	context         string
-	output          string
-	minScoreGain    int64
-	maxPerWorkload  string
-	cooldown        time.Duration
-	history         string
-	allowConflicts  bool
+	clientFlags
+	output         string
+	minScoreGain   int64
+	maxPerWorkload string
+	cooldown       time.Duration
+	history        string
+	allowConflicts bool
 }
 
 func newPlanCommand() *cobra.Command {
@@ -72,8 +71,7 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.policy, "policy", "", "DeschedulerPolicy (descheduler/v1alpha2) file")
 	f.StringArrayVar(&o.schedulerConfig, "scheduler-config", nil, "KubeSchedulerConfiguration file of a scheduler of the cluster; repeat it for each (default-scheduler is modelled with kube-scheduler's defaults unless a file configures it)")
 	f.StringVar(&o.schedulerName, "scheduler-name", "", "model only the profile of this schedulerName; pods of other schedulers are not moved (default: every profile)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigHelp)
-	f.StringVar(&o.context, "context", "", "kubeconfig context to use")
+	o.clientFlags.addFlags(f, kubeconfigHelp) // o.addFlags is planOptions's own
 	f.StringVarP(&o.output, "output", "o", "table", "output format: "+strings.Join(plan.Formats, ", "))
 	f.Int64Var(&o.minScoreGain, "min-score-gain", 1, "how much higher than its current node a balance move's target must score")
 	f.StringVar(&o.maxPerWorkload, "max-per-workload", "0", "most pods of one workload (owner) moved within the cooldown, this plan's included: a number, or a percentage of the workload's pods such as 10% (rounded up); 0 for no limit")
@@ -84,7 +82,7 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 
 // flagErrors checks the flags plan and run share.
 func (o *planOptions) flagErrors() []error {
-	var errs []error
+	errs := o.errors()
 	if o.policy == "" {
 		errs = append(errs, errors.New("--policy is required"))
 	}
@@ -163,7 +161,7 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	var client kubernetes.Interface
 	if o.snapshot == "" {
 		var err error
-		if client, err = newClient(ctx, o.kubeconfig, o.context); err != nil {
+		if client, err = o.newClient(ctx); err != nil {
 			return nil, err
 		}
 	}

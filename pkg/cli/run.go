@@ -45,6 +45,7 @@ type runOptions struct {
 	leaseName    string
 	bindAddress  string
 	drainTimeout time.Duration
+	evictionRate float64
 }
 
 func newRunCommand() *cobra.Command {
@@ -79,6 +80,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.StringVar(&o.leaseNS, "leader-elect-resource-namespace", "rebalancer-system", "namespace of the leader Lease")
 	f.StringVar(&o.leaseName, "leader-elect-resource-name", "rebalancer", "name of the leader Lease")
 	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
+	f.Float64Var(&o.evictionRate, "max-evictions-per-second", 0, "pace the evictions of a cycle; 0 for no limit (the API client's --kube-api-qps still applies)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", executor.DefaultDrainTimeout, "how long a drained node keeps its drain taint after its last eviction while replacements of its pods are pending")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
 	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -94,6 +96,9 @@ func (o *runOptions) validate() error {
 		if _, err := daemon.ParseSchedule(o.interval, o.schedule); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.evictionRate < 0 {
+		errs = append(errs, fmt.Errorf("--max-evictions-per-second %g: must not be negative", o.evictionRate))
 	}
 	if o.drainTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--drain-timeout %s: must be positive", o.drainTimeout))
@@ -138,7 +143,7 @@ type cycleResult struct {
 
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	logger := klog.FromContext(ctx)
-	client, err := newClient(ctx, o.kubeconfig, o.context)
+	client, err := o.newClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,13 +151,14 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	reg := prometheus.NewRegistry()
 	moves := o.newHistory(client)
 	ex := executor.New(executor.Options{
-		Client:       client,
-		Recorder:     executor.NewEventRecorder(client, logger),
-		Metrics:      executor.NewMetrics(reg),
-		History:      moves,
-		Validate:     o.recheck.move,
-		DrainTimeout: o.drainTimeout,
-		Stop:         ctx.Done(),
+		Client:                client,
+		Recorder:              executor.NewEventRecorder(client, logger),
+		Metrics:               executor.NewMetrics(reg),
+		History:               moves,
+		Validate:              o.recheck.move,
+		DrainTimeout:          o.drainTimeout,
+		MaxEvictionsPerSecond: o.evictionRate,
+		Stop:                  ctx.Done(),
 	})
 	out := cmd.OutOrStdout()
 	if o.once {

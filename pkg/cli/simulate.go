@@ -50,7 +50,7 @@ re-placing pods, for comparison.`,
 	f := cmd.Flags()
 	o.addFlags(f, "")
 	// simulate is offline only.
-	for _, name := range []string{"kubeconfig", "context", "history-configmap"} {
+	for _, name := range []string{"kubeconfig", "context", "kube-api-qps", "kube-api-burst", "history-configmap"} {
 		if err := f.MarkHidden(name); err != nil {
 			panic(err) // the flag is registered just above
 		}

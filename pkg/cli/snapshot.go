@@ -131,20 +131,24 @@ func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T
 }
 
 func newCaptureCommand() *cobra.Command {
-	var kubeconfig, kubeContext, out string
+	var c clientFlags
+	var out string
 	cmd := &cobra.Command{
 		Use:     "capture",
 		Short:   "Write a live cluster's nodes, pods, PDBs, ... to a snapshot file (read-only)",
 		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if kubeconfig == "" {
+			if c.kubeconfig == "" {
 				return errors.New("--kubeconfig is required")
+			}
+			if err := errors.Join(c.errors()...); err != nil {
+				return err
 			}
 			if err := checkOutput(out); err != nil {
 				return err
 			}
-			client, err := newClient(cmd.Context(), kubeconfig, kubeContext)
+			client, err := c.newClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -155,8 +159,7 @@ func newCaptureCommand() *cobra.Command {
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the cluster to capture")
-	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context to use")
+	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
 	return cmd
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,6 +113,8 @@ type Options struct {
 	// a short reason, preferably one of plan.Reasons, and a detail to skip
 	// the move.
 	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
+	// MaxEvictionsPerSecond paces the evictions of a plan; 0 is no limit.
+	MaxEvictionsPerSecond float64
 	// DrainTimeout is how long a drained node keeps the drain taint after
 	// its last eviction while replacements of its pods are pending; 0 is
 	// DefaultDrainTimeout.
@@ -130,6 +133,8 @@ type Executor struct {
 	mu sync.Mutex
 	// planStart is when the running Execute began: owners moved since are in this plan.
 	planStart time.Time
+	// pace spaces evictions (MaxEvictionsPerSecond); nil: no limit.
+	pace *rate.Limiter
 }
 
 // New returns an Executor. Unset options get their defaults.
@@ -143,7 +148,11 @@ func New(o Options) *Executor {
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = DefaultDrainTimeout
 	}
-	return &Executor{o: o}
+	e := &Executor{o: o}
+	if o.MaxEvictionsPerSecond > 0 {
+		e.pace = rate.NewLimiter(rate.Limit(o.MaxEvictionsPerSecond), 1)
+	}
+	return e
 }
 
 // Result is what became of a plan's moves: each one is either evicted or
@@ -278,8 +287,9 @@ func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *d
 			return outcome{pod: pod, reason: reason, detail: detail}
 		}
 	}
-	// Validate may have taken a while; nothing is written after a stop.
-	if e.stopping(ctx) {
+	// Validate may have taken a while, and the pace may make us wait;
+	// nothing is written after a stop.
+	if !e.waitTurn(ctx) {
 		return outcome{pod: pod, reason: ReasonStopped}
 	}
 
@@ -454,6 +464,20 @@ func (e *Executor) stopping(ctx context.Context) bool {
 	default:
 		return false
 	}
+}
+
+// waitTurn waits until the pace allows the next eviction and reports
+// whether it may go ahead: Stop and the context's cancellation end the wait.
+func (e *Executor) waitTurn(ctx context.Context) bool {
+	if e.pace == nil {
+		return !e.stopping(ctx)
+	}
+	r := e.pace.Reserve()
+	if d := r.Delay(); d > 0 && !e.sleep(ctx, d) {
+		r.Cancel()
+		return false
+	}
+	return !e.stopping(ctx)
 }
 
 // sleep waits for d and reports whether it did: Stop and the context's

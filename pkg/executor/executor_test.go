@@ -798,3 +798,24 @@ func TestExecuteReportsPlannerRefusals(t *testing.T) {
 		t.Errorf("plan_moves = %v, want 0", v)
 	}
 }
+
+// At a pace of one eviction every 1000 s the second move waits its turn,
+// and a stop during the wait skips it: nothing is written for it.
+func TestExecutePacedStopsWhileWaiting(t *testing.T) {
+	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
+	stop := make(chan struct{})
+	e := f.executor(func(o *Options) { o.MaxEvictionsPerSecond = 0.001; o.Stop = stop })
+	f.onEvict(func(ev *policyv1.Eviction) error {
+		if ev.Name == "web-1" {
+			go func() { time.Sleep(100 * time.Millisecond); close(stop) }()
+		}
+		return nil
+	})
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+	if !slices.Equal(names(r.Evicted), []string{"web-1"}) || !slices.Equal(reasons(r), []string{"web-2:stopped"}) {
+		t.Errorf("evicted %v, skipped %v; want web-1 evicted, web-2 stopped while waiting", names(r.Evicted), reasons(r))
+	}
+	if n := f.count("patch pods web-2") + f.count("create pods/eviction web-2"); n != 0 {
+		t.Errorf("API calls %q: nothing may be written for a move stopped while waiting", f.calls())
+	}
+}

@@ -188,7 +188,7 @@ type planner struct {
 	// ownerPods counts each owner's pods in the cluster, the base of a
 	// percentage MaxPerWorkload.
 	ownerPods map[types.UID]int
-	budgets      *disruption.Budgets
+	budgets   *disruption.Budgets
 	// sources counts the plan's moves off each node: no move goes onto a
 	// node the plan moves pods off, so a plan never undoes itself.
 	sources map[string]int

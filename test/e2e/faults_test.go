@@ -159,7 +159,7 @@ func checkNoDrainTaint(t *testing.T, e *testEnv) {
 }
 
 // The shipped policy's limit per namespace: every pod here is in one.
-const namespaceLimit = 20
+const namespaceLimit = 100
 
 // TestRunOnceUnderFaults: one `run --once` whose API requests fail in every
 // way a flaky apiserver fails them — the first pod read answers 500, the
