@@ -273,7 +273,9 @@ func TestAPIServerRestartMidCycle(t *testing.T) {
 	started := time.Now()
 
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	r := &replica{process: startProcess(t, "rebalancer", "run", "--interval=3s", "--leader-elect=false", "--cooldown=0s",
+	// A replacement bound while the apiserver is down can be missed by the
+	// drain guard's watch: its node then waits out --drain-timeout.
+	r := &replica{process: startProcess(t, "rebalancer", "run", "--interval=3s", "--leader-elect=false", "--cooldown=0s", "--drain-timeout=10s",
 		"--bind-address="+addr, "--kubeconfig", proxy.Kubeconfig,
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")), addr: addr}

@@ -58,6 +58,7 @@ func TestLoadLiveCycles(t *testing.T) {
 
 	// Requests per resource: initial lists and watches, none per cycle.
 	lists, watches := map[string]int{}, map[string]int{}
+	historyReads := 0
 	for _, ev := range auditEvents(t, "rebalancer/", started) {
 		u, err := url.Parse(ev.RequestURI)
 		if err != nil {
@@ -70,6 +71,8 @@ func TestLoadLiveCycles(t *testing.T) {
 		switch {
 		case ev.Verb == "get" && u.Path == "/version":
 			// the check that the API server answers, once at start
+		case ev.Verb == "get" && u.Path == "/api/v1/namespaces/rebalancer-system/configmaps/rebalancer-history":
+			historyReads++ // the move history, read at the start of each cycle
 		case ev.Verb == "list":
 			lists[kind]++
 		case ev.Verb == "watch" && u.Query().Get("sendInitialEvents") == "true":
@@ -80,7 +83,10 @@ func TestLoadLiveCycles(t *testing.T) {
 			t.Errorf("unexpected request in --dry-run: %s %s", ev.Verb, ev.RequestURI)
 		}
 	}
-	t.Logf("initial lists by kind: %v; watches: %v", lists, watches)
+	t.Logf("initial lists by kind: %v; watches: %v; history reads %d", lists, watches, historyReads)
+	if historyReads > wantCycles+1 {
+		t.Errorf("the move history was read %d times over %d cycles, want once a cycle", historyReads, wantCycles)
+	}
 	if lists["pods"] == 0 || lists["nodes"] == 0 {
 		t.Fatalf("no initial list of pods or nodes in the audit log: %v", lists)
 	}
