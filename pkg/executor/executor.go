@@ -246,14 +246,15 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 			break
 		}
 	}
-	guard.wait(ctx, e.o.Stop)
-	// The last moves are written even after a stop.
+	// The last moves are written even after a stop, and before the wait for
+	// the drained nodes' replacements: a crash while waiting loses none.
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := e.o.History.Flush(flushCtx); err != nil && r.HistoryError == "" {
 		r.HistoryError = err.Error()
 		logger.Error(err, "The last moves made could not be remembered")
 	}
+	guard.wait(ctx, e.o.Stop)
 	logger.Info("Executed plan", "moves", len(p.Moves), "evicted", len(r.Evicted), "skipped", len(r.Skipped), "errors", r.Errors)
 	return r
 }

@@ -172,12 +172,16 @@ func (h *History) Flush(ctx context.Context) error {
 // and would hold its pods for good.
 const maxSkew = 5 * time.Minute
 
+// fresh says whether a move made at is still in its cooldown at now; a move
+// further than maxSkew in the future is ignored.
+func (h *History) fresh(at, now time.Time) bool {
+	return now.Sub(at) < h.cooldown && at.Sub(now) <= maxSkew
+}
+
 // live returns the moves that have not cooled yet.
 func (h *History) live(moves []Move) []Move {
 	now := h.clock.Now()
-	return slices.DeleteFunc(moves, func(m Move) bool {
-		return now.Sub(m.At) >= h.cooldown || m.At.Sub(now) > maxSkew
-	})
+	return slices.DeleteFunc(moves, func(m Move) bool { return !h.fresh(m.At, now) })
 }
 
 // Landed returns when a pod of owner was last moved onto node, if that is
@@ -188,16 +192,14 @@ func (h *History) Landed(owner types.UID, node string) (time.Time, bool) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.clock.Now()
 	var last time.Time
 	for _, m := range h.moves {
-		if m.Owner == owner && m.To == node && m.At.After(last) {
+		if m.Owner == owner && m.To == node && m.At.After(last) && h.fresh(m.At, now) {
 			last = m.At
 		}
 	}
-	if last.IsZero() || h.clock.Since(last) >= h.cooldown || -h.clock.Since(last) > maxSkew {
-		return time.Time{}, false
-	}
-	return last, true
+	return last, !last.IsZero()
 }
 
 // Moved counts the pods of owner moved less than the cooldown ago: the
@@ -208,9 +210,10 @@ func (h *History) Moved(owner types.UID) int {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.clock.Now()
 	n := 0
 	for _, m := range h.moves {
-		if since := h.clock.Since(m.At); m.Owner == owner && since < h.cooldown && -since <= maxSkew {
+		if m.Owner == owner && h.fresh(m.At, now) {
 			n++
 		}
 	}

@@ -77,3 +77,19 @@ func TestMovedCountsRecentMovesOfOwner(t *testing.T) {
 		t.Errorf("after the first move cooled: Moved(web) = %d, want 1", got)
 	}
 }
+
+// A move stamped far in the future (a hand edit) is ignored and does not
+// hide a real recent move of the same owner onto the same node.
+func TestFutureMovesAreIgnored(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	h := New(clock, 10*time.Minute)
+	h.Record(Move{Owner: "uid-web", To: "node-b", At: start.Add(24 * time.Hour)})
+	if h.InCooldown(owned("web", "node-b")) || h.Moved("uid-web") != 0 {
+		t.Error("a move a day ahead holds the pods: want it ignored")
+	}
+	h.Record(Move{Owner: "uid-web", To: "node-b"})
+	if at, ok := h.Landed("uid-web", "node-b"); !ok || !at.Equal(start) {
+		t.Errorf("Landed = %v, %v; want the real move at %v", at, ok, start)
+	}
+}

@@ -84,20 +84,9 @@ func TestOptOutWrongValueDoesNotCount(t *testing.T) {
 // TestRecheckHonoursALateOptOut: a node annotated after the plan keeps its
 // pods: every move off it is refused just before its eviction.
 func TestRecheckHonoursALateOptOut(t *testing.T) {
-	c := thinCluster(12)
-	pol, _ := loadPair(t, "binpacking")
-	profs := schedulers(t)
-	p := planWith(t, profs, pol, c.snap)
-	if len(p.Moves) == 0 {
-		t.Fatal("nothing planned")
-	}
+	c, pol, profs, p := thinPlan(t)
 	source := p.Moves[0].Source
-	off := 0
-	for _, m := range p.Moves {
-		if m.Source == source {
-			off++
-		}
-	}
+	off := countMoves(p, func(m plan.Move) bool { return m.Source == source })
 	for _, n := range c.snap.Nodes {
 		if n.Name == source {
 			n.Annotations = map[string]string{optout.KarpenterDoNotDisrupt: "true"}

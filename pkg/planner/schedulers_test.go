@@ -83,6 +83,31 @@ func planWith(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.Desch
 	return p
 }
 
+// thinPlan plans the shipped bin-packing pair on a thin cluster of 12
+// nodes, for the recheck tests that then change the cluster under the plan.
+func thinPlan(t *testing.T) (*cluster, *api.DeschedulerPolicy, []*config.KubeSchedulerProfile, *plan.Plan) {
+	t.Helper()
+	c := thinCluster(12)
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t)
+	p := planWith(t, profs, pol, c.snap)
+	if len(p.Moves) == 0 {
+		t.Fatal("nothing planned")
+	}
+	return c, pol, profs, p
+}
+
+// countMoves counts the plan's moves that match.
+func countMoves(p *plan.Plan, match func(plan.Move) bool) int {
+	n := 0
+	for _, m := range p.Moves {
+		if match(m) {
+			n++
+		}
+	}
+	return n
+}
+
 // setScheduler puts every workload pod of the namespace on a scheduler.
 func (c *cluster) setScheduler(ns, name string) {
 	for _, p := range c.snap.Pods {
@@ -275,20 +300,9 @@ func TestRecheckAcceptsThePlanOnItsOwnView(t *testing.T) {
 // TestRecheckRefusesAFilledTarget: a node the plan moves pods onto fills up
 // after the plan; the moves onto it are refused, the others still hold.
 func TestRecheckRefusesAFilledTarget(t *testing.T) {
-	c := thinCluster(12)
-	pol, _ := loadPair(t, "binpacking")
-	profs := schedulers(t)
-	p := planWith(t, profs, pol, c.snap)
-	if len(p.Moves) == 0 {
-		t.Fatal("nothing planned")
-	}
+	c, pol, profs, p := thinPlan(t)
 	target := p.Moves[0].Target
-	onto := 0
-	for _, m := range p.Moves {
-		if m.Target == target {
-			onto++
-		}
-	}
+	onto := countMoves(p, func(m plan.Move) bool { return m.Target == target })
 	// Someone else's pod takes the rest of the target.
 	c.pod("team-a", "newcomer", "ReplicaSet", target, "5", "20Gi")
 	refused := recheckAll(t, profs, pol, c.snap, p)
