@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/output"
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -107,7 +106,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if !o.once {
-		if err := checkAddress(o.bindAddress); err != nil {
+		if err := serving.CheckAddress(o.bindAddress); err != nil {
 			errs = append(errs, fmt.Errorf("--bind-address %q: %w", o.bindAddress, err))
 		}
 		if o.leaderElect {
@@ -120,19 +119,6 @@ func (o *runOptions) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// checkAddress checks a listen address, host:port, as net.Listen takes it.
-func checkAddress(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
-	}
-	return nil
 }
 
 // cycleResult is what one cycle prints with -o json or yaml.

@@ -17,7 +17,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -44,7 +44,7 @@ type state struct {
 // scheduler held.
 type mark struct {
 	journal int
-	hints   map[*scheduler]rebalancehint.Checkpoint
+	hints   map[*scheduler]hint.Checkpoint
 }
 
 type entry struct {
@@ -162,7 +162,7 @@ func (s *Simulator) Fork() Fork {
 	for _, sc := range s.schedulers {
 		if sc.hints != nil {
 			if m.hints == nil {
-				m.hints = map[*scheduler]rebalancehint.Checkpoint{}
+				m.hints = map[*scheduler]hint.Checkpoint{}
 			}
 			m.hints[sc] = sc.hints.Checkpoint()
 		}

@@ -2,13 +2,13 @@ package rebalancehint
 
 import (
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
 // Args configures RebalanceHint through the profile's pluginConfig:
@@ -26,13 +26,8 @@ type Args struct {
 	HintTTL metav1.Duration `json:"hintTTL,omitempty"`
 }
 
-const (
-	// DefaultHintTTL covers a graceful termination, the owner's reaction and a
-	// scheduling queue backoff with room to spare.
-	DefaultHintTTL = 10 * time.Minute
-	minHintTTL     = time.Second
-	maxHintTTL     = 24 * time.Hour
-)
+// DefaultHintTTL is hint.DefaultTTL.
+const DefaultHintTTL = hint.DefaultTTL
 
 // SetDefaults fills unset fields.
 func (a *Args) SetDefaults() {
@@ -43,8 +38,8 @@ func (a *Args) SetDefaults() {
 
 // Validate returns an error naming the offending field.
 func (a *Args) Validate() error {
-	if d := a.HintTTL.Duration; d < minHintTTL || d > maxHintTTL {
-		return fmt.Errorf("pluginConfig[%s].args.hintTTL: invalid value %q: must be between %s and %s", Name, d, minHintTTL, maxHintTTL)
+	if err := hint.ValidateTTL(a.HintTTL.Duration); err != nil {
+		return fmt.Errorf("pluginConfig[%s].args.hintTTL: %w", Name, err)
 	}
 	return nil
 }

@@ -25,19 +25,18 @@ import (
 // Name is the plugin's name in a KubeSchedulerConfiguration.
 const Name = "RebalanceHint"
 
-// Scores: the target wins, the source loses, every other node sits between so
-// that the profile's own scoring orders them.
-const (
-	targetScore = fwk.MaxScore
-	otherScore  = (fwk.MaxScore + fwk.MinScore) / 2
-	sourceScore = fwk.MinScore
-)
+// score maps a hint's rank onto the framework's range: the target wins (100),
+// the source loses (0), every other node sits between (50) so that the
+// profile's own scoring orders them.
+func score(r hint.Rank) int64 {
+	return fwk.MinScore + int64(r)*(fwk.MaxScore-fwk.MinScore)/int64(hint.Prefer)
+}
 
 const stateKey fwk.StateKey = Name
 
 // Plugin implements PreScore, Score and Reserve.
 type Plugin struct {
-	book *book
+	book *hint.Book
 }
 
 var (
@@ -60,7 +59,7 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 	if err != nil {
 		return nil, err
 	}
-	pl := &Plugin{book: newBook(c, args.HintTTL.Duration)}
+	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration)}
 	logger := klog.FromContext(ctx).WithName(Name)
 	if h == nil || h.SharedInformerFactory() == nil {
 		return nil, fmt.Errorf("%s: the framework handle has no informer factory", Name)
@@ -94,32 +93,14 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 // calls it; rebalancer's simulator calls it directly when it replays an
 // eviction, so simulated replacements are steered exactly as real ones.
 func (pl *Plugin) PodLeaving(logger klog.Logger, pod *v1.Pod) {
-	h, found, err := hint.FromPod(pod)
-	if !found {
-		return
-	}
-	if err != nil {
-		logger.Error(err, "Ignoring malformed rebalance hint", "pod", klog.KObj(pod))
-		return
-	}
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
-		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
-		return
-	}
-	if pl.book.record(owner.UID, pod.UID, h) {
-		logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
-			"source", h.Source, "target", h.Target, "plan", h.PlanID)
-	} else {
-		logger.V(4).Info("Rebalance hint not recorded (stale or seen before)", "pod", klog.KObj(pod), "hintedAt", h.Time)
-	}
+	pl.book.Leaving(logger, pod)
 }
 
 // Checkpoint copies the hints the plugin holds; Restore brings them back.
-func (pl *Plugin) Checkpoint() Checkpoint { return pl.book.checkpoint() }
+func (pl *Plugin) Checkpoint() hint.Checkpoint { return pl.book.Checkpoint() }
 
 // Restore replaces the hints the plugin holds with a checkpoint's.
-func (pl *Plugin) Restore(c Checkpoint) { pl.book.restore(c) }
+func (pl *Plugin) Restore(c hint.Checkpoint) { pl.book.Restore(c) }
 
 // Name returns the plugin name.
 func (pl *Plugin) Name() string { return Name }
@@ -127,7 +108,7 @@ func (pl *Plugin) Name() string { return Name }
 // cycleState carries the hint a pod is being scheduled with, from PreScore to Reserve.
 type cycleState struct {
 	owner    metav1.OwnerReference
-	entry    entry
+	entry    hint.Entry
 	reserved bool
 }
 
@@ -140,7 +121,7 @@ func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod,
 	if owner == nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	e, ok := pl.book.next(owner.UID)
+	e, ok := pl.book.Next(owner.UID)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
@@ -154,14 +135,7 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	switch nodeInfo.Node().Name {
-	case s.entry.Target:
-		return targetScore, nil
-	case s.entry.Source:
-		return sourceScore, nil
-	default:
-		return otherScore, nil
-	}
+	return score(s.entry.RankOf(nodeInfo.Node().Name)), nil
 }
 
 // ScoreExtensions: scores are already in [MinScore, MaxScore].
@@ -174,7 +148,7 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ 
 	if err != nil {
 		return nil // no hint in this cycle
 	}
-	pl.book.setConsumed(s.owner.UID, s.entry.pod, true)
+	pl.book.SetConsumed(s.owner.UID, s.entry.Pod, true)
 	s.reserved = true
 	return nil
 }
@@ -185,7 +159,7 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	if err != nil || !s.reserved {
 		return
 	}
-	pl.book.setConsumed(s.owner.UID, s.entry.pod, false)
+	pl.book.SetConsumed(s.owner.UID, s.entry.Pod, false)
 	s.reserved = false
 }
 
@@ -194,7 +168,7 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // not share one scoring result, since each consumes its own hint.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if owner := metav1.GetControllerOf(pod); owner != nil {
-		if _, ok := pl.book.next(owner.UID); ok {
+		if _, ok := pl.book.Next(owner.UID); ok {
 			return nil, fwk.NewStatus(fwk.Unschedulable, "pod has a pending rebalance hint")
 		}
 	}

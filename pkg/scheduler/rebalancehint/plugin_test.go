@@ -210,7 +210,7 @@ func TestHintExpires(t *testing.T) {
 	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
 		t.Fatalf("after expiry the pod went to %q, want %q", got, "full")
 	}
-	if n := e.pl.book.len(); n != 0 {
+	if n := e.pl.book.Len(); n != 0 {
 		t.Fatalf("book holds %d expired entries", n)
 	}
 }
@@ -249,7 +249,7 @@ func TestMalformedHintIgnored(t *testing.T) {
 	bad := pod("old", "full", "1", &web)
 	bad.Annotations = map[string]string{hint.TargetNodeAnnotation: "half", hint.TimeAnnotation: "not-a-time"}
 	e.pl.PodLeaving(klogger(t), bad)
-	if n := e.pl.book.len(); n != 0 {
+	if n := e.pl.book.Len(); n != 0 {
 		t.Fatalf("malformed hint recorded (%d entries)", n)
 	}
 	if got := e.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
@@ -266,16 +266,16 @@ func TestUnreserveGivesHintBack(t *testing.T) {
 		t.Fatalf("PreScore: %v", s)
 	}
 	e.pl.Reserve(e.ctx, state, p, "half")
-	if _, ok := e.pl.book.next(web.UID); ok {
+	if _, ok := e.pl.book.Next(web.UID); ok {
 		t.Fatal("hint still pending after Reserve")
 	}
 	e.pl.Unreserve(e.ctx, state, p, "half")
-	if _, ok := e.pl.book.next(web.UID); !ok {
+	if _, ok := e.pl.book.Next(web.UID); !ok {
 		t.Fatal("hint not given back by Unreserve")
 	}
 	// Unreserve without Reserve (allowed by the framework) changes nothing.
 	e.pl.Unreserve(e.ctx, framework.NewCycleState(), p, "half")
-	if _, ok := e.pl.book.next(web.UID); !ok {
+	if _, ok := e.pl.book.Next(web.UID); !ok {
 		t.Fatal("Unreserve without a reservation dropped the hint")
 	}
 }
@@ -316,14 +316,14 @@ func TestInformerRecordsTerminatingAndDeletedPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		_, okWeb := e.pl.book.next(web.UID)
-		_, okAPI := e.pl.book.next(api.UID)
+		_, okWeb := e.pl.book.Next(web.UID)
+		_, okAPI := e.pl.book.Next(api.UID)
 		return okWeb && okAPI, nil
 	})
 	if err != nil {
 		t.Fatalf("hints not recorded from informer events: %v", err)
 	}
-	if n := e.pl.book.len(); n != 2 {
+	if n := e.pl.book.Len(); n != 2 {
 		t.Fatalf("book holds %d entries, want 2", n)
 	}
 }

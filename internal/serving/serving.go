@@ -1,0 +1,101 @@
+// Package serving runs the HTTP(S) servers of rebalancer's long-lived
+// endpoints (the scheduler extender, the admission webhook): plain HTTP, or
+// TLS from a certificate and key file that are reloaded when they change on
+// disk, as cert-manager rotates a mounted Secret.
+package serving
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/klog/v2"
+)
+
+// Options say where and how to serve.
+type Options struct {
+	// Address is host:port to listen on.
+	Address string
+	// CertFile and KeyFile: both set serves TLS, both empty plain HTTP.
+	CertFile, KeyFile string
+}
+
+// Validate names the flag that is wrong.
+func (o Options) Validate() error {
+	if err := CheckAddress(o.Address); err != nil {
+		return fmt.Errorf("--bind-address %q: %w", o.Address, err)
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return errors.New("--tls-cert-file and --tls-private-key-file: give both to serve TLS, or neither to serve plain HTTP")
+	}
+	return nil
+}
+
+// CheckAddress checks a host:port to listen on.
+func CheckAddress(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// Serve listens and serves handler until ctx ends, then shuts down
+// gracefully. A listen or certificate problem is returned before serving.
+func Serve(ctx context.Context, o Options, handler http.Handler) (<-chan error, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if o.CertFile != "" {
+		content, err := dynamiccertificates.NewDynamicServingContentFromFiles("serving", o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert-file %s, --tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
+		}
+		go content.Run(ctx, 1)
+		srv.TLSConfig = &tls.Config{
+			MinVersion: tls.VersionTLS12,
+			// The pair is re-read when the files change; clients keep
+			// connections alive, so handshakes are rare.
+			GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+				certPEM, keyPEM := content.CurrentCertKeyContent()
+				cert, err := tls.X509KeyPair(certPEM, keyPEM)
+				return &cert, err
+			},
+		}
+	}
+	l, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("--bind-address %s: %w", o.Address, err)
+	}
+	if srv.TLSConfig != nil {
+		l = tls.NewListener(l, srv.TLSConfig)
+	}
+	logger.Info("Serving", "address", l.Addr().String(), "tls", srv.TLSConfig != nil)
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(l)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	return done, nil
+}

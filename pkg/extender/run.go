@@ -1,0 +1,75 @@
+package extender
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+)
+
+// Options configure a running extender.
+type Options struct {
+	Client  kubernetes.Interface
+	Serving serving.Options
+	// HintTTL is how long a hint steers after its pod is seen leaving (as
+	// RebalanceHint's hintTTL).
+	HintTTL time.Duration
+}
+
+// Run watches pods and serves the prioritize verb, /healthz, /readyz and
+// /metrics until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	logger := klog.FromContext(ctx).WithName("extender")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	book := hint.NewBook(clock.RealClock{}, o.HintTTL)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := NewMetrics(reg, book)
+
+	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(Strip))
+	pods := factory.Core().V1().Pods().Informer()
+	if err := Watch(logger, pods, book, m); err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	ext := New(logger, book, pods.HasSynced, m)
+
+	mux := http.NewServeMux()
+	mux.Handle(PrioritizePath, ext)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ext.Ready() {
+			http.Error(w, "not ready: the pod watch has not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprint(w, "ok")
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	done, err := serving.Serve(ctx, o.Serving, mux)
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown() // waits for the informers, which stop with ctx
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return <-done
+	}
+}

@@ -1,0 +1,292 @@
+package hint
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Rank is how a hint ranks a node for its owner's replacement. Each
+// scheduler integration maps it onto its own score range: the RebalanceHint
+// plugin onto 0-100, the extender onto 0-10.
+type Rank int
+
+const (
+	// Avoid is the node the pod was evicted from.
+	Avoid Rank = iota
+	// Neutral is every other node: the scheduler's own scoring orders them.
+	Neutral
+	// Prefer is the planned target.
+	Prefer
+)
+
+// RankOf ranks node for the replacement the hint steers.
+func (h Hint) RankOf(node string) Rank {
+	switch node {
+	case h.Target:
+		return Prefer
+	case h.Source:
+		return Avoid
+	default:
+		return Neutral
+	}
+}
+
+// DefaultTTL covers a graceful termination, the owner's reaction and a
+// scheduling queue backoff with room to spare.
+const DefaultTTL = 10 * time.Minute
+
+const (
+	minTTL = time.Second
+	maxTTL = 24 * time.Hour
+)
+
+// ValidateTTL checks how long hints steer: RebalanceHint's hintTTL and the
+// extender's --hint-ttl.
+func ValidateTTL(d time.Duration) error {
+	if d < minTTL || d > maxTTL {
+		return fmt.Errorf("invalid value %q: must be between %s and %s", d, minTTL, maxTTL)
+	}
+	return nil
+}
+
+// Entry is one hinted pod that has left: its owner's next pod should land
+// on Target and avoid Source until Expires.
+type Entry struct {
+	Hint
+	// Pod is the pod that left, so repeated events record it once.
+	Pod     types.UID
+	Expires time.Time
+	// Consumed: a replacement was placed with it. It is kept until it
+	// expires so later events of the same pod are not recorded again.
+	Consumed bool
+	// ClaimedBy is the pending pod the extender scored with this entry:
+	// that pod keeps it across retries, its owner's other pods take the
+	// next one.
+	ClaimedBy types.UID
+}
+
+func (e *Entry) free(now time.Time) bool {
+	return !e.Consumed && e.ClaimedBy == "" && now.Before(e.Expires)
+}
+
+// Book holds the hints of pods that left, by owner UID, oldest first:
+// replacements are created in the order their predecessors left, so they
+// take the hints in that order. RebalanceHint and the extender both keep
+// their hints in one; it is safe for concurrent use.
+type Book struct {
+	mu      sync.Mutex
+	clock   clock.PassiveClock
+	ttl     time.Duration
+	byOwner map[types.UID][]*Entry
+}
+
+// NewBook returns an empty book whose hints steer for ttl after their pod
+// is seen leaving; a hint written longer than ttl before that is stale (its
+// eviction failed and the pod left later for another reason).
+func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
+	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}}
+}
+
+// Leaving records the hint of a pod that is going away, if it carries one:
+// pods without a hint are ignored, a malformed hint or a pod without a
+// controller is logged and ignored. It returns whether a hint was recorded.
+func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
+	h, found, err := FromPod(pod)
+	if !found {
+		return false
+	}
+	if err != nil {
+		logger.Error(err, "Ignoring malformed rebalance hint", "pod", klog.KObj(pod))
+		return false
+	}
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
+		return false
+	}
+	if !b.record(owner.UID, pod.UID, h) {
+		logger.V(4).Info("Rebalance hint not recorded (stale or seen before)", "pod", klog.KObj(pod), "hintedAt", h.Time)
+		return false
+	}
+	logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
+		"source", h.Source, "target", h.Target, "plan", h.PlanID)
+	return true
+}
+
+// record remembers that a pod carrying h left. It returns false when the
+// hint is stale or the pod was already recorded.
+func (b *Book) record(owner, pod types.UID, h Hint) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if now.Sub(h.Time) > b.ttl {
+		return false
+	}
+	b.pruneLocked(now)
+	for _, e := range b.byOwner[owner] {
+		if e.Pod == pod {
+			return false
+		}
+	}
+	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod, Expires: now.Add(b.ttl)})
+	return true
+}
+
+// Next returns the owner's oldest live hint that no pod took yet.
+func (b *Book) Next(owner types.UID) (Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	for _, e := range b.byOwner[owner] {
+		if e.free(now) {
+			return *e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// SetConsumed marks the hint left by pod as used (or, with false, gives it
+// back): the scheduler plugin's Reserve and Unreserve.
+func (b *Book) SetConsumed(owner, pod types.UID, consumed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.byOwner[owner] {
+		if e.Pod == pod {
+			e.Consumed = consumed
+		}
+	}
+}
+
+// Claim returns the hint pending pod is scored with: the one it claimed
+// before (a retry), else the owner's oldest free hint, now claimed by it.
+// An extender sees no Reserve, and the owner's next pod may be scored
+// before this one binds: claims keep them from sharing one hint.
+func (b *Book) Claim(owner, pod types.UID) (Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	if e := b.claimedLocked(owner, pod, now); e != nil {
+		return *e, true
+	}
+	for _, e := range b.byOwner[owner] {
+		if e.free(now) {
+			e.ClaimedBy = pod
+			return *e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// Bound consumes the hint of a pod of owner that was bound to a node: the
+// one it claimed, else (it was placed without being scored, e.g. on the
+// only feasible node) the owner's oldest free one. It returns whether a
+// hint was consumed.
+func (b *Book) Bound(owner, pod types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	e := b.claimedLocked(owner, pod, now)
+	if e == nil {
+		for _, f := range b.byOwner[owner] {
+			if f.free(now) {
+				e = f
+				break
+			}
+		}
+	}
+	if e == nil {
+		return false
+	}
+	e.Consumed = true
+	return true
+}
+
+// Release gives back the hint pod claimed: it was deleted before it bound.
+func (b *Book) Release(owner, pod types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.byOwner[owner] {
+		if e.ClaimedBy == pod && !e.Consumed {
+			e.ClaimedBy = ""
+		}
+	}
+}
+
+func (b *Book) claimedLocked(owner, pod types.UID, now time.Time) *Entry {
+	for _, e := range b.byOwner[owner] {
+		if e.ClaimedBy == pod && !e.Consumed && now.Before(e.Expires) {
+			return e
+		}
+	}
+	return nil
+}
+
+// Len counts live entries, consumed or not.
+func (b *Book) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pruneLocked(b.clock.Now())
+	n := 0
+	for _, es := range b.byOwner {
+		n += len(es)
+	}
+	return n
+}
+
+func (b *Book) pruneLocked(now time.Time) {
+	for owner, es := range b.byOwner {
+		live := es[:0]
+		for _, e := range es {
+			if now.Before(e.Expires) {
+				live = append(live, e)
+			}
+		}
+		if len(live) == 0 {
+			delete(b.byOwner, owner)
+		} else {
+			b.byOwner[owner] = live
+		}
+	}
+}
+
+// Checkpoint is a copy of the hints a book holds. A simulation that forks
+// the cluster takes one with the fork and restores it on revert, so hints
+// recorded or consumed in a what-if do not outlive it.
+type Checkpoint map[types.UID][]Entry
+
+// Checkpoint copies the hints the book holds.
+func (b *Book) Checkpoint() Checkpoint {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make(Checkpoint, len(b.byOwner))
+	for owner, es := range b.byOwner {
+		cp := make([]Entry, len(es))
+		for i, e := range es {
+			cp[i] = *e
+		}
+		out[owner] = cp
+	}
+	return out
+}
+
+// Restore replaces the hints the book holds with a checkpoint's.
+func (b *Book) Restore(c Checkpoint) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.byOwner = make(map[types.UID][]*Entry, len(c))
+	for owner, es := range c {
+		ptrs := make([]*Entry, len(es))
+		for i := range es {
+			e := es[i]
+			ptrs[i] = &e
+		}
+		b.byOwner[owner] = ptrs
+	}
+}

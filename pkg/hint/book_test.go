@@ -1,0 +1,143 @@
+package hint
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func leaving(uid types.UID, owner types.UID, h *Hint) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: "ns", UID: uid}}
+	if owner != "" {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: owner, Controller: &yes}}
+	}
+	if h != nil {
+		p.Annotations = h.Annotations()
+	}
+	return p
+}
+
+func TestRankOf(t *testing.T) {
+	h := Hint{Source: "a", Target: "b"}
+	for node, want := range map[string]Rank{"a": Avoid, "b": Prefer, "c": Neutral} {
+		if got := h.RankOf(node); got != want {
+			t.Errorf("RankOf(%s) = %d, want %d", node, got, want)
+		}
+	}
+}
+
+func TestBookLeaving(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	clk := testingclock.NewFakePassiveClock(t0)
+	b := NewBook(clk, 10*time.Minute)
+	good := Hint{Source: "a", Target: "b", PlanID: "p", Time: t0}
+	stale := good
+	stale.Time = t0.Add(-11 * time.Minute)
+	bad := leaving("bad", "rs", &good)
+	bad.Annotations[TargetNodeAnnotation] = "NOT A NODE"
+	cases := []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"no hint", leaving("plain", "rs", nil), false},
+		{"no controller", leaving("orphan", "", &good), false},
+		{"malformed", bad, false},
+		{"stale", leaving("old", "rs", &stale), false},
+		{"good", leaving("p1", "rs", &good), true},
+		{"seen before", leaving("p1", "rs", &good), false},
+	}
+	for _, c := range cases {
+		if got := b.Leaving(logger, c.pod); got != c.want {
+			t.Errorf("%s: Leaving = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if n := b.Len(); n != 1 {
+		t.Fatalf("Len = %d, want 1", n)
+	}
+	clk.SetTime(t0.Add(10 * time.Minute))
+	if _, ok := b.Next("rs"); ok || b.Len() != 0 {
+		t.Fatalf("a hint outlived its TTL: Len %d", b.Len())
+	}
+}
+
+// Two pending replacements of one owner scored before either binds take one
+// hint each, a retry keeps its own, binding consumes it, and a pod deleted
+// before binding gives its hint back.
+func TestBookClaims(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	h1 := Hint{Source: "a", Target: "b", PlanID: "p", Time: t0}
+	h2 := Hint{Source: "a", Target: "c", PlanID: "p", Time: t0}
+	b.Leaving(logger, leaving("old-1", "rs", &h1))
+	b.Leaving(logger, leaving("old-2", "rs", &h2))
+
+	e1, ok1 := b.Claim("rs", "new-1")
+	e2, ok2 := b.Claim("rs", "new-2")
+	if !ok1 || !ok2 || e1.Target != "b" || e2.Target != "c" {
+		t.Fatalf("claims: %v %+v, %v %+v; want b then c", ok1, e1.Hint, ok2, e2.Hint)
+	}
+	if again, _ := b.Claim("rs", "new-1"); again.Target != "b" {
+		t.Fatalf("a retry of new-1 got %s, want its own b", again.Target)
+	}
+	if _, ok := b.Claim("rs", "new-3"); ok {
+		t.Fatal("a third pod got a hint; there are two")
+	}
+	b.Release("rs", "new-2") // deleted while pending
+	if e3, ok := b.Claim("rs", "new-3"); !ok || e3.Target != "c" {
+		t.Fatalf("after new-2 was deleted new-3 got %v %+v, want c", ok, e3.Hint)
+	}
+	if !b.Bound("rs", "new-1") {
+		t.Fatal("binding new-1 consumed nothing")
+	}
+	if _, ok := b.Claim("rs", "new-1"); ok {
+		t.Fatal("new-1's hint is still claimable after it bound")
+	}
+	// A pod bound without being scored takes the oldest free hint: none.
+	if b.Bound("rs", "unscored") {
+		t.Fatal("an unscored pod consumed a hint already claimed")
+	}
+	if !b.Bound("rs", "new-3") {
+		t.Fatal("binding new-3 consumed nothing")
+	}
+	if n := b.Len(); n != 2 {
+		t.Fatalf("Len = %d: consumed hints are kept until they expire", n)
+	}
+}
+
+func TestBookUnscoredBindConsumesOldest(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), time.Minute)
+	h1 := Hint{Source: "a", Target: "b", PlanID: "p", Time: t0}
+	h2 := Hint{Source: "a", Target: "c", PlanID: "p", Time: t0}
+	b.Leaving(logger, leaving("old-1", "rs", &h1))
+	b.Leaving(logger, leaving("old-2", "rs", &h2))
+	if !b.Bound("rs", "only-node") {
+		t.Fatal("an unscored replacement consumed nothing")
+	}
+	if e, _ := b.Next("rs"); e.Target != "c" {
+		t.Fatalf("next hint is %s, want c: the oldest went with the first replacement", e.Target)
+	}
+}
+
+func TestBookCheckpoint(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), time.Minute)
+	h := Hint{Source: "a", Target: "b", PlanID: "p", Time: t0}
+	b.Leaving(logger, leaving("old-1", "rs", &h))
+	cp := b.Checkpoint()
+	b.SetConsumed("rs", "old-1", true)
+	b.Leaving(logger, leaving("old-2", "rs", &h))
+	b.Restore(cp)
+	if e, ok := b.Next("rs"); !ok || e.Pod != "old-1" || b.Len() != 1 {
+		t.Fatalf("after Restore: %v %+v, Len %d; want old-1 free and alone", ok, e, b.Len())
+	}
+}
