@@ -5,10 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
@@ -17,8 +21,12 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 func TestMain(m *testing.M) {
@@ -129,5 +137,61 @@ func TestDeschedulerPolicies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDefaultSchedulerExtender holds the extender snippet to what its
+// comments promise: rebalancer's extender, ignorable, given node names, every
+// node scored, and a weight at which a hint beats everything kube-scheduler's
+// default profile can put between two nodes.
+func TestDefaultSchedulerExtender(t *testing.T) {
+	const file = "default-scheduler-extender.yaml"
+	profs, exts, err := profile.Schedulers([]string{file}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exts) != 1 || len(profs) != 1 || profs[0].SchedulerName != v1.DefaultSchedulerName {
+		t.Fatalf("want one extender for default-scheduler, got %d extenders, %d profiles", len(exts), len(profs))
+	}
+	ext := exts[0]
+	if !ext.Ignorable || !ext.NodeCacheCapable || ext.PrioritizeVerb != extender.PrioritizeVerb || ext.HTTPTimeout.Duration > 5*time.Second {
+		t.Errorf("extender %+v: want ignorable, nodeCacheCapable, prioritizeVerb %q, a timeout within kube-scheduler's default", ext.Extender, extender.PrioritizeVerb)
+	}
+	if p := profs[0].PercentageOfNodesToScore; p == nil || *p != 100 {
+		t.Errorf("percentageOfNodesToScore %v, want 100", p)
+	}
+
+	// The default profile's score weights, as kube-scheduler resolves them.
+	def, err := profile.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{&def.Profiles[0]}, &snapshot.Snapshot{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, w := range sim.Schedulers()[0].ScoreWeights {
+		sum += int64(w)
+	}
+	if sum != 15 {
+		t.Errorf("kube-scheduler's default score weights sum to %d; the file's comment says 15", sum)
+	}
+	// kube-scheduler: score x weight x MaxNodeScore / MaxExtenderPriority.
+	scale := fwk.MaxNodeScore / extenderv1.MaxExtenderPriority
+	neutral := (extenderv1.MaxExtenderPriority + extenderv1.MinExtenderPriority) / 2
+	advantage := (extenderv1.MaxExtenderPriority - neutral) * ext.Weight * scale
+	if spread := fwk.MaxNodeScore * sum; advantage <= spread {
+		t.Errorf("a hint is worth %d over another node at weight %d; the default plugins can put %d between two nodes", advantage, ext.Weight, spread)
+	}
+
+	// rebalancer models default-scheduler as steered with the snippet.
+	sim, err = simulator.New(ctx, profs, &snapshot.Snapshot{}, simulator.WithExtenders(profile.ExtenderWeights(exts)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := sim.Schedulers()[0]; !sc.Steered || !sc.Extender || sc.ScoreWeights[rebalancehint.Name] != int32(ext.Weight) {
+		t.Errorf("default-scheduler with the snippet: steered %v, extender %v, hint weight %d", sc.Steered, sc.Extender, sc.ScoreWeights[rebalancehint.Name])
 	}
 }

@@ -16,10 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -198,16 +200,42 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 			return nil, nil, err
 		}
 	}
+	opts := o.plannerOptions(moves)
+	if in.Snapshot == nil {
+		opts.Warnings = answering(ctx, in)
+	}
 	// The simulation's informers run until the plan is made: a daemon
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, in.Schedulers, snap)
+	sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in))
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := planner.Plan(ctx, sim, in.Policy, o.plannerOptions(moves))
+	p, err := planner.Plan(ctx, sim, in.Policy, opts)
 	return p, in, err
+}
+
+// steering models the extenders of in in the simulation.
+func steering(in *inputs.Inputs) simulator.Option {
+	return simulator.WithExtenders(profile.ExtenderWeights(in.Extenders))
+}
+
+// answering keeps the extenders of in that answer now: a plan counts on an
+// extender only if it steers the replacements. The pods of the schedulers
+// of one that does not are planned as unsteered, and the plan says why.
+func answering(ctx context.Context, in *inputs.Inputs) (warnings []string) {
+	up := in.Extenders[:0:0]
+	for _, e := range in.Extenders {
+		if err := extender.Probe(ctx, e.Extender); err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s does not answer, so it steers nothing this cycle and the pods of %s are planned as unsteered: %v",
+				e, strings.Join(e.Schedulers, ", "), err))
+			continue
+		}
+		up = append(up, e)
+	}
+	in.Extenders = up
+	return warnings
 }
 
 // plannerOptions are the planner's options the flags set.

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
@@ -100,6 +101,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  o.plannerOptions(nil),
 		Interval: o.interval, Cooldown: o.cooldown,
+		Extenders: profile.ExtenderWeights(in.Extenders),
 	}
 	var c result.Comparison
 	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {

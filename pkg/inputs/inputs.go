@@ -39,6 +39,9 @@ type Inputs struct {
 	// Schedulers are the profiles of the cluster's schedulers, default-scheduler
 	// included (kube-scheduler's defaults unless a file configures it).
 	Schedulers []*config.KubeSchedulerProfile
+	// Extenders are rebalancer's extenders the scheduler configurations
+	// list: they steer the pods of the schedulers they name.
+	Extenders []profile.Extender
 	// Snapshot is nil when Files.Snapshot is empty: the caller reads the
 	// live cluster.
 	Snapshot *snapshot.Snapshot
@@ -68,7 +71,7 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 			return nil, err
 		}
 	}
-	if in.Schedulers, err = profile.Schedulers(f.SchedulerConfigs, f.SchedulerName); err != nil {
+	if in.Schedulers, in.Extenders, err = profile.Schedulers(f.SchedulerConfigs, f.SchedulerName); err != nil {
 		return nil, err
 	}
 	if in.Policy, err = policy.Load(f.Policy, client, policy.Registry()); err != nil {

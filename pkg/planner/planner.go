@@ -62,6 +62,9 @@ type Options struct {
 	// AllowConflicting plans even when the policy and the scheduler profile
 	// pull in opposite directions (the conflicts become warnings).
 	AllowConflicting bool
+	// Warnings are the caller's, given first among the plan's (e.g. an
+	// extender that did not answer).
+	Warnings []string
 }
 
 // Plan computes the plan for a policy over the simulated cluster, judging
@@ -129,8 +132,14 @@ func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
 	for _, pod := range state.Pods {
 		used[simulator.SchedulerName(pod)] = true
 	}
+	schedulers := p.sim.Schedulers()
+	for _, sc := range schedulers {
+		if used[sc.Profile.SchedulerName] && sc.TargetsBy != "" {
+			used[sc.TargetsBy] = true // its scoring picks targets
+		}
+	}
 	var conflicts, warnings []string
-	for _, sc := range p.sim.Schedulers() {
+	for _, sc := range schedulers {
 		name := sc.Profile.SchedulerName
 		if !used[name] {
 			continue // no pod of it to move
@@ -139,6 +148,16 @@ func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
 		warnings = append(warnings, check.Warnings...)
 		switch {
 		case len(check.Conflicts) == 0:
+		case sc.TargetsBy != "":
+			// The replacements of the pods moved go where the extender
+			// steers them, onto targets the other profile picks; only the
+			// scheduler's own new pods go its way.
+			warnings = append(warnings, fmt.Sprintf("scheduler %q pulls against %s with the new pods it places; the replacements of the pods rebalancer moves are steered by rebalancer's extender to targets scored by %q",
+				name, strings.Join(check.Plugins, ", "), sc.TargetsBy))
+		case sc.Extender:
+			for _, c := range check.Conflicts {
+				conflicts = append(conflicts, c+"; or give rebalancer-scheduler's profile with --scheduler-config as well: it picks the targets of the pods rebalancer's extender steers")
+			}
 		case sc.Steered:
 			conflicts = append(conflicts, check.Conflicts...)
 		default:
@@ -150,7 +169,7 @@ func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
 	if len(conflicts) > 0 && !p.opts.AllowConflicting {
 		return fmt.Errorf("the policy and the scheduler profile conflict (override with --allow-conflicting-profiles): %s", strings.Join(conflicts, "; "))
 	}
-	p.out.Warnings = append(conflicts, warnings...)
+	p.out.Warnings = append(append(slices.Clone(p.opts.Warnings), conflicts...), warnings...)
 	return nil
 }
 
@@ -165,7 +184,7 @@ func (p *planner) warnUnsteered() {
 	for _, name := range names {
 		p.out.Warnings = append(p.out.Warnings, fmt.Sprintf(
 			"%d move(s) of pods of scheduler %q skipped as unsteered: it does not follow rebalance hints, so it may place their replacements elsewhere; "+
-				"a profile with the RebalanceHint plugin (see policies/README.md) would let rebalancer plan them", p.unsteered[name], name))
+				"a profile with the RebalanceHint plugin, or rebalancer's extender in its configuration (see policies/README.md), would let rebalancer plan them", p.unsteered[name], name))
 	}
 }
 

@@ -2,12 +2,15 @@ package planner
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -23,7 +26,7 @@ import (
 // default-scheduler is kube-scheduler's default unless a file configures it.
 func schedulers(t *testing.T, extra ...string) []*config.KubeSchedulerProfile {
 	t.Helper()
-	profs, err := profile.Schedulers(append([]string{policies("binpacking-scheduler.yaml")}, extra...), "")
+	profs, _, err := profile.Schedulers(append([]string{policies("binpacking-scheduler.yaml")}, extra...), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,5 +316,94 @@ func TestRecheckRefusesAFilledTarget(t *testing.T) {
 		if !strings.Contains(r, plan.ReasonNoFit) {
 			t.Errorf("refused %s, want %s", r, plan.ReasonNoFit)
 		}
+	}
+}
+
+// extended loads the shipped bin-packing profile and the extender snippet
+// for default-scheduler, and simulates snap with the extender modelled.
+func extended(t *testing.T, snap *snapshot.Snapshot, files ...string) (context.Context, *simulator.Simulator) {
+	t.Helper()
+	profs, exts, err := profile.Schedulers(files, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	sim, err := simulator.New(ctx, profs, snap, simulator.WithExtenders(profile.ExtenderWeights(exts)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, sim
+}
+
+// TestThinDefaultSchedulerClusterWithExtender: the thin cluster of
+// default-scheduler workloads that is not drained without steering (above)
+// is consolidated to its lower bound once rebalancer's extender steers
+// default-scheduler. Targets are picked by rebalancer-scheduler's packing
+// profile, and the plan holds in a replay with kube-scheduler's default
+// scoring plus the extender's: every replacement lands on its target.
+func TestThinDefaultSchedulerClusterWithExtender(t *testing.T) {
+	c := thinCluster(12)
+	c.setScheduler("team-a", "default-scheduler")
+	c.setScheduler("team-b", "default-scheduler")
+	pol, _ := loadPair(t, "binpacking")
+	ctx, sim := extended(t, c.snap, policies("binpacking-scheduler.yaml"), policies("default-scheduler-extender.yaml"))
+	p, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c, pol, p)
+	if p.Summary.NodesInUseBefore != 12 || p.Summary.NodesInUseAfter != 4 {
+		t.Fatalf("nodes in use %d -> %d, want 12 -> 4 (the lower bound); skipped %v", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter, p.Summary.SkippedByReason)
+	}
+	for _, m := range p.Moves {
+		if m.Scheduler != "default-scheduler" || !m.Steered {
+			t.Errorf("move of %s: scheduler %s steered %v, want steered default-scheduler moves", m.Pod, m.Scheduler, m.Steered)
+		}
+	}
+	warned := false
+	for _, w := range p.Warnings {
+		warned = warned || strings.Contains(w, `steered by rebalancer's extender to targets scored by "rebalancer-scheduler"`)
+	}
+	if !warned {
+		t.Errorf("no warning that default-scheduler spreads its new pods: %q", p.Warnings)
+	}
+
+	// The same replay kube-scheduler would make, with its random ties.
+	fork := sim.Fork()
+	evictions := make([]simulator.Eviction, len(p.Moves))
+	byUID := podsByUID(c.snap)
+	for i, m := range p.Moves {
+		pod := byUID[m.UID]
+		evictions[i] = simulator.Eviction{Pod: pod, Hint: &hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.ID},
+			Replacement: simulator.NewReplacement(pod, pod.Name+"-r", types.UID(m.UID+"-r"), time.Time{})}
+	}
+	landed, err := sim.Replay(ctx, evictions, rand.New(rand.NewPCG(1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range p.Moves {
+		if landed[i].Node != m.Target {
+			t.Errorf("%s landed on %s, planned %s", m.Pod, landed[i].Node, m.Target)
+		}
+	}
+	if err := sim.Revert(fork); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExtenderWithoutHintFollower: with only the cluster's kube-scheduler
+// configuration, nothing picks targets that pack, and the policy's packing
+// conflicts with default-scheduler's spreading: the error says what to add.
+func TestExtenderWithoutHintFollower(t *testing.T) {
+	c := thinCluster(6)
+	c.setScheduler("team-a", "default-scheduler")
+	c.setScheduler("team-b", "default-scheduler")
+	pol, _ := loadPair(t, "binpacking")
+	ctx, sim := extended(t, c.snap, policies("default-scheduler-extender.yaml"))
+	_, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
+	if err == nil || !strings.Contains(err.Error(), "give rebalancer-scheduler's profile with --scheduler-config as well") {
+		t.Fatalf("err = %v, want the conflict and what to add", err)
 	}
 }

@@ -6,6 +6,7 @@ package profile
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
@@ -71,10 +73,12 @@ func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 	if err := validate(cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(cfg.Extenders) > 0 {
-		// The simulation runs the profile's plugins only: with an extender
-		// it would predict placements the scheduler does not make.
-		return nil, fmt.Errorf("%s: extenders[0] (urlPrefix %q): rebalancer cannot simulate scheduler extenders, so its plans would not be what this scheduler does; remove the extenders from the file given to rebalancer", path, cfg.Extenders[0].URLPrefix)
+	for i, ext := range cfg.Extenders {
+		if err := checkExtender(ext); err != nil {
+			// The simulation models rebalancer's own extender only: with
+			// another it would predict placements the scheduler does not make.
+			return nil, fmt.Errorf("%s: extenders[%d] (urlPrefix %q): %w", path, i, ext.URLPrefix, err)
+		}
 	}
 	effectiveSampling(cfg)
 	return cfg, nil
@@ -100,32 +104,81 @@ func effectiveSampling(cfg *config.KubeSchedulerConfiguration) {
 	}
 }
 
+// Extender is rebalancer's extender as a scheduler configuration lists it.
+// kube-scheduler calls a configuration's extenders for every profile of it,
+// so the extender steers all of Schedulers.
+type Extender struct {
+	// File and Index say where it is configured.
+	File  string
+	Index int
+	config.Extender
+	// Schedulers are the schedulerNames of the file's profiles.
+	Schedulers []string
+}
+
+// String names the extender as errors and warnings do.
+func (e Extender) String() string {
+	return fmt.Sprintf("%s: extenders[%d] (urlPrefix %q)", e.File, e.Index, e.URLPrefix)
+}
+
+// checkExtender accepts rebalancer's extender only: a prioritize verb,
+// "prioritize", and nothing else it could do to a pod.
+func checkExtender(ext config.Extender) error {
+	var problems []string
+	if ext.PrioritizeVerb != extender.PrioritizeVerb {
+		problems = append(problems, fmt.Sprintf("prioritizeVerb %q is not %q", ext.PrioritizeVerb, extender.PrioritizeVerb))
+	}
+	for _, v := range []struct{ name, value string }{{"filterVerb", ext.FilterVerb}, {"preemptVerb", ext.PreemptVerb}, {"bindVerb", ext.BindVerb}} {
+		if v.value != "" {
+			problems = append(problems, v.name+" is set")
+		}
+	}
+	if len(ext.ManagedResources) > 0 {
+		problems = append(problems, "managedResources is set (rebalancer's extender must see every pod)")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("rebalancer simulates only its own extender (prioritizeVerb %q and no other verb), so its plans would not be what this scheduler does (%s); remove other extenders from the file given to rebalancer",
+			extender.PrioritizeVerb, strings.Join(problems, ", "))
+	}
+	if ext.Weight > math.MaxInt32 {
+		return fmt.Errorf("weight %d: rebalancer models weights up to %d", ext.Weight, math.MaxInt32)
+	}
+	return nil
+}
+
 // Schedulers loads every profile of the files: the schedulers of the
-// cluster, one per schedulerName, in the order the files list them. A
-// non-empty only keeps the profile of that name (it must exist). When no
-// file configures default-scheduler (and only does not exclude it), it is
-// added with kube-scheduler's own default profile: that is what places the
-// pods of a cluster whose scheduler nobody configured.
-func Schedulers(paths []string, only string) ([]*config.KubeSchedulerProfile, error) {
+// cluster, one per schedulerName, in the order the files list them, and
+// rebalancer's extenders the files configure. A non-empty only keeps the
+// profile of that name (it must exist). When no file configures
+// default-scheduler (and only does not exclude it), it is added with
+// kube-scheduler's own default profile: that is what places the pods of a
+// cluster whose scheduler nobody configured.
+func Schedulers(paths []string, only string) ([]*config.KubeSchedulerProfile, []Extender, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("no scheduler configuration given")
+		return nil, nil, errors.New("no scheduler configuration given")
 	}
 	var out []*config.KubeSchedulerProfile
+	var exts []Extender
 	from := map[string]string{} // schedulerName -> file
 	for _, path := range paths {
 		cfg, err := LoadConfig(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		var names []string
 		for i := range cfg.Profiles {
 			prof := &cfg.Profiles[i]
 			if other, dup := from[prof.SchedulerName]; dup {
-				return nil, fmt.Errorf("%s: profiles[%d]: schedulerName %q is already configured by %s; each scheduler of the cluster is configured once", path, i, prof.SchedulerName, other)
+				return nil, nil, fmt.Errorf("%s: profiles[%d]: schedulerName %q is already configured by %s; each scheduler of the cluster is configured once", path, i, prof.SchedulerName, other)
 			}
 			from[prof.SchedulerName] = path
+			names = append(names, prof.SchedulerName)
 			if only == "" || prof.SchedulerName == only {
 				out = append(out, prof)
 			}
+		}
+		for i, ext := range cfg.Extenders {
+			exts = append(exts, Extender{File: path, Index: i, Extender: ext, Schedulers: names})
 		}
 	}
 	if only != "" && len(out) == 0 {
@@ -134,16 +187,28 @@ func Schedulers(paths []string, only string) ([]*config.KubeSchedulerProfile, er
 			names = append(names, fmt.Sprintf("%q", name))
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("--scheduler-name %q: no profile of that name in %s, only %s", only, strings.Join(paths, ", "), strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("--scheduler-name %q: no profile of that name in %s, only %s", only, strings.Join(paths, ", "), strings.Join(names, ", "))
 	}
 	if _, configured := from[v1.DefaultSchedulerName]; !configured && (only == "" || only == v1.DefaultSchedulerName) {
 		cfg, err := Default()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, &cfg.Profiles[0])
 	}
-	return out, nil
+	return out, exts, nil
+}
+
+// ExtenderWeights sums the weights of exts per scheduler they steer: the
+// weight kube-scheduler gives the extenders' scores of that scheduler's pods.
+func ExtenderWeights(exts []Extender) map[string]int64 {
+	w := map[string]int64{}
+	for _, e := range exts {
+		for _, name := range e.Schedulers {
+			w[name] += e.Weight
+		}
+	}
+	return w
 }
 
 // validate runs kube-scheduler's validation, and validates NodeResourcesFit's

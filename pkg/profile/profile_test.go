@@ -179,7 +179,7 @@ func TestLoadErrors(t *testing.T) {
 	}, {
 		name:   "extender",
 		config: shipped + "extenders:\n- urlPrefix: http://127.0.0.1:8888\n  filterVerb: filter\n",
-		want:   []string{`extenders[0] (urlPrefix "http://127.0.0.1:8888"): rebalancer cannot simulate scheduler extenders`},
+		want:   []string{`extenders[0] (urlPrefix "http://127.0.0.1:8888"): rebalancer simulates only its own extender (prioritizeVerb "prioritize" and no other verb), so its plans would not be what this scheduler does (prioritizeVerb "" is not "prioritize", filterVerb is set)`},
 	}, {
 		name:   "duplicate schedulerName",
 		config: replace(t, twoProfiles, "schedulerName: b", "schedulerName: a"),
@@ -258,7 +258,7 @@ func TestSchedulers(t *testing.T) {
 		return out
 	}
 
-	profs, err := profile.Schedulers([]string{two}, "")
+	profs, _, err := profile.Schedulers([]string{two}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestSchedulers(t *testing.T) {
 		t.Errorf("got %v, want a, b and kube-scheduler's default-scheduler", got)
 	}
 
-	profs, err = profile.Schedulers([]string{two, sampled}, "")
+	profs, _, err = profile.Schedulers([]string{two, sampled}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,13 +277,13 @@ func TestSchedulers(t *testing.T) {
 		t.Errorf("default-scheduler from the file scores %v%% of nodes, want the file's 30", p)
 	}
 
-	if profs, err = profile.Schedulers([]string{two, sampled}, "b"); err != nil || !slices.Equal(names(profs), []string{"b"}) {
+	if profs, _, err = profile.Schedulers([]string{two, sampled}, "b"); err != nil || !slices.Equal(names(profs), []string{"b"}) {
 		t.Errorf("--scheduler-name b: got %v, %v", names(profs), err)
 	}
-	if _, err := profile.Schedulers([]string{two}, "c"); err == nil || !strings.Contains(err.Error(), `--scheduler-name "c"`) {
+	if _, _, err := profile.Schedulers([]string{two}, "c"); err == nil || !strings.Contains(err.Error(), `--scheduler-name "c"`) {
 		t.Errorf("unknown --scheduler-name: got %v", err)
 	}
-	if _, err := profile.Schedulers([]string{sampled, sampled}, ""); err == nil || !strings.Contains(err.Error(), `schedulerName "default-scheduler" is already configured by `+sampled) {
+	if _, _, err := profile.Schedulers([]string{sampled, sampled}, ""); err == nil || !strings.Contains(err.Error(), `schedulerName "default-scheduler" is already configured by `+sampled) {
 		t.Errorf("a scheduler configured twice: got %v", err)
 	}
 }

@@ -176,7 +176,7 @@ func TestRoundsHoldWithEachScheduler(t *testing.T) {
 					}
 				}
 			}
-			profs, err := profile.Schedulers(files, "")
+			profs, _, err := profile.Schedulers(files, "")
 			if err != nil {
 				t.Fatal(err)
 			}

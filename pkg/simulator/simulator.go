@@ -97,8 +97,15 @@ type scheduler struct {
 	// hints is the profile's RebalanceHint plugin, nil when the profile
 	// does not enable it.
 	hints *rebalancehint.Plugin
-	// steered: the profile scores with RebalanceHint.
+	// steered: the profile scores with RebalanceHint, or rebalancer's
+	// extender steers it (modelled as RebalanceHint, see WithExtenders).
 	steered bool
+	// extender: rebalancer's extender steers this scheduler, which does not
+	// follow hints by a plugin of its own.
+	extender bool
+	// targets is the scheduler whose scoring picks the targets of an
+	// extender-steered scheduler's pods (see WithExtenders); nil: its own.
+	targets *scheduler
 	// next is where this scheduler's next node search starts, as
 	// kube-scheduler's nextStartNodeIndex (Replay with a random source only).
 	next int
@@ -125,7 +132,26 @@ type Simulator struct {
 type Option func(*settings)
 
 type settings struct {
-	clock clock.PassiveClock
+	clock     clock.PassiveClock
+	extenders map[string]int64
+}
+
+// WithExtenders models rebalancer's extender for the named schedulers,
+// with the weight their configuration gives it. kube-scheduler adds an
+// extender's score, 0 to 10, times its weight times MaxNodeScore /
+// MaxExtenderPriority (10) to each node's total; the extender scores a
+// hinted replacement's target 10, its source 0 and other nodes 5, so that
+// is RebalanceHint (100, 0, 50) at the extender's weight, and the
+// simulation adds the plugin to the profile with that weight. Pods without
+// a hint score the same on every node either way.
+//
+// Such a scheduler's own scoring (default-scheduler spreads pods) is not
+// what a plan wants of its targets: those are picked with the scoring of
+// the first profile that follows hints by itself (rebalancer-scheduler's,
+// made for the policy), among the nodes the pod's own scheduler finds
+// feasible; without one, by the scheduler's own scoring.
+func WithExtenders(weights map[string]int64) Option {
+	return func(s *settings) { s.extenders = weights }
 }
 
 // WithClock sets the clock the profiles' RebalanceHint plugins judge hint
@@ -209,16 +235,26 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		// profile has it, is modelled on top (see Prediction.Certain).
 		p := prof.DeepCopy()
 		p.PercentageOfNodesToScore = ptrTo[int32](100)
+		extWeight := set.extenders[p.SchedulerName]
+		if extWeight > 0 {
+			addHintWeight(p, int32(extWeight)) // the configuration loader bounds it
+		}
 		if sc.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
 			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 		}
 		for _, pl := range sc.framework.ListPlugins().Score.Enabled {
 			if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
 				sc.steered = true
+				sc.extender = int64(pl.Weight) <= extWeight
 			}
 		}
 		s.schedulers[prof.SchedulerName] = sc
 		s.names = append(s.names, prof.SchedulerName)
+	}
+	for _, name := range s.names {
+		if sc := s.schedulers[name]; sc.extender {
+			sc.targets = s.hintFollower()
+		}
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -239,6 +275,32 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		return nil, err
 	}
 	return s, nil
+}
+
+// addHintWeight adds weight to RebalanceHint's score weight in prof, as
+// kube-scheduler resolves it: an entry in plugins.score wins over one in
+// multiPoint; without either the plugin is enabled through multiPoint.
+func addHintWeight(prof *config.KubeSchedulerProfile, weight int32) {
+	for _, list := range [][]config.Plugin{prof.Plugins.Score.Enabled, prof.Plugins.MultiPoint.Enabled} {
+		for i := range list {
+			if list[i].Name == rebalancehint.Name {
+				list[i].Weight += weight
+				return
+			}
+		}
+	}
+	prof.Plugins.MultiPoint.Enabled = append(prof.Plugins.MultiPoint.Enabled, config.Plugin{Name: rebalancehint.Name, Weight: weight})
+}
+
+// hintFollower is the first scheduler, in configuration order, that
+// follows hints by a plugin of its own; nil if there is none.
+func (s *Simulator) hintFollower() *scheduler {
+	for _, name := range s.names {
+		if sc := s.schedulers[name]; sc.steered && !sc.extender {
+			return sc
+		}
+	}
+	return nil
 }
 
 // ErrUnknownScheduler is returned for a pod whose scheduler the simulation
@@ -268,6 +330,11 @@ type Scheduler struct {
 	Profile *config.KubeSchedulerProfile
 	// Steered: the profile follows rebalance hints.
 	Steered bool
+	// Extender: rebalancer's extender steers it, not a plugin of its own;
+	// TargetsBy then names the scheduler whose scoring picks its pods'
+	// targets ("" when its own does).
+	Extender  bool
+	TargetsBy string
 	// ScoreWeights is the weight of every Score plugin of the profile, as
 	// the framework resolved them from the configuration and its defaults.
 	ScoreWeights map[string]int32
@@ -282,7 +349,10 @@ func (s *Simulator) Schedulers() []Scheduler {
 		for _, p := range sc.framework.ListPlugins().Score.Enabled {
 			weights[p.Name] = p.Weight
 		}
-		out = append(out, Scheduler{Profile: sc.profile, Steered: sc.steered, ScoreWeights: weights})
+		out = append(out, Scheduler{Profile: sc.profile, Steered: sc.steered, Extender: sc.extender, ScoreWeights: weights})
+		if sc.targets != nil {
+			out[len(out)-1].TargetsBy = sc.targets.profile.SchedulerName
+		}
 	}
 	return out
 }
@@ -350,6 +420,13 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	res, err := s.schedule(ctx, sc, candidate, nil)
 	if err != nil {
 		return pred, err
+	}
+	if sc.targets != nil && sc.scoresAll(len(res.scores), res.considered) {
+		// The extender steers the replacement wherever the plan says;
+		// the plan's scoring says where (see WithExtenders).
+		if res.scores, err = s.rescore(ctx, sc.targets, candidate, res.scores); err != nil {
+			return pred, err
+		}
 	}
 	scores := res.scores
 	for _, ns := range scores {
@@ -532,6 +609,38 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	c.scores = scores
 	return c, nil
+}
+
+// rescore scores the nodes of scores, found feasible by the pod's own
+// scheduler, with another scheduler's PreScore and Score plugins. When that
+// scheduler's PreFilter rejects the pod, the scores are kept as they are.
+func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, scores []fwk.NodePluginScores) ([]fwk.NodePluginScores, error) {
+	if len(scores) == 0 || !by.framework.HasScorePlugins() {
+		return scores, nil
+	}
+	state := framework.NewCycleState()
+	if _, st, _ := by.framework.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() {
+		if st.IsRejected() {
+			return scores, nil
+		}
+		return nil, st.AsError()
+	}
+	nodes := make([]fwk.NodeInfo, len(scores))
+	for i, ns := range scores {
+		ni, err := s.snapshot.NodeInfos().Get(ns.Name)
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = ni
+	}
+	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	out, st := by.framework.RunScorePlugins(ctx, state, pod, nodes)
+	if !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	return out, nil
 }
 
 // sample keeps the feasible nodes kube-scheduler would find: walking the
