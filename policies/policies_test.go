@@ -179,10 +179,10 @@ func TestDefaultSchedulerExtender(t *testing.T) {
 		t.Errorf("kube-scheduler's default score weights sum to %d; the file's comment says 15", sum)
 	}
 	// kube-scheduler: score x weight x MaxNodeScore / MaxExtenderPriority.
-	scale := fwk.MaxNodeScore / extenderv1.MaxExtenderPriority
+	scale := fwk.MaxScore / extenderv1.MaxExtenderPriority
 	neutral := (extenderv1.MaxExtenderPriority + extenderv1.MinExtenderPriority) / 2
 	advantage := (extenderv1.MaxExtenderPriority - neutral) * ext.Weight * scale
-	if spread := fwk.MaxNodeScore * sum; advantage <= spread {
+	if spread := fwk.MaxScore * sum; advantage <= spread {
 		t.Errorf("a hint is worth %d over another node at weight %d; the default plugins can put %d between two nodes", advantage, ext.Weight, spread)
 	}
 
