@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler (as default-scheduler, with its
-# default profile: the scheduler users already run) and KWOK (fake nodes),
+# default profile: the scheduler users already run, and rebalancer's
+# extender added as policies/default-scheduler-extender.yaml adds it, at
+# 127.0.0.1:$EXTENDER_PORT, where only the e2e tests of the extender start
+# it; ignorable, so it changes nothing while it is down) and KWOK (fake nodes),
 # built from this module's pinned versions. No Docker, no downloads beyond
 # the Go module proxy.
 #
@@ -26,6 +29,7 @@ APISERVER_PORT=${APISERVER_PORT:-6443}
 KCM_PORT=${KCM_PORT:-10257}
 KWOK_PORT=${KWOK_PORT:-10247}
 SCHEDULER_PORT=${SCHEDULER_PORT:-10259}
+EXTENDER_PORT=${EXTENDER_PORT:-18888}
 PKI=$CLUSTER_DIR/pki
 LOGS=$CLUSTER_DIR/logs
 PIDS=$CLUSTER_DIR/pids
@@ -202,15 +206,17 @@ EOF
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller
   # kube-scheduler started with --config ignores --kubeconfig: the file
-  # carries it. No profiles: kube-scheduler's own default-scheduler.
-  cat >"$CLUSTER_DIR/kube-scheduler.yaml" <<EOF
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
+  # carries it. No profiles: kube-scheduler's own default-scheduler, with
+  # the shipped extender settings pointed at a local address.
+  {
+    sed "s|urlPrefix: .*|urlPrefix: http://127.0.0.1:$EXTENDER_PORT|" "$ROOT/policies/default-scheduler-extender.yaml"
+    cat <<EOF
 clientConnection:
   kubeconfig: $CLUSTER_DIR/kube-scheduler.kubeconfig
 leaderElection:
   leaderElect: false
 EOF
+  } >"$CLUSTER_DIR/kube-scheduler.yaml"
   start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$CLUSTER_DIR/kube-scheduler.yaml" \
     --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
   start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" --config="$ROOT/hack/kwok-stages.yaml" \

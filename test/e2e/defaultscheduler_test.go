@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -96,18 +94,7 @@ func TestDefaultSchedulerThinClusterIsNotDrained(t *testing.T) {
 	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)
 	e.boundPods("web", 12)
 
-	// The shipped policy narrowed to this test's nodes, so that its
-	// per-cycle limits are not spent on other tests' nodes.
-	shipped, err := os.ReadFile(filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	narrowed := fmt.Sprintf("%s\nnodeSelector: %s=%s\n", shipped, testLabel, e.name)
-	if err := os.WriteFile(policy, []byte(narrowed), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	res := runOnce(t, "--policy", policy)
+	res := runOnce(t, "--policy", e.narrowedPolicy())
 	for _, m := range res.Plan.Moves {
 		if m.Namespace == e.ns {
 			t.Errorf("planned %s %s -> %s (%s) for a default-scheduler pod", m.Pod, m.Source, m.Target, m.Strategy)

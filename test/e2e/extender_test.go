@@ -1,0 +1,267 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+)
+
+// clusterSchedulerConfig is the configuration the local control plane's
+// kube-scheduler runs with (hack/local-cluster.sh): kube-scheduler's default
+// profile as default-scheduler, with rebalancer's extender as
+// policies/default-scheduler-extender.yaml adds it. rebalancer is given the
+// same file, as a user gives it their kube-scheduler's.
+func clusterSchedulerConfig(t *testing.T) (path, address string) {
+	t.Helper()
+	path = filepath.Join(filepath.Dir(kubeconfig), "kube-scheduler.yaml")
+	cfg, err := profile.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Extenders) != 1 {
+		t.Fatalf("%s lists %d extenders; restart the control plane with this tree's hack/local-cluster.sh", path, len(cfg.Extenders))
+	}
+	u, err := url.Parse(cfg.Extenders[0].URLPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, u.Host
+}
+
+// startExtender runs `rebalancer extender` where the cluster's kube-scheduler
+// calls it, with the kubeconfig given, and waits until it is ready.
+func startExtender(t *testing.T, e *testEnv, kc string) *process {
+	t.Helper()
+	_, addr := clusterSchedulerConfig(t)
+	p := startProcess(t, "rebalancer", "extender", "--bind-address="+addr, "--kubeconfig", kc, "-v=2")
+	e.poll("the extender to be ready", func() (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("the extender exited: %v\n%s", p.err, p.tail(20))
+		default:
+		}
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return p
+}
+
+// narrowedPolicy is the shipped bin-packing policy limited to this test's
+// nodes, so that its per-cycle limits are not spent on other tests' nodes.
+func (e *testEnv) narrowedPolicy() string {
+	e.t.Helper()
+	shipped, err := os.ReadFile(filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	policy := filepath.Join(e.t.TempDir(), "policy.yaml")
+	narrowed := fmt.Sprintf("%s\nnodeSelector: %s=%s\n", shipped, testLabel, e.name)
+	if err := os.WriteFile(policy, []byte(narrowed), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	return policy
+}
+
+// TestExtenderSteersDefaultScheduler: a thin cluster of default-scheduler
+// workloads, with kube-scheduler's default profile plus rebalancer's
+// extender (run as the ServiceAccount of manifests/extender). One
+// `run --once` under the shipped bin-packing policy empties nodes down to
+// the lower bound; kube-scheduler puts the replacements on their planned
+// targets, never back on their source; a second run plans nothing. The
+// extender's requests are exactly what its ClusterRole grants. Then the
+// extender is stopped: pods are still scheduled (it is ignorable), and the
+// next run plans no move of default-scheduler's pods rather than evicting
+// them blind.
+func TestExtenderSteersDefaultScheduler(t *testing.T) {
+	e := newTestEnv(t)
+	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "extender", "rbac.yaml"))
+	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer-extender",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	ext := startExtender(t, e, serviceAccountKubeconfig(t, tok.Status.Token))
+	clusterConfig, addr := clusterSchedulerConfig(t)
+
+	var nodes []string
+	for i := range 6 {
+		nodes = append(nodes, fmt.Sprintf("ext-%s-%d", e.name[len(e.name)-5:], i))
+	}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSetOf("default-scheduler", "web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
+	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)
+	before := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+	beforeUIDs := map[string]bool{}
+	for _, p := range before {
+		beforeUIDs[string(p.UID)] = true
+	}
+	args := []string{"--policy", e.narrowedPolicy(), "--scheduler-config", clusterConfig}
+
+	res := runOnce(t, args...)
+	var mine []plan.Move
+	for _, m := range res.Plan.Moves {
+		if m.Namespace == e.ns {
+			mine = append(mine, m)
+			if m.Scheduler != "default-scheduler" || !m.Steered {
+				t.Errorf("move of %s: scheduler %q steered %v; want steered default-scheduler moves", m.Pod, m.Scheduler, m.Steered)
+			}
+		}
+	}
+	evicted := 0
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			evicted++
+		}
+	}
+	if len(mine) == 0 || evicted != len(mine) {
+		t.Fatalf("planned %d moves here, evicted %d; skipped %v; warnings %q", len(mine), evicted, res.Plan.Summary.SkippedByReason, res.Plan.Warnings)
+	}
+
+	after := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+	planned := map[string]int{} // owner/target -> planned replacements
+	sources := map[string]bool{}
+	for _, m := range mine {
+		planned[m.Owner.Name+"/"+m.Target]++
+		sources[m.Owner.Name+"/"+m.Source] = true
+	}
+	onTarget, backOnSource := 0, 0
+	for _, p := range after {
+		if beforeUIDs[string(p.UID)] {
+			continue
+		}
+		key := p.Labels["app"] + "/" + p.Spec.NodeName
+		if planned[key] > 0 {
+			planned[key]--
+			onTarget++
+		}
+		if sources[key] {
+			backOnSource++
+		}
+	}
+	inUse := func(pods []v1.Pod) int { c, _ := perNode(pods); return len(c) }
+	_, summary := perNode(after)
+	t.Logf("%d moves evicted; %d replacements on their planned target, %d back on a source; nodes in use %d -> %d: %s",
+		evicted, onTarget, backOnSource, inUse(before), inUse(after), summary)
+	if onTarget*100 < 95*evicted {
+		t.Errorf("only %d of %d replacements landed on their planned target", onTarget, evicted)
+	}
+	if backOnSource > 0 {
+		t.Errorf("%d replacements landed back on the node they were evicted from", backOnSource)
+	}
+	// 18 pods of 1 CPU on nodes of 8: 3 nodes at the least.
+	if inUse(after) != 3 {
+		t.Errorf("nodes in use %d -> %d, want the lower bound, 3", inUse(before), inUse(after))
+	}
+	if consumed := metricValue(t, "http://"+addr+"/metrics", "rebalancer_extender_hints_consumed_total"); consumed < float64(evicted)*0.95 {
+		t.Errorf("the extender consumed %v hints for %d evictions", consumed, evicted)
+	}
+
+	again := runOnce(t, args...)
+	for _, m := range again.Plan.Moves {
+		if m.Namespace == e.ns {
+			t.Errorf("second run plans %s %s -> %s (%s)", m.Pod, m.Source, m.Target, m.Strategy)
+		}
+	}
+
+	// The extender's requests, as the ServiceAccount of manifests/extender.
+	ext.terminate(t, 20*time.Second)
+	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer-extender", started)
+	checkRBAC(t, "extender/rbac.yaml", used, nil)
+
+	// Down: kube-scheduler still places pods. Three more api pods spread
+	// onto the emptied nodes (kube-scheduler's default profile), and the
+	// next run plans no move of them without the extender.
+	rs, err := client.AppsV1().ReplicaSets(e.ns).Get(e.ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs.Spec.Replicas = ptr.To[int32](9)
+	if _, err := client.AppsV1().ReplicaSets(e.ns).Update(e.ctx, rs, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.boundPods("api", 9)
+	down := runOnce(t, args...)
+	for _, m := range down.Plan.Moves {
+		if m.Namespace == e.ns {
+			t.Errorf("with the extender down the run plans %s %s -> %s (%s)", m.Pod, m.Source, m.Target, m.Strategy)
+		}
+	}
+	said := false
+	for _, w := range down.Plan.Warnings {
+		said = said || strings.Contains(w, "does not answer")
+	}
+	if !said {
+		t.Errorf("the plan does not say the extender is down: %q", down.Plan.Warnings)
+	}
+	why := map[string]int{}
+	for _, s := range down.Plan.Skipped {
+		if strings.HasPrefix(s.Pod, e.ns+"/") {
+			why[s.Why]++
+		}
+	}
+	if why[plan.ReasonConflict]+why[plan.ReasonUnsteered] == 0 {
+		t.Errorf("no conflict or unsteered skip for this cluster's pods with the extender down: %v", why)
+	}
+}
+
+// metricValue reads one unlabelled sample from a /metrics page.
+func metricValue(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		var v float64
+		if strings.HasPrefix(line, name+" ") {
+			if _, err := fmt.Sscanf(line[len(name)+1:], "%g", &v); err == nil {
+				return v
+			}
+		}
+	}
+	t.Fatalf("%s has no sample of %s", url, name)
+	return 0
+}
+
+// TestExtenderManifests: manifests/extender applies to the real apiserver
+// (server-side dry-run, strict validation), hardened like the others.
+func TestExtenderManifests(t *testing.T) {
+	dir := filepath.Join(repoRoot, "manifests", "extender")
+	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "--field-manager=rebalancer-e2e", "--validate=strict", "-k", dir)
+	for _, want := range []string{"deployment.apps/rebalancer-extender", "service/rebalancer-extender", "clusterrole.rbac.authorization.k8s.io/rebalancer-extender", "poddisruptionbudget.policy/rebalancer-extender"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry-run output lacks %s:\n%s", want, out)
+		}
+	}
+	for _, u := range decodeAll(t, kubectl(t, "kustomize", dir)) {
+		if u.GetKind() == "Deployment" {
+			checkPodSpec(t, "Deployment/"+u.GetName(), podSpecOf(t, u))
+		}
+	}
+}
