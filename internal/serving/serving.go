@@ -34,6 +34,11 @@ func (o Options) Validate() error {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-private-key-file: give both to serve TLS, or neither to serve plain HTTP")
 	}
+	if o.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile); err != nil {
+			return fmt.Errorf("--tls-cert-file %s, --tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
+		}
+	}
 	return nil
 }
 
