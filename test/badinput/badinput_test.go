@@ -314,6 +314,10 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--hint-ttl", "must be between 1s and 24h0m0s"}},
 		{name: "extender certificate without key", args: []string{"extender", "--tls-cert-file", "cert.pem"},
 			want: []string{"--tls-cert-file and --tls-private-key-file", "give both"}},
+		{name: "webhook without TLS", args: []string{"webhook"},
+			want: []string{"--tls-cert-file and --tls-private-key-file: required"}},
+		{name: "webhook --scheduler-name with a space", args: []string{"webhook", "--tls-cert-file", "no-cert.pem", "--tls-private-key-file", "no-key.pem", "--scheduler-name", "my scheduler"},
+			want: []string{`--scheduler-name "my scheduler"`, "--tls-cert-file no-cert.pem"}},
 		{name: "extender certificate missing", args: []string{"extender", "--tls-cert-file", "no-cert.pem", "--tls-private-key-file", "no-key.pem"},
 			want: []string{"--tls-cert-file no-cert.pem", "no such file"}},
 

@@ -1,0 +1,36 @@
+package webhook
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the webhook's series on /metrics.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  prometheus.Histogram
+}
+
+// NewMetrics registers the webhook's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "rebalancer", Subsystem: "webhook", Name: "requests_total",
+			Help: "Admission requests by HTTP status code and result: mutated (given the scheduler), unchanged, or error.",
+		}, []string{"code", "result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "rebalancer", Subsystem: "webhook", Name: "request_duration_seconds",
+			Help:    "Time to answer an admission request.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+func (m *Metrics) observe(code int, result string, took time.Duration) {
+	m.requests.WithLabelValues(strconv.Itoa(code), result).Inc()
+	m.latency.Observe(took.Seconds())
+}
