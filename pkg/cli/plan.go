@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -24,6 +26,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 )
 
 type planOptions struct {
@@ -38,6 +41,8 @@ type planOptions struct {
 	cooldown       time.Duration
 	history        string
 	allowConflicts bool
+	optIn          string
+	webhookConfig  string
 }
 
 func newPlanCommand() *cobra.Command {
@@ -80,6 +85,8 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "leave a workload's pods on a node alone for this long after moving one of its pods there")
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
+	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+webhook.NamespaceLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
+	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read on a live cluster: when it exists and its webhook answers, the pods it gives rebalancer-scheduler are planned as that scheduler's; "" reads none`)
 }
 
 // flagErrors checks the flags plan and run share.
@@ -104,6 +111,9 @@ func (o *planOptions) flagErrors() []error {
 	}
 	if o.minScoreGain < 0 {
 		errs = append(errs, fmt.Errorf("--min-score-gain %d: must not be negative", o.minScoreGain))
+	}
+	if _, err := labels.Parse(o.optIn); err != nil {
+		errs = append(errs, fmt.Errorf("--opt-in-namespaces %q: %w", o.optIn, err))
 	}
 	if _, err := parseWorkloadLimit(o.maxPerWorkload); err != nil {
 		errs = append(errs, fmt.Errorf("--max-per-workload %q: %w", o.maxPerWorkload, err))
@@ -204,11 +214,12 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	if in.Snapshot == nil {
 		opts.Warnings = answering(ctx, in)
 	}
+	opts.Warnings = append(opts.Warnings, o.optInto(ctx, client, in, snap)...)
 	// The simulation's informers run until the plan is made: a daemon
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in))
+	sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,9 +227,51 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	return p, in, err
 }
 
-// steering models the extenders of in in the simulation.
-func steering(in *inputs.Inputs) simulator.Option {
-	return simulator.WithExtenders(profile.ExtenderWeights(in.Extenders))
+// steering models how the cluster's schedulers will follow the plan:
+// rebalancer's extenders, and the scheduler the webhook gives the pods of
+// opted-in namespaces.
+func steering(in *inputs.Inputs) []simulator.Option {
+	opts := []simulator.Option{simulator.WithExtenders(profile.ExtenderWeights(in.Extenders))}
+	if in.OptIn != nil {
+		opts = append(opts, simulator.WithOptIn(in.OptIn.SchedulerFor))
+	}
+	return opts
+}
+
+// optInto sets in.OptIn: from --opt-in-namespaces, else, on a live cluster,
+// from the webhook's configuration if its webhook answers. It returns what
+// the plan should say about it.
+func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, in *inputs.Inputs, snap *snapshot.Snapshot) []string {
+	switch {
+	case o.optIn != "":
+		sel, _ := labels.Parse(o.optIn) // validated with the flags
+		in.OptIn = webhook.DefaultOptIn(sel, "--opt-in-namespaces "+o.optIn)
+	case in.Snapshot == nil && o.webhookConfig != "":
+		optIn, err := webhook.Live(ctx, client, o.webhookConfig)
+		if err != nil {
+			return []string{fmt.Sprintf("rebalancer's webhook cannot be counted on, so the pods of opted-in namespaces are planned as their own scheduler's: %v", err)}
+		}
+		in.OptIn = optIn
+	}
+	if in.OptIn == nil {
+		return nil
+	}
+	namespaces := map[string]*v1.Namespace{}
+	for _, ns := range snap.Namespaces {
+		namespaces[ns.Name] = ns
+	}
+	pods, opted := 0, map[string]bool{}
+	for _, pod := range snap.Pods {
+		if in.OptIn.SchedulerFor(pod, namespaces[pod.Namespace]) != "" {
+			pods++
+			opted[pod.Namespace] = true
+		}
+	}
+	if pods == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d pod(s) naming default-scheduler in %d namespace(s) opted in (%s) are planned as %s's: the webhook gives their replacements that scheduler",
+		pods, len(opted), in.OptIn.From, in.OptIn.Scheduler)}
 }
 
 // answering keeps the extenders of in that answer now: a plan counts on an

@@ -227,7 +227,7 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		if err != nil {
 			return fmt.Errorf("reading the cluster again before executing: %w", err)
 		}
-		sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in))
+		sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in)...)
 		if err != nil {
 			return err
 		}

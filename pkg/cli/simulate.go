@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
-	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
@@ -51,7 +50,7 @@ re-placing pods, for comparison.`,
 	f := cmd.Flags()
 	o.addFlags(f, "")
 	// simulate is offline only.
-	for _, name := range []string{"kubeconfig", "context", "kube-api-qps", "kube-api-burst", "history-configmap"} {
+	for _, name := range []string{"kubeconfig", "context", "kube-api-qps", "kube-api-burst", "history-configmap", "webhook-configuration"} {
 		if err := f.MarkHidden(name); err != nil {
 			panic(err) // the flag is registered just above
 		}
@@ -97,11 +96,12 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	o.optInto(ctx, nil, in, in.Snapshot)
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  o.plannerOptions(nil),
 		Interval: o.interval, Cooldown: o.cooldown,
-		Extenders: profile.ExtenderWeights(in.Extenders),
+		Steering: steering(in),
 	}
 	var c result.Comparison
 	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 )
 
 // Files names the inputs.
@@ -42,6 +43,9 @@ type Inputs struct {
 	// Extenders are rebalancer's extenders the scheduler configurations
 	// list: they steer the pods of the schedulers they name.
 	Extenders []profile.Extender
+	// OptIn is the rule of rebalancer's webhook, when the caller counts on
+	// it (a flag, or the webhook found answering): not read from files.
+	OptIn *webhook.OptIn
 	// Snapshot is nil when Files.Snapshot is empty: the caller reads the
 	// live cluster.
 	Snapshot *snapshot.Snapshot

@@ -130,7 +130,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
 	used := map[string]bool{}
 	for _, pod := range state.Pods {
-		used[simulator.SchedulerName(pod)] = true
+		used[p.sim.SchedulerOf(pod)] = true
 	}
 	schedulers := p.sim.Schedulers()
 	for _, sc := range schedulers {

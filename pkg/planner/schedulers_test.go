@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 )
 
 // schedulers loads the shipped bin-packing profile and any extra files;
@@ -405,5 +407,57 @@ func TestExtenderWithoutHintFollower(t *testing.T) {
 	_, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
 	if err == nil || !strings.Contains(err.Error(), "give rebalancer-scheduler's profile with --scheduler-config as well") {
 		t.Fatalf("err = %v, want the conflict and what to add", err)
+	}
+}
+
+// TestOptedInNamespaceIsPlannedAsRebalancerScheduler: with the webhook's
+// opt-in, pods of a labelled namespace that name default-scheduler are
+// planned as rebalancer-scheduler's (their replacements will be), and the
+// thin cluster is consolidated; without the label they are not moved and
+// no node can be emptied.
+func TestOptedInNamespaceIsPlannedAsRebalancerScheduler(t *testing.T) {
+	sel, err := labels.Parse(webhook.NamespaceLabel + "=" + webhook.Enabled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := loadPair(t, "binpacking")
+	planFor := func(label bool) *plan.Plan {
+		c := thinCluster(12)
+		c.setScheduler("team-a", "default-scheduler")
+		for _, ns := range c.snap.Namespaces {
+			if ns.Name == "team-a" && label {
+				ns.Labels = map[string]string{webhook.NamespaceLabel: webhook.Enabled}
+			}
+		}
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		sim, err := simulator.New(ctx, schedulers(t), c.snap, simulator.WithOptIn(webhook.DefaultOptIn(sel, "test").SchedulerFor))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkInvariants(t, c, pol, p)
+		return p
+	}
+
+	p := planFor(true)
+	teamA := 0
+	for _, m := range p.Moves {
+		if m.Scheduler != "rebalancer-scheduler" || !m.Steered {
+			t.Errorf("move of %s: scheduler %s steered %v, want rebalancer-scheduler's", m.Pod, m.Scheduler, m.Steered)
+		}
+		if m.Namespace == "team-a" {
+			teamA++
+		}
+	}
+	if teamA == 0 || p.Summary.NodesInUseAfter != 4 {
+		t.Fatalf("opted in: %d moves of team-a; nodes in use %d -> %d, want the lower bound 4", teamA, p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+	if p = planFor(false); p.Summary.NodesInUseAfter != p.Summary.NodesInUseBefore {
+		t.Fatalf("not opted in: nodes in use %d -> %d; team-a's pods cannot be drained", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
 	}
 }

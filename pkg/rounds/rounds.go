@@ -53,9 +53,9 @@ type Options struct {
 	// Replacements' creation times, hints and the cooldown count on that
 	// clock. The zero time means a fixed date, so results are repeatable.
 	Start time.Time
-	// Extenders are the weights of rebalancer's extender per scheduler it
-	// steers (see simulator.WithExtenders).
-	Extenders map[string]int64
+	// Steering models how the cluster's schedulers follow the plans
+	// (simulator.WithExtenders, simulator.WithOptIn).
+	Steering []simulator.Option
 	// Seed seeds the random choices the schedulers make when they place
 	// the replacements (ties between equal best nodes, node sampling), so
 	// that a run is repeatable.
@@ -122,7 +122,7 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	clock := clocktesting.NewFakePassiveClock(opts.Start)
-	sim, err := simulator.New(ctx, schedulers, snap, simulator.WithClock(clock), simulator.WithExtenders(opts.Extenders))
+	sim, err := simulator.New(ctx, schedulers, snap, append([]simulator.Option{simulator.WithClock(clock)}, opts.Steering...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -124,6 +124,8 @@ type Simulator struct {
 	names      []string // schedulers in configuration order
 	cache      internalcache.Cache
 	snapshot   *internalcache.Snapshot
+	optIn      OptIn
+	namespaces map[string]*v1.Namespace
 
 	state
 }
@@ -134,6 +136,18 @@ type Option func(*settings)
 type settings struct {
 	clock     clock.PassiveClock
 	extenders map[string]int64
+	optIn     OptIn
+}
+
+// OptIn names the scheduler that will place the replacement of pod, in
+// namespace ns (nil when the snapshot lacks it), when an admission webhook
+// gives it another than the one the pod names; "" keeps the pod's.
+type OptIn func(pod *v1.Pod, ns *v1.Namespace) string
+
+// WithOptIn makes every pod's scheduler the one its replacement will have
+// (see OptIn): the planner judges the pod's moves by that scheduler.
+func WithOptIn(o OptIn) Option {
+	return func(s *settings) { s.optIn = o }
 }
 
 // WithExtenders models rebalancer's extender for the named schedulers,
@@ -184,7 +198,12 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		schedulers: map[string]*scheduler{},
 		cache:      internalcache.New(ctx, nil, false),
 		snapshot:   internalcache.NewEmptySnapshot(),
+		optIn:      set.optIn,
+		namespaces: make(map[string]*v1.Namespace, len(snap.Namespaces)),
 		state:      newState(snap),
+	}
+	for _, ns := range snap.Namespaces {
+		s.namespaces[ns.Name] = ns
 	}
 	libCtx := klog.NewContext(ctx, logger)
 	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
@@ -316,8 +335,19 @@ func SchedulerName(pod *v1.Pod) string {
 	return pod.Spec.SchedulerName
 }
 
+// SchedulerOf is the scheduler that places pod's replacement: the one an
+// opt-in gives it (WithOptIn), else the one it names.
+func (s *Simulator) SchedulerOf(pod *v1.Pod) string {
+	if s.optIn != nil {
+		if name := s.optIn(pod, s.namespaces[pod.Namespace]); name != "" {
+			return name
+		}
+	}
+	return SchedulerName(pod)
+}
+
 func (s *Simulator) schedulerOf(pod *v1.Pod) (*scheduler, error) {
-	name := SchedulerName(pod)
+	name := s.SchedulerOf(pod)
 	sc, ok := s.schedulers[name]
 	if !ok {
 		return nil, fmt.Errorf("pod %s, scheduler %q: %w", klog.KObj(pod), name, ErrUnknownScheduler)
@@ -383,7 +413,7 @@ type Options struct {
 // predictions are repeatable. A pod whose scheduler is not modelled gets
 // ErrUnknownScheduler.
 func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Prediction, error) {
-	pred := Prediction{Source: pod.Spec.NodeName, Scheduler: SchedulerName(pod)}
+	pred := Prediction{Source: pod.Spec.NodeName, Scheduler: s.SchedulerOf(pod)}
 	sc, err := s.schedulerOf(pod)
 	if err != nil {
 		return pred, err
