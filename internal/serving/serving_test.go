@@ -2,55 +2,16 @@ package serving
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// selfSigned writes a certificate for 127.0.0.1 and its key.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
+	"github.com/rebalancer-dev/rebalancer/internal/testcert"
+)
 
 func freeAddress(t *testing.T) string {
 	t.Helper()
@@ -63,7 +24,7 @@ func freeAddress(t *testing.T) string {
 }
 
 func TestServeTLS(t *testing.T) {
-	cert, key := selfSigned(t, t.TempDir())
+	cert, key, _ := testcert.Write(t, t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := freeAddress(t)
 	done, err := Serve(ctx, Options{Address: addr, CertFile: cert, KeyFile: key}, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -90,7 +51,7 @@ func TestServeTLS(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	dir := t.TempDir()
-	cert, _ := selfSigned(t, dir)
+	cert, _, _ := testcert.Write(t, dir)
 	for _, c := range []struct {
 		o    Options
 		want string
