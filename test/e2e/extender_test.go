@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -139,26 +140,7 @@ func TestExtenderSteersDefaultScheduler(t *testing.T) {
 	}
 
 	after := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
-	planned := map[string]int{} // owner/target -> planned replacements
-	sources := map[string]bool{}
-	for _, m := range mine {
-		planned[m.Owner.Name+"/"+m.Target]++
-		sources[m.Owner.Name+"/"+m.Source] = true
-	}
-	onTarget, backOnSource := 0, 0
-	for _, p := range after {
-		if beforeUIDs[string(p.UID)] {
-			continue
-		}
-		key := p.Labels["app"] + "/" + p.Spec.NodeName
-		if planned[key] > 0 {
-			planned[key]--
-			onTarget++
-		}
-		if sources[key] {
-			backOnSource++
-		}
-	}
+	onTarget, backOnSource := landed(mine, beforeUIDs, after)
 	inUse := func(pods []v1.Pod) int { c, _ := perNode(pods); return len(c) }
 	_, summary := perNode(after)
 	t.Logf("%d moves evicted; %d replacements on their planned target, %d back on a source; nodes in use %d -> %d: %s",
@@ -252,16 +234,25 @@ func metricValue(t *testing.T, url, name string) float64 {
 // TestExtenderManifests: manifests/extender applies to the real apiserver
 // (server-side dry-run, strict validation), hardened like the others.
 func TestExtenderManifests(t *testing.T) {
-	dir := filepath.Join(repoRoot, "manifests", "extender")
-	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "--field-manager=rebalancer-e2e", "--validate=strict", "-k", dir)
-	for _, want := range []string{"deployment.apps/rebalancer-extender", "service/rebalancer-extender", "clusterrole.rbac.authorization.k8s.io/rebalancer-extender", "poddisruptionbudget.policy/rebalancer-extender"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("dry-run output lacks %s:\n%s", want, out)
-		}
-	}
-	for _, u := range decodeAll(t, kubectl(t, "kustomize", dir)) {
+	for _, u := range dryRunManifests(t, "extender", "deployment.apps/rebalancer-extender", "service/rebalancer-extender",
+		"clusterrole.rbac.authorization.k8s.io/rebalancer-extender", "poddisruptionbudget.policy/rebalancer-extender") {
 		if u.GetKind() == "Deployment" {
 			checkPodSpec(t, "Deployment/"+u.GetName(), podSpecOf(t, u))
 		}
 	}
+}
+
+// dryRunManifests applies manifests/dir with server-side dry-run and strict
+// validation, checks that the output names each of want, and returns the
+// rendered objects.
+func dryRunManifests(t *testing.T, dir string, want ...string) []*unstructured.Unstructured {
+	t.Helper()
+	path := filepath.Join(repoRoot, "manifests", dir)
+	out := kubectl(t, "apply", "--server-side", "--dry-run=server", "--field-manager=rebalancer-e2e", "--validate=strict", "-k", path)
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("dry-run output lacks %s:\n%s", w, out)
+		}
+	}
+	return decodeAll(t, kubectl(t, "kustomize", path))
 }

@@ -58,7 +58,7 @@ func TestLoadLiveCycles(t *testing.T) {
 
 	// Requests per resource: initial lists and watches, none per cycle.
 	lists, watches := map[string]int{}, map[string]int{}
-	historyReads := 0
+	historyReads, webhookReads := 0, 0
 	for _, ev := range auditEvents(t, "rebalancer/", started) {
 		u, err := url.Parse(ev.RequestURI)
 		if err != nil {
@@ -73,6 +73,8 @@ func TestLoadLiveCycles(t *testing.T) {
 			// the check that the API server answers, once at start
 		case ev.Verb == "get" && u.Path == "/api/v1/namespaces/rebalancer-system/configmaps/rebalancer-history":
 			historyReads++ // the move history, read at the start of each cycle
+		case ev.Verb == "get" && u.Path == "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rebalancer-webhook":
+			webhookReads++ // the webhook's opt-in, read with each plan
 		case ev.Verb == "list":
 			lists[kind]++
 		case ev.Verb == "watch" && u.Query().Get("sendInitialEvents") == "true":
@@ -83,10 +85,14 @@ func TestLoadLiveCycles(t *testing.T) {
 			t.Errorf("unexpected request in --dry-run: %s %s", ev.Verb, ev.RequestURI)
 		}
 	}
-	t.Logf("initial lists by kind: %v; watches: %v; history reads %d", lists, watches, historyReads)
+	t.Logf("initial lists by kind: %v; watches: %v; history reads %d, webhook configuration reads %d", lists, watches, historyReads, webhookReads)
 	// Read after the audit log: a cycle may have started meanwhile.
-	if ran := cycles(r, "ok"); historyReads == 0 || historyReads > ran+1 {
+	ran := cycles(r, "ok")
+	if historyReads == 0 || historyReads > ran+1 {
 		t.Errorf("the move history was read %d times over %d cycles, want once a cycle", historyReads, ran)
+	}
+	if webhookReads > ran+1 {
+		t.Errorf("the webhook configuration was read %d times over %d cycles, want at most once a cycle", webhookReads, ran)
 	}
 	if lists["pods"] == 0 || lists["nodes"] == 0 {
 		t.Fatalf("no initial list of pods or nodes in the audit log: %v", lists)

@@ -68,6 +68,32 @@ func (e *testEnv) fragmentedReplicaSetOf(scheduler, name string, requests v1.Res
 	})
 }
 
+// landed counts the replacements (pods of after not in before) on their
+// move's planned target, and those back on a node their workload's pods
+// were evicted from; a workload's pods carry its name in label app.
+func landed(moves []plan.Move, before map[string]bool, after []v1.Pod) (onTarget, backOnSource int) {
+	planned := map[string]int{} // owner/target -> planned replacements
+	sources := map[string]bool{}
+	for _, m := range moves {
+		planned[m.Owner.Name+"/"+m.Target]++
+		sources[m.Owner.Name+"/"+m.Source] = true
+	}
+	for _, p := range after {
+		if before[string(p.UID)] {
+			continue
+		}
+		key := p.Labels["app"] + "/" + p.Spec.NodeName
+		if planned[key] > 0 {
+			planned[key]--
+			onTarget++
+		}
+		if sources[key] {
+			backOnSource++
+		}
+	}
+	return onTarget, backOnSource
+}
+
 func runOnce(t *testing.T, args ...string) cycleOutput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -133,26 +159,7 @@ func TestRunOnceConsolidates(t *testing.T) {
 
 	// The replacements: wait for both workloads to be whole again.
 	after := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
-	planned := map[string]int{} // owner/target -> planned replacements
-	sources := map[string]bool{}
-	for _, m := range mine {
-		planned[m.Owner.Name+"/"+m.Target]++
-		sources[m.Owner.Name+"/"+m.Source] = true
-	}
-	onTarget, backOnSource := 0, 0
-	for _, p := range after {
-		if beforeUIDs[string(p.UID)] {
-			continue
-		}
-		key := p.Labels["app"] + "/" + p.Spec.NodeName
-		if planned[key] > 0 {
-			planned[key]--
-			onTarget++
-		}
-		if sources[key] {
-			backOnSource++
-		}
-	}
+	onTarget, backOnSource := landed(mine, beforeUIDs, after)
 	t.Logf("%d moves evicted; %d replacements on their planned target; %d back on a source node", evicted, onTarget, backOnSource)
 	if onTarget*100 < 95*evicted {
 		t.Errorf("only %d of %d replacements landed on their planned target", onTarget, evicted)
