@@ -8,6 +8,7 @@
 #   make image      the container image (needs a Docker engine)
 #   make demo       rebalancer plan on an example cluster
 #   make fuzz       every fuzz target for FUZZTIME (default 30s) each
+#   make chart      copy policies/ and the RBAC files into manifests/helm/rebalancer
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
 #                   and 5,000 nodes, predictions/s, RebalanceHint overhead,
 #                   10 simulated rounds on the openb trace; writes
@@ -16,6 +17,7 @@
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/_output/bin
+HELM := $(BIN)/helm
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= rebalancer:$(VERSION)
 # kube-scheduler's version strings, as the Kubernetes build sets them; version
@@ -27,7 +29,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.36.1 \
 LDFLAGS := -X github.com/rebalancer-dev/rebalancer/pkg/version.Version=$(VERSION) $(K8S_LDFLAGS)
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build test test-unit test-e2e lint image demo bench fuzz cluster-up cluster-down clean
+.PHONY: all build test test-unit test-e2e lint image demo bench fuzz chart cluster-up cluster-down clean
 
 all: build
 
@@ -46,8 +48,21 @@ test-unit:
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.
-test-e2e: build
+test-e2e: build $(HELM)
 	hack/e2e.sh $(E2E_TIMEOUT)
+
+# helm, for the chart tests in the e2e suite, from its pinned module.
+$(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/helm && $(GO) build -o $(HELM) helm.sh/helm/v3/cmd/helm
+
+# The chart carries copies of the shipped policies and RBAC files (Helm
+# reads no file outside the chart); the e2e suite checks they are the same.
+chart:
+	cp $(filter-out policies/kustomization.yaml,$(wildcard policies/*.yaml)) manifests/helm/rebalancer/files/policies/
+	cp manifests/rebalancer/rbac.yaml manifests/helm/rebalancer/files/rbac/rebalancer.yaml
+	cp manifests/scheduler/rbac.yaml manifests/helm/rebalancer/files/rbac/scheduler.yaml
+	cp manifests/extender/rbac.yaml manifests/helm/rebalancer/files/rbac/extender.yaml
 
 # golangci-lint is built from its pinned module, like the control plane, and
 # rebuilt only when that pin changes.
@@ -94,6 +109,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDocument$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/strictjson
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./internal/strictjson
 	$(GO) test -run '^$$' -fuzz '^FuzzReadCSV$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/openb
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/history
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/extender
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeReview$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/webhook
 
 clean:
 	hack/local-cluster.sh down

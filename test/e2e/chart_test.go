@@ -1,0 +1,322 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+var chartDir = filepath.Join("manifests", "helm", "rebalancer")
+
+// helm runs the helm binary built from its pinned module (hack/tools/helm).
+func helm(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "helm"), args...)
+	cmd.Dir = repoRoot
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// chartModes are the chart's values for each kustomize variant of
+// manifests/, with what the variant adds on top.
+var chartModes = []struct {
+	variant string
+	values  []string
+}{
+	{"cronjob", []string{"mode=cronjob"}},
+	{"job", []string{"mode=job"}},
+	{"deployment", []string{"mode=deployment"}},
+}
+
+// renderChart renders the chart into rebalancer-system with the values set.
+func renderChart(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"template", "rebalancer", chartDir, "--namespace", "rebalancer-system"}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return decodeAll(t, helm(t, args...))
+}
+
+// Helm's own labels and the pods' checksum annotation are the chart's
+// additions; kustomize names its generated ConfigMap with a content hash.
+var (
+	helmLabels   = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of", "app.kubernetes.io/version", "helm.sh/chart"}
+	generatedMap = regexp.MustCompile(`^rebalancer-policies-[a-z0-9]{10}$`)
+)
+
+// normalize drops what only Helm or only kustomize adds, and keys objects
+// by kind, namespace and name.
+func normalize(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	for _, u := range objs {
+		if u.GetKind() == "Namespace" {
+			continue // Helm installs into the release's namespace (--create-namespace)
+		}
+		labels := u.GetLabels()
+		for _, k := range helmLabels {
+			delete(labels, k)
+		}
+		if len(labels) == 0 {
+			labels = nil
+		}
+		u.SetLabels(labels)
+		obj := renameGenerated(u.Object)
+		dropChecksum(obj)
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clean any
+		if err := yaml.Unmarshal(data, &clean); err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), renameName(u.GetName()))] = clean
+	}
+	return out
+}
+
+func renameName(name string) string {
+	if generatedMap.MatchString(name) {
+		return "rebalancer-policies"
+	}
+	return name
+}
+
+// renameGenerated replaces the generated ConfigMap's name wherever it is
+// used (its own metadata, pods' volumes).
+func renameGenerated(v any) map[string]any {
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+			return x
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+			return x
+		case string:
+			return renameName(x)
+		}
+		return v
+	}
+	return walk(v).(map[string]any)
+}
+
+// dropChecksum removes the pod templates' checksum/policies annotation.
+func dropChecksum(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		if a, ok := x["annotations"].(map[string]any); ok {
+			delete(a, "checksum/policies")
+			if len(a) == 0 {
+				delete(x, "annotations")
+			}
+		}
+		for _, e := range x {
+			dropChecksum(e)
+		}
+	case []any:
+		for _, e := range x {
+			dropChecksum(e)
+		}
+	}
+}
+
+// TestChartRendersTheKustomizeTree: for each mode, the chart with its
+// defaults renders the same objects as the kustomize variant (and with the
+// extender and webhook on, the same as manifests/extender and
+// manifests/webhook beside it), field by field, but for Helm's labels, the
+// pods' checksum annotation, the generated ConfigMap's hash suffix and the
+// Namespace. The chart's copies of policies/ and the RBAC files are the
+// originals byte for byte.
+func TestChartRendersTheKustomizeTree(t *testing.T) {
+	for _, c := range []struct{ from, to string }{
+		{"manifests/rebalancer/rbac.yaml", "files/rbac/rebalancer.yaml"},
+		{"manifests/scheduler/rbac.yaml", "files/rbac/scheduler.yaml"},
+		{"manifests/extender/rbac.yaml", "files/rbac/extender.yaml"},
+	} {
+		sameFile(t, c.from, filepath.Join(chartDir, c.to))
+	}
+	shipped, err := filepath.Glob(filepath.Join(repoRoot, "policies", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copies := 0
+	for _, p := range shipped {
+		if filepath.Base(p) == "kustomization.yaml" {
+			continue
+		}
+		sameFile(t, filepath.Join("policies", filepath.Base(p)), filepath.Join(chartDir, "files", "policies", filepath.Base(p)))
+		copies++
+	}
+	if entries, _ := os.ReadDir(filepath.Join(repoRoot, chartDir, "files", "policies")); len(entries) != copies {
+		t.Errorf("manifests/helm/rebalancer/files/policies holds %d files, policies/ %d", len(entries), copies)
+	}
+
+	for _, m := range chartModes {
+		t.Run(m.variant, func(t *testing.T) {
+			compare(t, normalize(t, decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", m.variant)))), normalize(t, renderChart(t, m.values...)))
+		})
+	}
+	t.Run("extender and webhook", func(t *testing.T) {
+		kustomized := decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", "cronjob")))
+		for _, dir := range []string{"extender", "webhook"} {
+			kustomized = append(kustomized, decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", dir)))...)
+		}
+		want := normalize(t, kustomized)
+		got := normalize(t, renderChart(t, "extender.enabled=true", "webhook.enabled=true"))
+		// With the extender, the rebalancer also models default-scheduler
+		// with the extender's snippet: the one argument the chart adds.
+		cron := want["CronJob rebalancer-system/rebalancer"]
+		container := dig(cron, "spec", "jobTemplate", "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
+		args := container["args"].([]any)
+		container["args"] = append(append(append([]any{}, args[:4]...), "--scheduler-config=/etc/rebalancer/default-scheduler-extender.yaml"), args[4:]...)
+		compare(t, want, got)
+	})
+}
+
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		v = v.(map[string]any)[p]
+	}
+	return v
+}
+
+func sameFile(t *testing.T, original, copied string) {
+	t.Helper()
+	a, err := os.ReadFile(filepath.Join(repoRoot, original))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot, copied))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Errorf("%s differs from %s: run `make chart`", copied, original)
+	}
+}
+
+func compare(t *testing.T, want, got map[string]any) {
+	t.Helper()
+	var keys []string
+	for k := range want {
+		keys = append(keys, k)
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w, inWant := want[k]
+		g, inGot := got[k]
+		switch {
+		case !inGot:
+			t.Errorf("the chart does not render %s", k)
+		case !inWant:
+			t.Errorf("the chart renders %s, which kustomize does not", k)
+		case !reflect.DeepEqual(w, g):
+			wy, _ := yaml.Marshal(w)
+			gy, _ := yaml.Marshal(g)
+			t.Errorf("%s differs:\nkustomize:\n%s\nchart:\n%s", k, wy, gy)
+		}
+	}
+}
+
+// TestChartLintAndDryRun: `helm lint` passes in every mode, and every
+// rendering (each mode; the extender, the webhook and the other namespace)
+// applies to the real apiserver with server-side dry-run and strict
+// validation. Installed elsewhere than rebalancer-system, nothing names
+// rebalancer-system any more. Bad values are refused by name.
+func TestChartLintAndDryRun(t *testing.T) {
+	renders := [][]string{{"mode=cronjob"}, {"mode=job"}, {"mode=deployment", "pair=balancing"},
+		{"mode=deployment", "extender.enabled=true", "webhook.enabled=true"}}
+	for _, set := range renders {
+		t.Run(strings.Join(set, " "), func(t *testing.T) {
+			args := []string{"lint", chartDir, "--strict"}
+			for _, s := range set {
+				args = append(args, "--set", s)
+			}
+			helm(t, args...)
+			args = []string{"template", "rebalancer", chartDir, "--namespace", "rebalancer-system"}
+			for _, s := range set {
+				args = append(args, "--set", s)
+			}
+			path := filepath.Join(t.TempDir(), "rendered.yaml")
+			if err := os.WriteFile(path, []byte(helm(t, args...)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out := kubectl(t, "apply", "--server-side", "--dry-run=server", "--field-manager=rebalancer-e2e", "--validate=strict", "-f", path)
+			if !strings.Contains(out, "deployment.apps/rebalancer-scheduler") {
+				t.Errorf("dry-run output lacks the scheduler:\n%s", out)
+			}
+			for _, u := range decodeAll(t, string(mustRead(t, path))) {
+				switch u.GetKind() {
+				case "Deployment", "Job", "CronJob":
+					checkPodSpec(t, u.GetKind()+"/"+u.GetName(), podSpecOf(t, u))
+				}
+			}
+		})
+	}
+
+	t.Run("another namespace", func(t *testing.T) {
+		out := helm(t, "template", "rebalancer", chartDir, "--namespace", "ops", "--set", "mode=deployment",
+			"--set", "extender.enabled=true", "--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "serviceMonitor.enabled=true")
+		if i := strings.Index(out, "rebalancer-system"); i >= 0 {
+			t.Errorf("rendered into ops, the chart still names rebalancer-system: …%s…", out[max(0, i-200):min(len(out), i+100)])
+		}
+		for _, want := range []string{"--history-configmap=ops/rebalancer-history", "--leader-elect-resource-namespace=ops", "resourceNamespace: ops", "rebalancer-extender.ops.svc", "kind: ServiceMonitor"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("rendered into ops, the chart lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("bad values", func(t *testing.T) {
+		for set, want := range map[string]string{"mode=daemon": `mode "daemon": want cronjob, job or deployment`, "pair=spreading": `pair "spreading": want binpacking or balancing`} {
+			cmd := exec.Command(filepath.Join(binDir, "helm"), "template", "rebalancer", chartDir, "--set", set)
+			cmd.Dir = repoRoot
+			out, err := cmd.CombinedOutput()
+			if err == nil || !strings.Contains(string(out), want) {
+				t.Errorf("--set %s: %v %s, want an error with %q", set, err, out, want)
+			}
+		}
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
