@@ -63,6 +63,7 @@ chart:
 	cp manifests/rebalancer/rbac.yaml manifests/helm/rebalancer/files/rbac/rebalancer.yaml
 	cp manifests/scheduler/rbac.yaml manifests/helm/rebalancer/files/rbac/scheduler.yaml
 	cp manifests/extender/rbac.yaml manifests/helm/rebalancer/files/rbac/extender.yaml
+	cp manifests/monitoring/dashboard.json manifests/monitoring/alerts.yaml manifests/helm/rebalancer/files/monitoring/
 
 # golangci-lint is built from its pinned module, like the control plane, and
 # rebuilt only when that pin changes.

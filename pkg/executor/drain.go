@@ -51,6 +51,7 @@ const DefaultDrainTimeout = 2 * time.Minute
 // of it by the node's last eviction.
 type drainGuard struct {
 	client   kubernetes.Interface
+	metrics  *Metrics
 	planID   string
 	timeout  time.Duration
 	recorder events.EventRecorder
@@ -78,9 +79,9 @@ type drainWait struct {
 	deadline time.Time
 }
 
-func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, planID string, timeout time.Duration, since time.Time) *drainGuard {
+func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, m *Metrics, planID string, timeout time.Duration, since time.Time) *drainGuard {
 	return &drainGuard{
-		client: client, recorder: recorder, planID: planID, timeout: timeout,
+		client: client, recorder: recorder, metrics: m, planID: planID, timeout: timeout,
 		// Creation times have whole seconds.
 		since:   since.Truncate(time.Second),
 		tainted: sets.New[string](), evicted: map[types.UID]int{}, lost: map[string]map[types.UID]string{},
@@ -217,6 +218,7 @@ func (g *drainGuard) releaseReady(ctx context.Context) {
 	}
 	for i, w := range late {
 		klog.FromContext(ctx).Info("Replacements still pending after the drain timeout: removing the drain taint", "node", klog.KRef("", w.node), "timeout", g.timeout, "pending", pending[i])
+		g.metrics.drainTimedOut()
 		if g.recorder != nil {
 			g.recorder.Eventf(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node}}, nil, v1.EventTypeWarning, EventDrainTimeout, eventAction,
 				"Removed the drain taint of plan %s after %s with replacements still pending: %s", g.planID, g.timeout, pending[i])
@@ -316,6 +318,7 @@ func (e *Executor) CleanupDrainTaints(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("removing the drain taint from node %s: %w", node.Name, err))
 			continue
 		}
+		e.o.Metrics.drainTaintLeftBehind()
 		klog.FromContext(ctx).Info("Removed a drain taint left by an earlier run", "node", klog.KObj(node), "plan", node.Spec.Taints[idx].Value)
 	}
 	return errors.Join(errs...)

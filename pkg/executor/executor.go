@@ -203,7 +203,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	e.planStart = e.o.Clock.Now()
 	e.o.Metrics.observePlan(p)
 	e.reportRefusals(p)
-	guard := newDrainGuard(e.o.Client, e.o.Recorder, p.ID, e.o.DrainTimeout, e.planStart)
+	guard := newDrainGuard(e.o.Client, e.o.Recorder, e.o.Metrics, p.ID, e.o.DrainTimeout, e.planStart)
 	defer guard.close(ctx)
 	// Each drained node is released after its last move, once its pods'
 	// replacements are bound.

@@ -23,6 +23,9 @@ type Metrics struct {
 	skips      *prometheus.CounterVec
 	planMoves  prometheus.Gauge
 	nodesInUse *prometheus.GaugeVec
+	lowerBound prometheus.Gauge
+	drainTimeouts,
+	leftBehind prometheus.Counter
 }
 
 // NewMetrics creates the executor's metrics and registers them on reg. It
@@ -48,7 +51,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "rebalancer", Name: "nodes_in_use",
 		Help: "Nodes running pods other than DaemonSet and mirror pods, before the last plan and as it predicts them after.",
 	}, []string{"when"})
-	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.nodesInUse)
+	m.lowerBound = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "rebalancer", Name: "nodes_lower_bound",
+		Help: "The fewest nodes the pods' requests fit on, by resources alone, as of the last plan.",
+	})
+	m.drainTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "rebalancer", Name: "drain_timeouts_total",
+		Help: "Drained nodes whose taint was removed at --drain-timeout with replacements of their pods still pending (a DrainTimeout event names them).",
+	})
+	m.leftBehind = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "rebalancer", Name: "drain_taints_left_behind_total",
+		Help: "Drain taints an earlier run left on nodes (it was killed mid-plan), removed at the start of a cycle.",
+	})
+	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.nodesInUse, m.lowerBound, m.drainTimeouts, m.leftBehind)
 	// Start every reason at zero, so rate() and alerts see it before the
 	// first skip.
 	for _, r := range Reasons {
@@ -65,6 +80,19 @@ func (m *Metrics) observePlan(p *plan.Plan) {
 	m.planMoves.Set(float64(len(p.Moves)))
 	m.nodesInUse.WithLabelValues("before").Set(float64(p.Summary.NodesInUseBefore))
 	m.nodesInUse.WithLabelValues("after").Set(float64(p.Summary.NodesInUseAfter))
+	m.lowerBound.Set(float64(p.Summary.NodesLowerBound))
+}
+
+func (m *Metrics) drainTimedOut() {
+	if m != nil {
+		m.drainTimeouts.Inc()
+	}
+}
+
+func (m *Metrics) drainTaintLeftBehind() {
+	if m != nil {
+		m.leftBehind.Inc()
+	}
 }
 
 func (m *Metrics) evicted(strategy string) {

@@ -132,7 +132,10 @@ type Summary struct {
 	UnknownSchedulers map[string]int `json:"unknownSchedulers,omitempty"`
 	NodesInUseBefore  int            `json:"nodesInUseBefore"`
 	NodesInUseAfter   int            `json:"nodesInUseAfter"`
-	PerNode           []NodeUsage    `json:"perNode"`
+	// NodesLowerBound is the fewest nodes the pods' requests fit on, by
+	// resources alone: no plan goes below it.
+	NodesLowerBound int         `json:"nodesLowerBound"`
+	PerNode         []NodeUsage `json:"perNode"`
 }
 
 // NodeUsage is one node's requested CPU and memory as a percentage of its

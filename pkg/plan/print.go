@@ -43,7 +43,7 @@ func (p *Plan) printTable(w io.Writer) error {
 		return err
 	}
 	s := p.Summary
-	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d; %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.Pods)
+	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.Pods)
 	if len(p.Skipped) > 0 {
 		parts := []string{}
 		for _, r := range Reasons {

@@ -118,6 +118,9 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.logger.Info("Warning: " + w)
 	}
 	p.out.Summary = summarize(state, before, after)
+	if p.out.Summary.NodesLowerBound, err = sim.LowerBound(); err != nil {
+		return nil, err
+	}
 	p.out.Finish()
 	return p.out, nil
 }

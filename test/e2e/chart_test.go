@@ -160,6 +160,8 @@ func TestChartRendersTheKustomizeTree(t *testing.T) {
 		{"manifests/rebalancer/rbac.yaml", "files/rbac/rebalancer.yaml"},
 		{"manifests/scheduler/rbac.yaml", "files/rbac/scheduler.yaml"},
 		{"manifests/extender/rbac.yaml", "files/rbac/extender.yaml"},
+		{"manifests/monitoring/dashboard.json", "files/monitoring/dashboard.json"},
+		{"manifests/monitoring/alerts.yaml", "files/monitoring/alerts.yaml"},
 	} {
 		sameFile(t, c.from, filepath.Join(chartDir, c.to))
 	}
@@ -184,13 +186,13 @@ func TestChartRendersTheKustomizeTree(t *testing.T) {
 			compare(t, normalize(t, decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", m.variant)))), normalize(t, renderChart(t, m.values...)))
 		})
 	}
-	t.Run("extender and webhook", func(t *testing.T) {
+	t.Run("extender, webhook and monitoring", func(t *testing.T) {
 		kustomized := decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", "cronjob")))
-		for _, dir := range []string{"extender", "webhook"} {
+		for _, dir := range []string{"extender", "webhook", "monitoring"} {
 			kustomized = append(kustomized, decodeAll(t, kubectl(t, "kustomize", filepath.Join(repoRoot, "manifests", dir)))...)
 		}
 		want := normalize(t, kustomized)
-		got := normalize(t, renderChart(t, "extender.enabled=true", "webhook.enabled=true"))
+		got := normalize(t, renderChart(t, "extender.enabled=true", "webhook.enabled=true", "dashboard.enabled=true", "prometheusRule.enabled=true"))
 		// With the extender, the rebalancer also models default-scheduler
 		// with the extender's snippet: the one argument the chart adds.
 		cron := want["CronJob rebalancer-system/rebalancer"]
@@ -289,7 +291,8 @@ func TestChartLintAndDryRun(t *testing.T) {
 
 	t.Run("another namespace", func(t *testing.T) {
 		out := helm(t, "template", "rebalancer", chartDir, "--namespace", "ops", "--set", "mode=deployment",
-			"--set", "extender.enabled=true", "--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "serviceMonitor.enabled=true")
+			"--set", "extender.enabled=true", "--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "serviceMonitor.enabled=true",
+			"--set", "dashboard.enabled=true", "--set", "prometheusRule.enabled=true")
 		if i := strings.Index(out, "rebalancer-system"); i >= 0 {
 			t.Errorf("rendered into ops, the chart still names rebalancer-system: …%s…", out[max(0, i-200):min(len(out), i+100)])
 		}

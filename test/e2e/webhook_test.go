@@ -29,11 +29,11 @@ import (
 // certificate and installs the shipped MutatingWebhookConfiguration
 // (manifests/webhook/webhook.yaml: its name, selectors, failure policy and
 // timeout) pointed at it. Both are removed when the test ends.
-func startWebhook(t *testing.T, e *testEnv) *process {
+func startWebhook(t *testing.T, e *testEnv) (p *process, addr string) {
 	t.Helper()
 	cert, key, ca := testcert.Write(t, t.TempDir())
-	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	p := startProcess(t, "rebalancer", "webhook", "--bind-address="+addr, "--tls-cert-file="+cert, "--tls-private-key-file="+key, "-v=3")
+	addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	p = startProcess(t, "rebalancer", "webhook", "--bind-address="+addr, "--tls-cert-file="+cert, "--tls-private-key-file="+key, "-v=3")
 
 	data, err := os.ReadFile(filepath.Join(repoRoot, "manifests", "webhook", "webhook.yaml"))
 	if err != nil {
@@ -61,7 +61,7 @@ func startWebhook(t *testing.T, e *testEnv) *process {
 		_, err := webhook.Probe(e.ctx, cfg.Webhooks[0].ClientConfig, cfg.Webhooks[0].TimeoutSeconds)
 		return err == nil, nil
 	})
-	return p
+	return p, addr
 }
 
 // createPod creates a bare pod that names scheduler and returns the
@@ -99,7 +99,7 @@ func TestWebhookOptIn(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
 	other := newTestEnv(t) // unlabelled
-	wh := startWebhook(t, e)
+	wh, _ := startWebhook(t, e)
 
 	// The workload first, while the namespace is not opted in: its pods
 	// name default-scheduler, as they would in a cluster that adopts the

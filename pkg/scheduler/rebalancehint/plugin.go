@@ -10,11 +10,14 @@ package rebalancehint
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
@@ -49,8 +52,23 @@ var (
 // New builds the plugin and subscribes it to pod events through the
 // framework's informer factory.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	registerMetrics.Do(func() { legacyregistry.MustRegister(hintsRecorded, hintsConsumed) })
 	return NewWithClock(ctx, obj, h, clock.RealClock{})
 }
+
+// Metrics on rebalancer-scheduler's /metrics (kube-scheduler's registry).
+// The simulator builds the plugin with NewWithClock and registers nothing.
+var (
+	registerMetrics sync.Once
+	hintsRecorded   = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "rebalancer", Subsystem: "scheduler", Name: "hints_recorded_total",
+		Help: "Rebalance hints recorded from pods seen leaving.", StabilityLevel: metrics.ALPHA,
+	})
+	hintsConsumed = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "rebalancer", Subsystem: "scheduler", Name: "hints_consumed_total",
+		Help: "Rebalance hints consumed: a replacement was reserved a node with one (a binding that fails gives it back; its retry counts again).", StabilityLevel: metrics.ALPHA,
+	})
+)
 
 // NewWithClock is New with the clock hints are aged by; the simulator passes
 // a simulated one.
@@ -93,7 +111,9 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 // calls it; rebalancer's simulator calls it directly when it replays an
 // eviction, so simulated replacements are steered exactly as real ones.
 func (pl *Plugin) PodLeaving(logger klog.Logger, pod *v1.Pod) {
-	pl.book.Leaving(logger, pod)
+	if pl.book.Leaving(logger, pod) {
+		hintsRecorded.Inc()
+	}
 }
 
 // Checkpoint copies the hints the plugin holds; Restore brings them back.
@@ -150,6 +170,7 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ 
 	}
 	pl.book.SetConsumed(s.owner.UID, s.entry.Pod, true)
 	s.reserved = true
+	hintsConsumed.Inc()
 	return nil
 }
 

@@ -1,0 +1,162 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/extender"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+)
+
+var seriesName = regexp.MustCompile(`\brebalancer_[a-z_]+\b`)
+
+// monitoredSeries lists the rebalancer series the shipped dashboard's panels
+// and alert rules query.
+func monitoredSeries(t *testing.T) []string {
+	t.Helper()
+	var dashboard struct {
+		Panels []struct {
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "dashboard.json")), &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	for _, p := range dashboard.Panels {
+		for _, target := range p.Targets {
+			exprs = append(exprs, target.Expr)
+		}
+	}
+	rules := decodeAll(t, string(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "alerts.yaml"))))
+	groups, _, _ := unstructuredSlice(rules[0].Object, "spec", "groups")
+	for _, g := range groups {
+		rs, _, _ := unstructuredSlice(g.(map[string]any), "rules")
+		for _, r := range rs {
+			exprs = append(exprs, r.(map[string]any)["expr"].(string))
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range exprs {
+		for _, name := range seriesName.FindAllString(e, -1) {
+			seen[name] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) {
+	var v any = obj
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false, nil
+		}
+		v = m[p]
+	}
+	s, ok := v.([]any)
+	return s, ok, nil
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own self-signed endpoints
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body)
+}
+
+// TestMonitoringSeriesExist: every rebalancer series the dashboard and the
+// alerts query is on the /metrics of the binary that serves it: the
+// long-lived rebalancer after a cycle that evicts, rebalancer-scheduler, the
+// extender and the webhook after a request each.
+func TestMonitoringSeriesExist(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := []string{"mon-" + e.name[len(e.name)-5:] + "-0", "mon-" + e.name[len(e.name)-5:] + "-1"}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), []string{nodes[0], nodes[1]})
+	e.taintForMaintenance(nodes[0])
+
+	var bodies []string
+	// The extender and the webhook, each after one request.
+	startExtender(t, e, kubeconfig)
+	cfgPath, addr := clusterSchedulerConfig(t)
+	cfg, err := profile.LoadConfig(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := extender.Probe(e.ctx, cfg.Extenders[0]); err != nil {
+		t.Fatal(err)
+	}
+	bodies = append(bodies, scrape(t, "http://"+addr+"/metrics"))
+	_, whAddr := startWebhook(t, e)
+	bodies = append(bodies, scrape(t, "https://"+whAddr+"/metrics"))
+
+	// rebalancer-scheduler: a second process of the shipped profile, under
+	// another name and without leader election, whose /metrics is open.
+	port := freePort(t)
+	config := schedulerConfig(t, "binpacking-scheduler.yaml", func(cfg map[string]any) {
+		cfg["leaderElection"] = map[string]any{"leaderElect": false}
+		cfg["profiles"].([]any)[0].(map[string]any)["schedulerName"] = "monitoring-" + e.name
+	})
+	startProcess(t, "rebalancer-scheduler", "--config="+config, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
+	schedMetrics := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+	e.poll("rebalancer-scheduler's /metrics", func() (bool, error) {
+		c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed
+		resp, err := c.Get(schedMetrics)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	bodies = append(bodies, scrape(t, schedMetrics))
+
+	// The long-lived rebalancer, after a cycle that moved the pod off the
+	// tainted node.
+	r := startReplica(t, "--policy", e.narrowedPolicy())
+	e.poll("a cycle that evicts", func() (bool, error) {
+		_, body := r.get("/metrics")
+		return strings.Contains(body, `rebalancer_evictions_total{result="evicted"`), nil
+	})
+	_, body := r.get("/metrics")
+	bodies = append(bodies, body)
+
+	all := "\n" + strings.Join(bodies, "\n")
+	names := monitoredSeries(t)
+	if len(names) < 10 {
+		t.Fatalf("only %d series found in the dashboard and alerts: %v", len(names), names)
+	}
+	for _, name := range names {
+		if !strings.Contains(all, "\n"+name+" ") && !strings.Contains(all, "\n"+name+"{") {
+			t.Errorf("%s is queried by the dashboard or the alerts but served by no binary", name)
+		}
+	}
+	t.Logf("%d series queried, all served: %s", len(names), strings.Join(names, " "))
+}
