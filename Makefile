@@ -18,6 +18,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/_output/bin
 HELM := $(BIN)/helm
+PROMTOOL := $(BIN)/promtool
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= rebalancer:$(VERSION)
 # kube-scheduler's version strings, as the Kubernetes build sets them; version
@@ -48,13 +49,19 @@ test-unit:
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.
-test-e2e: build $(HELM)
+test-e2e: build $(HELM) $(PROMTOOL)
 	hack/e2e.sh $(E2E_TIMEOUT)
 
 # helm, for the chart tests in the e2e suite, from its pinned module.
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/helm && $(GO) build -o $(HELM) helm.sh/helm/v3/cmd/helm
+
+# promtool, for the alert rule tests in the e2e suite, from the Prometheus
+# module.
+$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/promtool && $(GO) build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
 # The chart carries copies of the shipped policies and RBAC files (Helm
 # reads no file outside the chart); the e2e suite checks they are the same.

@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -322,4 +325,103 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestChartDeploymentMode: the chart's Deployment mode as it runs. Its
+// rendered RBAC is applied for real, its rendered ConfigMap's files are the
+// replicas' /etc/rebalancer, and two replicas run with the rendered
+// container's arguments as the rendered ServiceAccount: one leads, cycles
+// run, /metrics is served, and every request they make is one the chart's
+// ClusterRole and Role grant, every rule used (but those
+// rebalancerNotExercised lists).
+func TestChartDeploymentMode(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	// A node under maintenance and thin nodes (Consolidation drains one):
+	// a cycle uses every rule.
+	var nodes []string
+	for i := range 4 {
+		nodes = append(nodes, fmt.Sprintf("chart-%s-%d", e.name[len(e.name)-5:], i))
+	}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
+	e.taintForMaintenance(nodes[0])
+	objs := renderChart(t, "mode=deployment")
+	dir := t.TempDir()
+	var args []string
+	var rbac []*unstructured.Unstructured
+	for _, u := range objs {
+		switch {
+		case u.GetKind() == "ConfigMap" && u.GetName() == "rebalancer-policies":
+			data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+			for name, content := range data {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case u.GetKind() == "Deployment" && u.GetName() == "rebalancer":
+			spec := podSpecOf(t, u)
+			args = spec.Containers[0].Args
+		case strings.Contains(u.GetKind(), "Role") || u.GetKind() == "ServiceAccount":
+			if name := u.GetName(); name == "rebalancer" {
+				rbac = append(rbac, u)
+			}
+		}
+	}
+	if len(args) == 0 || len(rbac) != 5 {
+		t.Fatalf("rendered: args %q, %d RBAC objects named rebalancer (want ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding)", args, len(rbac))
+	}
+	var manifest strings.Builder
+	for _, u := range rbac {
+		data, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifest.WriteString("---\n")
+		manifest.Write(data)
+	}
+	path := filepath.Join(t.TempDir(), "rbac.yaml")
+	if err := os.WriteFile(path, []byte(manifest.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", path)
+	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := serviceAccountKubeconfig(t, tok.Status.Token)
+
+	// The rendered arguments, with the mounted files where the test put them.
+	start := func() *replica {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		var run []string
+		for _, a := range args {
+			a = strings.ReplaceAll(a, "/etc/rebalancer/", dir+"/")
+			if strings.HasPrefix(a, "--bind-address=") {
+				a = "--bind-address=" + addr
+			}
+			run = append(run, a)
+		}
+		// A short interval, and no per-workload limit: the chart's 25%
+		// would spread this small cluster's moves over many cycles.
+		return &replica{process: startProcess(t, "rebalancer", append(run, "--kubeconfig", kc, "--interval=2s", "--max-per-workload=0")...), addr: addr}
+	}
+	started := time.Now()
+	a, b := start(), start()
+	e.poll("one replica to lead", func() (bool, error) { return a.leads() != b.leads(), nil })
+	leader := a
+	if b.leads() {
+		leader = b
+	}
+	e.poll("a cycle that evicts", func() (bool, error) { return evictedCount(leader) > 0 && cycles(leader, "ok") > 0, nil })
+	for _, r := range []*replica{a, b} {
+		r.terminate(t, 20*time.Second)
+	}
+	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer", started)
+	notExercised := map[string]string{"update configmaps": "a move history that exists already (on a fresh cluster this run creates it)"}
+	for k, v := range rebalancerNotExercised {
+		notExercised[k] = v
+	}
+	checkRBAC(t, "rebalancer/rbac.yaml", used, notExercised)
 }

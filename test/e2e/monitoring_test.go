@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -15,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -159,4 +163,94 @@ func TestMonitoringSeriesExist(t *testing.T) {
 		}
 	}
 	t.Logf("%d series queried, all served: %s", len(names), strings.Join(names, " "))
+}
+
+// alertCase is one promtool rule test: series, and whether the alert fires
+// at evalTime.
+type alertCase struct {
+	alert    string
+	series   map[string]string // series -> promtool values
+	evalTime string
+	fires    bool
+}
+
+var alertCases = []alertCase{
+	{"RebalancerCyclesFailing", map[string]string{`rebalancer_cycles_total{result="error"}`: "0+1x120", `rebalancer_cycles_total{result="ok"}`: "5x120"}, "90m", true},
+	{"RebalancerCyclesFailing", map[string]string{`rebalancer_cycles_total{result="error"}`: "0+1x120", `rebalancer_cycles_total{result="ok"}`: "0+1x120"}, "90m", false},
+	{"RebalancerEvictionsBlockedByPDB", map[string]string{`rebalancer_skips_total{reason="pdb"}`: "0+1x480", `rebalancer_evictions_total{strategy="HighNodeUtilization",result="evicted"}`: "7x480"}, "7h", true},
+	{"RebalancerEvictionsBlockedByPDB", map[string]string{`rebalancer_skips_total{reason="pdb"}`: "0+1x480", `rebalancer_evictions_total{strategy="HighNodeUtilization",result="evicted"}`: "0+1x480"}, "7h", false},
+	{"RebalancerDrainTaintLeftBehind", map[string]string{`rebalancer_drain_taints_left_behind_total`: "0x30 1x30"}, "40m", true},
+	{"RebalancerDrainTaintLeftBehind", map[string]string{`rebalancer_drain_taints_left_behind_total`: "0x60"}, "40m", false},
+	{"RebalancerDrainTimeouts", map[string]string{`rebalancer_drain_timeouts_total`: "0x30 5x30"}, "40m", true},
+	{"RebalancerDrainTimeouts", map[string]string{`rebalancer_drain_timeouts_total`: "0x30 1x30"}, "40m", false},
+	{"RebalancerNoLeader", map[string]string{`rebalancer_leader{pod="a"}`: "0x30", `rebalancer_leader{pod="b"}`: "0x30"}, "20m", true},
+	{"RebalancerNoLeader", map[string]string{`rebalancer_leader{pod="a"}`: "0x30", `rebalancer_leader{pod="b"}`: "1x30"}, "20m", false},
+}
+
+// TestAlertRules: the PrometheusRule's rules pass `promtool check rules`
+// (promtool built from the Prometheus module), and `promtool test rules`
+// fires each alert on the series that mean trouble, and not on their
+// healthy twin.
+func TestAlertRules(t *testing.T) {
+	promtool := filepath.Join(binDir, "promtool")
+	rules := decodeAll(t, string(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "alerts.yaml"))))[0]
+	spec, err := yaml.Marshal(rules.Object["spec"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), spec, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("check", "rules", "rules.yaml")
+
+	annotations := map[string]map[string]any{}
+	labels := map[string]map[string]any{}
+	groups, _, _ := unstructuredSlice(rules.Object, "spec", "groups")
+	for _, g := range groups {
+		rs, _, _ := unstructuredSlice(g.(map[string]any), "rules")
+		for _, r := range rs {
+			rule := r.(map[string]any)
+			annotations[rule["alert"].(string)] = rule["annotations"].(map[string]any)
+			labels[rule["alert"].(string)] = rule["labels"].(map[string]any)
+		}
+	}
+	var tests []any
+	fired := map[string]bool{}
+	for _, c := range alertCases {
+		var series []any
+		for s, v := range c.series {
+			series = append(series, map[string]any{"series": s, "values": v})
+		}
+		var exp []any
+		if c.fires {
+			fired[c.alert] = true
+			exp = append(exp, map[string]any{"exp_labels": labels[c.alert], "exp_annotations": annotations[c.alert]})
+		}
+		tests = append(tests, map[string]any{
+			"interval": "1m", "input_series": series,
+			"alert_rule_test": []any{map[string]any{"eval_time": c.evalTime, "alertname": c.alert, "exp_alerts": exp}},
+		})
+	}
+	for alert := range annotations {
+		if !fired[alert] {
+			t.Errorf("alert %s has no case that fires it", alert)
+		}
+	}
+	data, err := yaml.Marshal(map[string]any{"rule_files": []string{"rules.yaml"}, "evaluation_interval": "1m", "tests": tests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules_test.yaml"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run("test", "rules", "rules_test.yaml")
 }
