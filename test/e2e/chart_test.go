@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -424,4 +425,69 @@ func TestChartDeploymentMode(t *testing.T) {
 		notExercised[k] = v
 	}
 	checkRBAC(t, "rebalancer/rbac.yaml", used, notExercised)
+}
+
+// The CRDs of the objects the manifests render for other operators, from
+// those operators' own modules (the Go module proxy), pinned.
+var operatorCRDs = []struct{ module, file string }{
+	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"},
+	{"github.com/prometheus-operator/prometheus-operator@v0.85.0", "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml"},
+	{"github.com/cert-manager/cert-manager@v1.21.2", "deploy/crds/cert-manager.io_issuers.yaml"},
+	{"github.com/cert-manager/cert-manager@v1.21.2", "deploy/crds/cert-manager.io_certificates.yaml"},
+}
+
+// installOperatorCRDs applies operatorCRDs to the test cluster and waits
+// until they are served.
+func installOperatorCRDs(t *testing.T) {
+	t.Helper()
+	dirs := map[string]string{}
+	for _, c := range operatorCRDs {
+		if _, ok := dirs[c.module]; !ok {
+			cmd := exec.Command("go", "mod", "download", "-json", c.module)
+			cmd.Dir = t.TempDir() // outside any module
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go mod download %s: %v", c.module, err)
+			}
+			var m struct{ Dir string }
+			if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+				t.Fatalf("go mod download %s: %v %s", c.module, err, out)
+			}
+			dirs[c.module] = m.Dir
+		}
+		kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(dirs[c.module], c.file))
+	}
+	kubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com", "crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io")
+}
+
+// TestOperatorObjectsDryRun: what the manifests render for the Prometheus
+// Operator and cert-manager (ServiceMonitors, the PrometheusRule, the
+// webhook's Issuer and Certificate) applies with server-side dry-run and
+// strict validation against those operators' own CRDs: from the chart with
+// everything on, and from manifests/monitoring and manifests/webhook-cert-manager.
+func TestOperatorObjectsDryRun(t *testing.T) {
+	installOperatorCRDs(t)
+	dryRun := func(t *testing.T, args []string, want ...string) {
+		t.Helper()
+		out := kubectl(t, append([]string{"apply", "--server-side", "--dry-run=server", "--field-manager=rebalancer-e2e", "--validate=strict"}, args...)...)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("dry-run output lacks %s:\n%s", w, out)
+			}
+		}
+	}
+	rendered := helm(t, "template", "rebalancer", chartDir, "--namespace", "rebalancer-system", "--set", "mode=deployment",
+		"--set", "extender.enabled=true", "--set", "webhook.enabled=true", "--set", "webhook.certManager=true",
+		"--set", "serviceMonitor.enabled=true", "--set", "dashboard.enabled=true", "--set", "prometheusRule.enabled=true")
+	path := filepath.Join(t.TempDir(), "rendered.yaml")
+	if err := os.WriteFile(path, []byte(rendered), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dryRun(t, []string{"-f", path}, "servicemonitor.monitoring.coreos.com/rebalancer-scheduler", "servicemonitor.monitoring.coreos.com/rebalancer",
+		"servicemonitor.monitoring.coreos.com/rebalancer-extender", "servicemonitor.monitoring.coreos.com/rebalancer-webhook",
+		"prometheusrule.monitoring.coreos.com/rebalancer", "certificate.cert-manager.io/rebalancer-webhook", "issuer.cert-manager.io/rebalancer-webhook",
+		"configmap/rebalancer-dashboard")
+	dryRun(t, []string{"-k", filepath.Join(repoRoot, "manifests", "monitoring")}, "prometheusrule.monitoring.coreos.com/rebalancer", "configmap/rebalancer-dashboard")
+	dryRun(t, []string{"-k", filepath.Join(repoRoot, "manifests", "webhook-cert-manager")}, "certificate.cert-manager.io/rebalancer-webhook")
 }

@@ -145,9 +145,9 @@ func TestMonitoringSeriesExist(t *testing.T) {
 	// The long-lived rebalancer, after a cycle that moved the pod off the
 	// tainted node.
 	r := startReplica(t, "--policy", e.narrowedPolicy())
-	e.poll("a cycle that evicts", func() (bool, error) {
-		_, body := r.get("/metrics")
-		return strings.Contains(body, `rebalancer_evictions_total{result="evicted"`), nil
+	// The cycle's own series are set when it ends, after its evictions.
+	e.poll("a cycle that evicts, to its end", func() (bool, error) {
+		return evictedCount(r) > 0 && cycles(r, "ok") > 0, nil
 	})
 	_, body := r.get("/metrics")
 	bodies = append(bodies, body)
@@ -162,7 +162,9 @@ func TestMonitoringSeriesExist(t *testing.T) {
 			t.Errorf("%s is queried by the dashboard or the alerts but served by no binary", name)
 		}
 	}
-	t.Logf("%d series queried, all served: %s", len(names), strings.Join(names, " "))
+	if !t.Failed() {
+		t.Logf("%d series queried, all served: %s", len(names), strings.Join(names, " "))
+	}
 }
 
 // alertCase is one promtool rule test: series, and whether the alert fires
