@@ -143,11 +143,8 @@ func (b *Book) record(owner, pod types.UID, h Hint) bool {
 func (b *Book) Next(owner types.UID) (Entry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.clock.Now()
-	for _, e := range b.byOwner[owner] {
-		if e.free(now) {
-			return *e, true
-		}
+	if e := b.freeLocked(owner, b.clock.Now()); e != nil {
+		return *e, true
 	}
 	return Entry{}, false
 }
@@ -175,11 +172,9 @@ func (b *Book) Claim(owner, pod types.UID) (Entry, bool) {
 	if e := b.claimedLocked(owner, pod, now); e != nil {
 		return *e, true
 	}
-	for _, e := range b.byOwner[owner] {
-		if e.free(now) {
-			e.ClaimedBy = pod
-			return *e, true
-		}
+	if e := b.freeLocked(owner, now); e != nil {
+		e.ClaimedBy = pod
+		return *e, true
 	}
 	return Entry{}, false
 }
@@ -194,12 +189,7 @@ func (b *Book) Bound(owner, pod types.UID) bool {
 	now := b.clock.Now()
 	e := b.claimedLocked(owner, pod, now)
 	if e == nil {
-		for _, f := range b.byOwner[owner] {
-			if f.free(now) {
-				e = f
-				break
-			}
-		}
+		e = b.freeLocked(owner, now)
 	}
 	if e == nil {
 		return false
@@ -217,6 +207,16 @@ func (b *Book) Release(owner, pod types.UID) {
 			e.ClaimedBy = ""
 		}
 	}
+}
+
+// freeLocked is the owner's oldest live hint that no pod took or claimed.
+func (b *Book) freeLocked(owner types.UID, now time.Time) *Entry {
+	for _, e := range b.byOwner[owner] {
+		if e.free(now) {
+			return e
+		}
+	}
+	return nil
 }
 
 func (b *Book) claimedLocked(owner, pod types.UID, now time.Time) *Entry {
