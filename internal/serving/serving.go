@@ -5,10 +5,12 @@
 package serving
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -53,6 +55,24 @@ func CheckAddress(addr string) error {
 		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// ReadBody reads a request body that should hold want (e.g. "an
+// AdmissionReview"): a body over the handler's http.MaxBytesReader limit or
+// an empty one is an error saying so.
+func ReadBody(r io.Reader, want string) ([]byte, error) {
+	body, err := io.ReadAll(r)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("request body larger than %d bytes", tooBig.Limit)
+		}
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, fmt.Errorf("empty request body: want %s", want)
+	}
+	return body, nil
 }
 
 // Serve listens and serves handler until ctx ends, then shuts down

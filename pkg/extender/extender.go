@@ -9,7 +9,6 @@
 package extender
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
@@ -158,16 +158,9 @@ func plain(s string) bool {
 // nodeCacheCapable, else the names of Nodes). Every problem is an error
 // naming the field.
 func DecodeArgs(r io.Reader) (*extenderv1.ExtenderArgs, []string, error) {
-	body, err := io.ReadAll(r)
+	body, err := serving.ReadBody(r, "ExtenderArgs JSON")
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, nil, fmt.Errorf("request body larger than %d bytes", tooBig.Limit)
-		}
-		return nil, nil, fmt.Errorf("reading the request body: %w", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, nil, errors.New("empty request body: want ExtenderArgs JSON")
+		return nil, nil, err
 	}
 	var args extenderv1.ExtenderArgs
 	if err := json.Unmarshal(body, &args); err != nil {

@@ -9,7 +9,6 @@
 package webhook
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 	sigsjson "sigs.k8s.io/json"
 
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
@@ -137,16 +137,9 @@ func podName(req *admissionv1.AdmissionRequest, pod *v1.Pod) string {
 // DecodeReview reads an AdmissionReview v1 for the creation of a pod, as the
 // API server sends it. Every problem is an error naming the field.
 func DecodeReview(r io.Reader) (*admissionv1.AdmissionRequest, error) {
-	body, err := io.ReadAll(r)
+	body, err := serving.ReadBody(r, "an AdmissionReview")
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, fmt.Errorf("request body larger than %d bytes", tooBig.Limit)
-		}
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil, errors.New("empty request body: want an AdmissionReview")
+		return nil, err
 	}
 	// Case-sensitive, as the API server decodes; fields a newer API server
 	// adds are ignored, not refused.
