@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/klog/v2"
 )
@@ -57,6 +59,43 @@ func CheckAddress(addr string) error {
 	return nil
 }
 
+// Probes are the health, readiness and metrics endpoints every long-lived
+// part of rebalancer serves beside its own handlers.
+type Probes struct {
+	// Healthy checks /healthz (e.g. leader election's watchdog); nil is
+	// always healthy.
+	Healthy func(*http.Request) error
+	// Ready reports readiness for /readyz, NotReady saying why not; nil is
+	// always ready.
+	Ready    func() bool
+	NotReady string
+	// Metrics is served at /metrics; nil serves no /metrics.
+	Metrics prometheus.Gatherer
+}
+
+// Register adds /healthz, /readyz and, with Metrics, /metrics to mux.
+func (p Probes) Register(mux *http.ServeMux) {
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if p.Healthy != nil {
+			if err := p.Healthy(r); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+		}
+		_, _ = fmt.Fprint(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if p.Ready != nil && !p.Ready() {
+			http.Error(w, "not ready: "+p.NotReady, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprint(w, "ok")
+	})
+	if p.Metrics != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(p.Metrics, promhttp.HandlerOpts{}))
+	}
+}
+
 // ReadBody reads a request body that should hold want (e.g. "an
 // AdmissionReview"): a body over the handler's http.MaxBytesReader limit or
 // an empty one is an error saying so.
@@ -76,7 +115,8 @@ func ReadBody(r io.Reader, want string) ([]byte, error) {
 }
 
 // Serve listens and serves handler until ctx ends, then shuts down
-// gracefully. A listen or certificate problem is returned before serving.
+// gracefully; done yields nil after that, or the error that stopped the
+// server early. A listen or certificate problem is returned before serving.
 func Serve(ctx context.Context, o Options, handler http.Handler) (<-chan error, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -108,10 +148,12 @@ func Serve(ctx context.Context, o Options, handler http.Handler) (<-chan error, 
 		l = tls.NewListener(l, srv.TLSConfig)
 	}
 	logger.Info("Serving", "address", l.Addr().String(), "tls", srv.TLSConfig != nil)
-	done := make(chan error, 1)
+	done, shutDown := make(chan error, 1), make(chan struct{})
 	go func() {
 		err := srv.Serve(l)
 		if errors.Is(err, http.ErrServerClosed) {
+			// Reported once the requests in flight are answered.
+			<-shutDown
 			err = nil
 		}
 		done <- err
@@ -121,6 +163,7 @@ func Serve(ctx context.Context, o Options, handler http.Handler) (<-chan error, 
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
+		close(shutDown)
 	}()
 	return done, nil
 }

@@ -8,12 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -167,45 +166,36 @@ func loop(ctx context.Context, o Options, m *metrics) {
 	}
 }
 
-// serve starts the health and metrics endpoints.
+// serve starts the health and metrics endpoints; stop shuts them down.
 func serve(ctx context.Context, o Options, watchdog *leaderelection.HealthzAdaptor) (stop func(), err error) {
 	if o.BindAddress == "" {
 		return func() {}, nil
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if watchdog != nil {
-			if err := watchdog.Check(r); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
-		}
-		fmt.Fprint(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if o.Ready != nil && !o.Ready() {
-			http.Error(w, "not ready: the cluster view has not synced", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprint(w, "ok")
-	})
+	probes := serving.Probes{Ready: o.Ready, NotReady: "the cluster view has not synced"}
+	if watchdog != nil {
+		probes.Healthy = watchdog.Check
+	}
 	if o.Registry != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+		probes.Metrics = o.Registry
 	}
-	l, err := net.Listen("tcp", o.BindAddress)
+	mux := http.NewServeMux()
+	probes.Register(mux)
+	ctx, cancel := context.WithCancel(ctx)
+	done, err := serving.Serve(ctx, serving.Options{Address: o.BindAddress}, mux)
 	if err != nil {
-		return nil, fmt.Errorf("--bind-address %s: %w", o.BindAddress, err)
+		cancel()
+		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stopped := make(chan struct{})
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := <-done; err != nil {
 			klog.FromContext(ctx).Error(err, "Health and metrics server stopped")
 		}
+		close(stopped)
 	}()
 	return func() {
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
+		cancel()
+		<-stopped
 	}, nil
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -47,15 +46,7 @@ func Run(ctx context.Context, o Options) error {
 
 	mux := http.NewServeMux()
 	mux.Handle(PrioritizePath, ext)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ext.Ready() {
-			http.Error(w, "not ready: the pod watch has not synced", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = fmt.Fprint(w, "ok")
-	})
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	serving.Probes{Ready: ext.Ready, NotReady: "the pod watch has not synced", Metrics: reg}.Register(mux)
 
 	done, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {

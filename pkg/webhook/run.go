@@ -2,12 +2,10 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
@@ -29,10 +27,7 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
 	mux.Handle(MutatePath, New(logger, o.Scheduler, NewMetrics(reg)))
-	ok := func(w http.ResponseWriter, _ *http.Request) { _, _ = fmt.Fprint(w, "ok") }
-	mux.HandleFunc("/healthz", ok)
-	mux.HandleFunc("/readyz", ok)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	serving.Probes{Metrics: reg}.Register(mux)
 	done, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {
 		return err
