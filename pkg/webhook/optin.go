@@ -48,7 +48,7 @@ func DefaultOptIn(namespaces labels.Selector, from string) *OptIn {
 // SchedulerFor returns the scheduler the webhook gives pod, in namespace ns
 // (nil: unknown, not opted in), or "" when it leaves the pod alone.
 func (o *OptIn) SchedulerFor(pod *v1.Pod, ns *v1.Namespace) string {
-	if o == nil || ns == nil || (pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != v1.DefaultSchedulerName) {
+	if o == nil || ns == nil || !takes(pod) {
 		return ""
 	}
 	if !o.Namespaces.Matches(labels.Set(ns.Labels)) || !o.Pods.Matches(labels.Set(pod.Labels)) {

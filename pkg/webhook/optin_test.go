@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -67,6 +68,19 @@ func TestLive(t *testing.T) {
 		if got := o.SchedulerFor(c.pod, c.ns); got != c.want {
 			t.Errorf("pod %q %v in %v: %q, want %q", c.pod.Spec.SchedulerName, c.pod.Labels, c.ns, got, c.want)
 		}
+	}
+}
+
+// A configuration without an objectSelector sends opted-out pods too; the
+// webhook leaves them alone, and so does the planner's rule.
+func TestSchedulerForFollowsTheWebhooksOwnRule(t *testing.T) {
+	o := &OptIn{Namespaces: labels.Everything(), Pods: labels.Everything(), Scheduler: "rebalancer-scheduler"}
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	if got := o.SchedulerFor(pod("", map[string]string{NamespaceLabel: Disabled}), ns); got != "" {
+		t.Errorf("an opted-out pod is planned as %q's", got)
+	}
+	if got := o.SchedulerFor(pod("", nil), ns); got != "rebalancer-scheduler" {
+		t.Errorf("a pod without a scheduler is planned as %q's", got)
 	}
 }
 

@@ -110,17 +110,25 @@ func (wh *Webhook) Admit(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 		wh.logger.Error(err, "Admitting a pod that does not decode, unchanged", "uid", req.UID, "namespace", req.Namespace)
 		return resp, resultError
 	}
-	switch {
-	case pod.Labels[NamespaceLabel] == Disabled:
+	if !takes(&pod) {
 		return resp, resultUnchanged
-	case pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != v1.DefaultSchedulerName:
-		return resp, resultUnchanged // the pod chose its scheduler
 	}
 	patch, _ := json.Marshal([]map[string]string{{"op": "add", "path": "/spec/schedulerName", "value": wh.scheduler}})
 	pt := admissionv1.PatchTypeJSONPatch
 	resp.Patch, resp.PatchType = patch, &pt
 	wh.logger.V(3).Info("Pod given the scheduler", "namespace", req.Namespace, "pod", podName(req, &pod), "scheduler", wh.scheduler)
 	return resp, resultMutated
+}
+
+// takes says whether the webhook gives pod its scheduler: the pod names
+// none or default-scheduler (one that chose another keeps it) and is not
+// labelled to opt out. The API server's selectors decide which pods are
+// sent; this is the webhook's own rule, which the planner applies too.
+func takes(pod *v1.Pod) bool {
+	if pod.Labels[NamespaceLabel] == Disabled {
+		return false
+	}
+	return pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == v1.DefaultSchedulerName
 }
 
 func podName(req *admissionv1.AdmissionRequest, pod *v1.Pod) string {
