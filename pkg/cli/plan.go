@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -214,7 +213,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	if in.Snapshot == nil {
 		opts.Warnings = answering(ctx, in)
 	}
-	opts.Warnings = append(opts.Warnings, o.optInto(ctx, client, in, snap)...)
+	opts.Warnings = append(opts.Warnings, o.optInto(ctx, client, in)...)
 	// The simulation's informers run until the plan is made: a daemon
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
@@ -223,6 +222,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	if err != nil {
 		return nil, nil, err
 	}
+	opts.Warnings = append(opts.Warnings, optInNote(sim, snap, in.OptIn)...)
 	p, err := planner.Plan(ctx, sim, in.Policy, opts)
 	return p, in, err
 }
@@ -240,8 +240,8 @@ func steering(in *inputs.Inputs) []simulator.Option {
 
 // optInto sets in.OptIn: from --opt-in-namespaces, else, on a live cluster,
 // from the webhook's configuration if its webhook answers. It returns what
-// the plan should say about it.
-func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, in *inputs.Inputs, snap *snapshot.Snapshot) []string {
+// the plan should say when the webhook cannot be counted on.
+func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, in *inputs.Inputs) []string {
 	switch {
 	case o.optIn != "":
 		sel, _ := labels.Parse(o.optIn) // validated with the flags
@@ -253,16 +253,18 @@ func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, 
 		}
 		in.OptIn = optIn
 	}
-	if in.OptIn == nil {
+	return nil
+}
+
+// optInNote says how many pods the simulation plans as the scheduler the
+// webhook gives them rather than the one they name.
+func optInNote(sim *simulator.Simulator, snap *snapshot.Snapshot, optIn *webhook.OptIn) []string {
+	if optIn == nil {
 		return nil
-	}
-	namespaces := map[string]*v1.Namespace{}
-	for _, ns := range snap.Namespaces {
-		namespaces[ns.Name] = ns
 	}
 	pods, opted := 0, map[string]bool{}
 	for _, pod := range snap.Pods {
-		if in.OptIn.SchedulerFor(pod, namespaces[pod.Namespace]) != "" {
+		if sim.SchedulerOf(pod) != simulator.SchedulerName(pod) {
 			pods++
 			opted[pod.Namespace] = true
 		}
@@ -271,7 +273,7 @@ func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, 
 		return nil
 	}
 	return []string{fmt.Sprintf("%d pod(s) naming default-scheduler in %d namespace(s) opted in (%s) are planned as %s's: the webhook gives their replacements that scheduler",
-		pods, len(opted), in.OptIn.From, in.OptIn.Scheduler)}
+		pods, len(opted), optIn.From, optIn.Scheduler)}
 }
 
 // answering keeps the extenders of in that answer now: a plan counts on an

@@ -96,7 +96,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	o.optInto(ctx, nil, in, in.Snapshot)
+	o.optInto(ctx, nil, in)
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  o.plannerOptions(nil),
