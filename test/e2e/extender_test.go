@@ -51,19 +51,7 @@ func startExtender(t *testing.T, e *testEnv, kc string) *process {
 	t.Helper()
 	_, addr := clusterSchedulerConfig(t)
 	p := startProcess(t, "rebalancer", "extender", "--bind-address="+addr, "--kubeconfig", kc, "-v=2")
-	e.poll("the extender to be ready", func() (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("the extender exited: %v\n%s", p.err, p.tail(20))
-		default:
-		}
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	p.waitUp(e, "the extender to be ready", func() bool { return answers("http://" + addr + "/readyz") })
 	return p
 }
 

@@ -79,19 +79,34 @@ func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) 
 	return s, ok, nil
 }
 
-func scrape(t *testing.T, url string) string {
-	t.Helper()
+// get fetches url, trusting the test's own self-signed endpoints.
+func get(url string) (int, string, error) {
 	c := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the test's own self-signed endpoints
 	resp, err := c.Get(url)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	return resp.StatusCode, string(body), nil
+}
+
+// answers says whether url answers 200 OK.
+func answers(url string) bool {
+	code, _, err := get(url)
+	return err == nil && code == http.StatusOK
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	code, body, err := get(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return string(body)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d: %s", url, code, body)
+	}
+	return body
 }
 
 // TestMonitoringSeriesExist: every rebalancer series the dashboard and the
@@ -128,18 +143,10 @@ func TestMonitoringSeriesExist(t *testing.T) {
 		cfg["leaderElection"] = map[string]any{"leaderElect": false}
 		cfg["profiles"].([]any)[0].(map[string]any)["schedulerName"] = "monitoring-" + e.name
 	})
-	startProcess(t, "rebalancer-scheduler", "--config="+config, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+	sched := startProcess(t, "rebalancer-scheduler", "--config="+config, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics")
 	schedMetrics := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
-	e.poll("rebalancer-scheduler's /metrics", func() (bool, error) {
-		c := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed
-		resp, err := c.Get(schedMetrics)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	sched.waitUp(e, "rebalancer-scheduler's /metrics", func() bool { return answers(schedMetrics) })
 	bodies = append(bodies, scrape(t, schedMetrics))
 
 	// The long-lived rebalancer, after a cycle that moved the pod off the

@@ -139,6 +139,20 @@ type process struct {
 // tail returns the last n lines of the process's output.
 func (p *process) tail(n int) string { return tail(p.log, n) }
 
+// waitUp polls until up reports the process serving, and fails at once if
+// it exits first.
+func (p *process) waitUp(e *testEnv, what string, up func() bool) {
+	e.t.Helper()
+	e.poll(what, func() (bool, error) {
+		select {
+		case <-p.done:
+			return false, fmt.Errorf("%s exited: %v\n%s", filepath.Base(p.cmd.Path), p.err, p.tail(20))
+		default:
+		}
+		return up(), nil
+	})
+}
+
 // terminate sends SIGTERM and waits up to limit for the process to exit; it
 // returns when the signal was sent and how long the process took to exit.
 func (p *process) terminate(t *testing.T, limit time.Duration) (signalled time.Time, took time.Duration) {

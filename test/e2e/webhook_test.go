@@ -52,14 +52,9 @@ func startWebhook(t *testing.T, e *testEnv) (p *process, addr string) {
 	t.Cleanup(func() {
 		_ = client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), cfg.Name, metav1.DeleteOptions{})
 	})
-	e.poll("the webhook to serve", func() (bool, error) {
-		select {
-		case <-p.done:
-			return false, fmt.Errorf("the webhook exited: %v\n%s", p.err, p.tail(20))
-		default:
-		}
+	p.waitUp(e, "the webhook to serve", func() bool {
 		_, err := webhook.Probe(e.ctx, cfg.Webhooks[0].ClientConfig, cfg.Webhooks[0].TimeoutSeconds)
-		return err == nil, nil
+		return err == nil
 	})
 	return p, addr
 }
