@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -451,7 +452,12 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	if err != nil {
 		return pred, err
 	}
-	if sc.targets != nil && sc.scoresAll(len(res.scores), res.considered) {
+	feasible := len(res.scores)
+	if opts.LeaveSource && slices.ContainsFunc(res.scores, func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source }) {
+		feasible-- // the drain taint keeps it off the source
+	}
+	exhaustive := sc.scoresAll(feasible, res.considered)
+	if sc.targets != nil && exhaustive {
 		// The extender steers the replacement wherever the plan says;
 		// the plan's scoring says where (see WithExtenders).
 		if res.scores, err = s.rescore(ctx, sc.targets, candidate, res.scores); err != nil {
@@ -489,11 +495,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 		return pred, nil
 	}
 	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
-	feasible := len(scores)
-	if opts.LeaveSource && pred.SourceFeasible {
-		feasible-- // the drain taint keeps it off the source
-	}
-	pred.Exhaustive = sc.scoresAll(feasible, res.considered)
+	pred.Exhaustive = exhaustive
 	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
 	return pred, nil
 }
