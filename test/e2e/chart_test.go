@@ -200,18 +200,12 @@ func TestChartRendersTheKustomizeTree(t *testing.T) {
 		// With the extender, the rebalancer also models default-scheduler
 		// with the extender's snippet: the one argument the chart adds.
 		cron := want["CronJob rebalancer-system/rebalancer"]
-		container := dig(cron, "spec", "jobTemplate", "spec", "template", "spec", "containers").([]any)[0].(map[string]any)
+		containers, _, _ := unstructured.NestedFieldNoCopy(cron.(map[string]any), "spec", "jobTemplate", "spec", "template", "spec", "containers")
+		container := containers.([]any)[0].(map[string]any)
 		args := container["args"].([]any)
 		container["args"] = append(append(append([]any{}, args[:4]...), "--scheduler-config=/etc/rebalancer/default-scheduler-extender.yaml"), args[4:]...)
 		compare(t, want, got)
 	})
-}
-
-func dig(v any, path ...string) any {
-	for _, p := range path {
-		v = v.(map[string]any)[p]
-	}
-	return v
 }
 
 func sameFile(t *testing.T, original, copied string) {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
@@ -25,6 +26,22 @@ import (
 )
 
 var seriesName = regexp.MustCompile(`\brebalancer_[a-z_]+\b`)
+
+// alertRules reads manifests/monitoring/alerts.yaml: the PrometheusRule's
+// spec and its rules, every group's.
+func alertRules(t *testing.T) (spec map[string]any, rules []map[string]any) {
+	t.Helper()
+	obj := decodeAll(t, string(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "alerts.yaml"))))[0].Object
+	spec = obj["spec"].(map[string]any)
+	groups, _, _ := unstructured.NestedSlice(spec, "groups")
+	for _, g := range groups {
+		rs, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+		for _, r := range rs {
+			rules = append(rules, r.(map[string]any))
+		}
+	}
+	return spec, rules
+}
 
 // monitoredSeries lists the rebalancer series the shipped dashboard's panels
 // and alert rules query.
@@ -44,13 +61,9 @@ func monitoredSeries(t *testing.T) []string {
 			exprs = append(exprs, target.Expr)
 		}
 	}
-	rules := decodeAll(t, string(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "alerts.yaml"))))
-	groups, _, _ := unstructuredSlice(rules[0].Object, "spec", "groups")
-	for _, g := range groups {
-		rs, _, _ := unstructuredSlice(g.(map[string]any), "rules")
-		for _, r := range rs {
-			exprs = append(exprs, r.(map[string]any)["expr"].(string))
-		}
+	_, rules := alertRules(t)
+	for _, r := range rules {
+		exprs = append(exprs, r["expr"].(string))
 	}
 	seen := map[string]bool{}
 	for _, e := range exprs {
@@ -64,19 +77,6 @@ func monitoredSeries(t *testing.T) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) {
-	var v any = obj
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		v = m[p]
-	}
-	s, ok := v.([]any)
-	return s, ok, nil
 }
 
 // get fetches url, trusting the test's own self-signed endpoints.
@@ -202,8 +202,8 @@ var alertCases = []alertCase{
 // healthy twin.
 func TestAlertRules(t *testing.T) {
 	promtool := filepath.Join(binDir, "promtool")
-	rules := decodeAll(t, string(mustRead(t, filepath.Join(repoRoot, "manifests", "monitoring", "alerts.yaml"))))[0]
-	spec, err := yaml.Marshal(rules.Object["spec"])
+	ruleSpec, rules := alertRules(t)
+	spec, err := yaml.Marshal(ruleSpec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,14 +223,9 @@ func TestAlertRules(t *testing.T) {
 
 	annotations := map[string]map[string]any{}
 	labels := map[string]map[string]any{}
-	groups, _, _ := unstructuredSlice(rules.Object, "spec", "groups")
-	for _, g := range groups {
-		rs, _, _ := unstructuredSlice(g.(map[string]any), "rules")
-		for _, r := range rs {
-			rule := r.(map[string]any)
-			annotations[rule["alert"].(string)] = rule["annotations"].(map[string]any)
-			labels[rule["alert"].(string)] = rule["labels"].(map[string]any)
-		}
+	for _, rule := range rules {
+		annotations[rule["alert"].(string)] = rule["annotations"].(map[string]any)
+		labels[rule["alert"].(string)] = rule["labels"].(map[string]any)
 	}
 	var tests []any
 	fired := map[string]bool{}
