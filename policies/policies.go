@@ -14,6 +14,7 @@ var Files embed.FS
 var Pairs = []Pair{
 	{Name: "binpacking", Policy: "binpacking-policy.yaml", Scheduler: "binpacking-scheduler.yaml"},
 	{Name: "balancing", Policy: "balancing-policy.yaml", Scheduler: "balancing-scheduler.yaml"},
+	{Name: "load-aware", Policy: "load-aware-policy.yaml", Scheduler: "load-aware-scheduler.yaml"},
 }
 
 // Pair names a policy file and the scheduler profile file that belongs with it.

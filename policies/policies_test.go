@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
@@ -20,10 +22,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
+	"sigs.k8s.io/yaml"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -41,6 +47,7 @@ func TestSchedulerProfiles(t *testing.T) {
 	want := map[string]config.ScoringStrategyType{
 		"binpacking-scheduler.yaml": config.MostAllocated,
 		"balancing-scheduler.yaml":  config.RequestedToCapacityRatio,
+		"load-aware-scheduler.yaml": config.LeastAllocated,
 	}
 	for _, pair := range Pairs {
 		t.Run(pair.Scheduler, func(t *testing.T) {
@@ -97,6 +104,11 @@ func scorePluginWeights(ctx context.Context, t *testing.T, prof *config.KubeSche
 	if err := registry.Register(rebalancehint.Name, rebalancehint.New); err != nil {
 		t.Fatal(err)
 	}
+	if err := registry.Register(loadaware.Name, func(_ context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+		return loadaware.NewWithSource(obj, nil)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	client := fake.NewClientset()
 	fw, err := frameworkruntime.NewFramework(ctx, registry, prof,
 		frameworkruntime.WithClientSet(client),
@@ -129,7 +141,7 @@ func TestDeschedulerPolicies(t *testing.T) {
 			for _, name := range append(p.Profiles[0].Plugins.Balance.Enabled, p.Profiles[0].Plugins.Deschedule.Enabled...) {
 				enabled[name] = true
 			}
-			balance := map[string]string{"binpacking": "HighNodeUtilization", "balancing": "LowNodeUtilization"}[pair.Name]
+			balance := map[string]string{"binpacking": "HighNodeUtilization", "balancing": "LowNodeUtilization", "load-aware": "LowNodeUtilization"}[pair.Name]
 			for _, name := range []string{balance, "RemovePodsViolatingNodeTaints", "RemovePodsViolatingNodeAffinity",
 				"RemovePodsViolatingInterPodAntiAffinity", "RemoveDuplicates"} {
 				if !enabled[name] {
@@ -137,6 +149,43 @@ func TestDeschedulerPolicies(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadAwareThresholds: the load-aware profile keeps replacements off
+// any node they would take above the policy's targets, so a plan never
+// makes a node the policy calls hot.
+func TestLoadAwareThresholds(t *testing.T) {
+	pol, err := policy.Load("load-aware-policy.yaml", fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets map[v1.ResourceName]int64
+	for _, pc := range pol.Profiles[0].PluginConfigs {
+		if args, ok := pc.Args.(*nodeutilization.LowNodeUtilizationArgs); ok {
+			if args.MetricsUtilization == nil || args.MetricsUtilization.Source != api.KubernetesMetrics {
+				t.Errorf("LowNodeUtilization does not read metrics.k8s.io: %+v", args.MetricsUtilization)
+			}
+			targets = map[v1.ResourceName]int64{}
+			for r, v := range args.TargetThresholds {
+				targets[r] = int64(v)
+			}
+		}
+	}
+	_, prof, err := profile.Load("load-aware-scheduler.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args loadaware.Args
+	for _, pc := range prof.PluginConfig {
+		if pc.Name == loadaware.Name {
+			if err := yaml.Unmarshal(pc.Args.(*runtime.Unknown).Raw, &args); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !reflect.DeepEqual(args.UsageThresholds, targets) {
+		t.Errorf("LoadAware usageThresholds %v, want the policy's targetThresholds %v", args.UsageThresholds, targets)
 	}
 }
 

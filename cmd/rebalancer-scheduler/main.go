@@ -12,12 +12,14 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
 func main() {
 	command := app.NewSchedulerCommand(
 		app.WithPlugin(rebalancehint.Name, rebalancehint.New),
+		app.WithPlugin(loadaware.Name, loadaware.New),
 	)
 	command.Use = "rebalancer-scheduler"
 	os.Exit(cli.Run(command))

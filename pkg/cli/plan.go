@@ -204,14 +204,15 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 		return nil, nil, err
 	}
 	snap := in.Snapshot
+	var usageWarnings []string
 	if snap == nil {
-		if snap, err = view(ctx, client); err != nil {
+		if snap, usageWarnings, err = withUsage(view, in)(ctx, client); err != nil {
 			return nil, nil, err
 		}
 	}
 	opts := o.plannerOptions(moves)
 	if in.Snapshot == nil {
-		opts.Warnings = answering(ctx, in)
+		opts.Warnings = append(answering(ctx, in), usageWarnings...)
 	}
 	opts.Warnings = append(opts.Warnings, o.optInto(ctx, client, in)...)
 	// The simulation's informers run until the plan is made: a daemon
@@ -225,6 +226,33 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	opts.Warnings = append(opts.Warnings, optInNote(sim, snap, in.OptIn)...)
 	p, err := planner.Plan(ctx, sim, in.Policy, opts)
 	return p, in, err
+}
+
+// withUsage is view with the cluster's usage read from metrics.k8s.io
+// when the policy or a scheduler profile works by it. Usage the policy
+// needs and cannot have is an error: nothing is planned, nothing evicted.
+// A profile that places by usage without it falls back to its pods'
+// estimates, in the simulation as in rebalancer-scheduler: a warning.
+func withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
+	return func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
+		snap, err := view(ctx, client)
+		if err != nil {
+			return nil, nil, err
+		}
+		profiles := in.PlacesByUsage()
+		if in.Metrics.Kubernetes == "" && len(profiles) == 0 {
+			return snap, nil, nil
+		}
+		err = snapshot.ReadUsage(ctx, client, snap)
+		switch {
+		case err != nil && in.Metrics.Kubernetes != "":
+			return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
+		case err != nil:
+			return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
+				strings.Join(profiles, ", "), err)}, nil
+		}
+		return snap, nil, nil
+	}
 }
 
 // steering models how the cluster's schedulers will follow the plan:

@@ -223,7 +223,7 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		// moves before it made: the plan's view may be out of date.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		snap, err := view(ctx, client)
+		snap, _, err := withUsage(view, in)(ctx, client)
 		if err != nil {
 			return fmt.Errorf("reading the cluster again before executing: %w", err)
 		}

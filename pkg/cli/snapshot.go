@@ -135,7 +135,7 @@ func newCaptureCommand() *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
 		Use:     "capture",
-		Short:   "Write a live cluster's nodes, pods, PDBs, ... to a snapshot file (read-only)",
+		Short:   "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io) to a snapshot file (read-only)",
 		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -155,6 +155,11 @@ func newCaptureCommand() *cobra.Command {
 			snap, err := capture(cmd.Context(), client)
 			if err != nil {
 				return err
+			}
+			// The usage, where metrics-server runs: a policy that balances
+			// by usage can then be planned offline.
+			if err := snapshot.ReadUsage(cmd.Context(), client, snap); err != nil {
+				klog.FromContext(cmd.Context()).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())
 			}
 			return writeSnapshot(cmd, out, snap)
 		},

@@ -7,11 +7,15 @@ package conflict
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 )
 
 // Direction is which way a policy plugin or a scoring strategy moves pods.
@@ -41,10 +45,20 @@ type Result struct {
 }
 
 // Check compares the policy's balance plugins with the profile's
-// NodeResourcesFit scoring strategy. scoreWeights are the weights of the
+// NodeResourcesFit scoring strategy, and a policy that balances real usage
+// with the profile's LoadAware scoring. scoreWeights are the weights of the
 // profile's Score plugins as its framework resolved them.
 func Check(policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, scoreWeights map[string]int32) Result {
 	var r Result
+	for _, prof := range policy.Profiles {
+		if name := byUsage(prof); name != "" && scoreWeights[loadaware.Name] <= 0 {
+			r.Plugins = append(r.Plugins, name)
+			r.Conflicts = append(r.Conflicts, fmt.Sprintf(
+				"policy profile %q: %s balances the nodes' real usage (metricsUtilization), but scheduler profile %q does not score by usage (no %s Score plugin): "+
+					"it would place the replacements by requests alone, back onto nodes that run hot; pair it with a profile that scores with %s (policies/load-aware-scheduler.yaml)",
+				prof.Name, name, profile.SchedulerName, loadaware.Name, loadaware.Name))
+		}
+	}
 	fit := fitArgs(profile)
 	fitWeight, scored := scoreWeights["NodeResourcesFit"]
 	if fit == nil || fit.ScoringStrategy == nil || !scored {
@@ -84,6 +98,18 @@ func Check(policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, 
 		}
 	}
 	return r
+}
+
+// byUsage names the profile's balance plugin that balances by real usage:
+// an enabled LowNodeUtilization with metricsUtilization; "" for none.
+func byUsage(prof api.DeschedulerProfile) string {
+	for _, pc := range prof.PluginConfigs {
+		args, ok := pc.Args.(*nodeutilization.LowNodeUtilizationArgs)
+		if ok && args.MetricsUtilization != nil && slices.Contains(prof.Plugins.Balance.Enabled, pc.Name) {
+			return pc.Name
+		}
+	}
+	return ""
 }
 
 func fitArgs(profile *config.KubeSchedulerProfile) *config.NodeResourcesFitArgs {

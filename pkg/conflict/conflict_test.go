@@ -47,7 +47,7 @@ func weights(t *testing.T, prof *config.KubeSchedulerProfile) map[string]int32 {
 }
 
 func TestShippedPairsAgree(t *testing.T) {
-	for _, pair := range []string{"binpacking", "balancing"} {
+	for _, pair := range []string{"binpacking", "balancing", "load-aware"} {
 		r := check(t, shipped(pair+"-policy.yaml"), shipped(pair+"-scheduler.yaml"))
 		if len(r.Conflicts)+len(r.Warnings) > 0 {
 			t.Errorf("%s: %+v", pair, r)
@@ -63,6 +63,25 @@ func TestCrossedPairsConflict(t *testing.T) {
 	r = check(t, shipped("binpacking-policy.yaml"), shipped("balancing-scheduler.yaml"))
 	if len(r.Conflicts) != 2 { // Consolidation and HighNodeUtilization
 		t.Errorf("packing plugins with a spreading shape: %+v", r.Conflicts)
+	}
+}
+
+// TestUsageNeedsLoadAwareScoring: balancing real usage with a profile that
+// scores by requests alone is a conflict; the same profile with LoadAware
+// is not.
+func TestUsageNeedsLoadAwareScoring(t *testing.T) {
+	r := check(t, shipped("load-aware-policy.yaml"), shipped("balancing-scheduler.yaml"))
+	if len(r.Conflicts) != 1 || !strings.Contains(r.Conflicts[0], "LowNodeUtilization balances the nodes' real usage") ||
+		!strings.Contains(r.Conflicts[0], "no LoadAware Score plugin") {
+		t.Errorf("usage policy with a requests-only profile: %+v", r.Conflicts)
+	}
+	// The requests-based balancing policy does not need usage scoring.
+	if r := check(t, shipped("balancing-policy.yaml"), shipped("load-aware-scheduler.yaml")); len(r.Conflicts) != 0 {
+		t.Errorf("balancing policy with the load-aware profile: %+v", r.Conflicts)
+	}
+	// Packing against a usage-balancing policy still conflicts.
+	if r := check(t, shipped("load-aware-policy.yaml"), shipped("binpacking-scheduler.yaml")); len(r.Conflicts) != 2 {
+		t.Errorf("usage policy with the bin-packing profile: %+v", r.Conflicts)
 	}
 }
 

@@ -8,6 +8,7 @@ package inputs
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
@@ -37,6 +39,9 @@ type Files struct {
 // Inputs are the loaded, checked inputs.
 type Inputs struct {
 	Policy *api.DeschedulerPolicy
+	// Metrics is the live usage the policy reads: a live plan reads it
+	// along with the cluster, an offline plan finds it in the snapshot.
+	Metrics policy.Metrics
 	// Schedulers are the profiles of the cluster's schedulers, default-scheduler
 	// included (kube-scheduler's defaults unless a file configures it).
 	Schedulers []*config.KubeSchedulerProfile
@@ -81,8 +86,30 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 	if in.Policy, err = policy.Load(f.Policy, client, policy.Registry()); err != nil {
 		return nil, err
 	}
-	if field, ok := policy.RequiresMetrics(in.Policy); ok {
-		return nil, fmt.Errorf("%s: %s needs live utilization metrics, which rebalancer does not read yet; use requests-based thresholds", f.Policy, field)
+	if in.Metrics, err = policy.MetricsOf(in.Policy); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Policy, err)
+	}
+	if in.Metrics.Prometheus != "" {
+		return nil, fmt.Errorf("%s: %s reads Prometheus, which rebalancer does not read yet; use source: %s (metrics-server)", f.Policy, in.Metrics.Prometheus, api.KubernetesMetrics)
+	}
+	if in.Snapshot != nil && in.Metrics.Kubernetes != "" && !in.Snapshot.HasUsage() {
+		return nil, fmt.Errorf("%s: %s reads the nodes' usage from metrics.k8s.io, and snapshot %s holds none (no NodeMetrics): capture one with `rebalancer snapshot capture` from a cluster that runs metrics-server",
+			f.Policy, in.Metrics.Kubernetes, f.Snapshot)
 	}
 	return in, nil
+}
+
+// PlacesByUsage names the scheduler profiles that place pods by the
+// nodes' usage (LoadAware): their simulation needs the usage too.
+func (in *Inputs) PlacesByUsage() []string {
+	var out []string
+	for _, prof := range in.Schedulers {
+		for _, set := range []config.PluginSet{prof.Plugins.MultiPoint, prof.Plugins.Score, prof.Plugins.Filter} {
+			if slices.ContainsFunc(set.Enabled, func(p config.Plugin) bool { return p.Name == loadaware.Name }) {
+				out = append(out, prof.SchedulerName)
+				break
+			}
+		}
+	}
+	return out
 }

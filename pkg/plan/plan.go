@@ -6,6 +6,8 @@ package plan
 
 import (
 	"sort"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Skip reasons: why an eviction a policy plugin asked for is not in the plan.
@@ -106,6 +108,26 @@ type Move struct {
 	// Drain marks a move that is part of emptying its source node: the
 	// executor keeps new pods off that node while it carries them out.
 	Drain bool `json:"drain,omitempty"`
+	// Requests are the pod's requests; Usage, when the snapshot has the
+	// cluster's usage, what the pod uses (its own measurement, or with
+	// UsageEstimated the mean of its owner's measured pods, or its
+	// requests).
+	Requests       Resources  `json:"requests"`
+	Usage          *Resources `json:"usage,omitempty"`
+	UsageEstimated bool       `json:"usageEstimated,omitempty"`
+}
+
+// Resources are an amount of CPU, in millicores, and memory, in bytes.
+type Resources struct {
+	MilliCPU int64 `json:"milliCPU"`
+	Memory   int64 `json:"memory"`
+}
+
+// String is the amount as kubectl prints quantities, e.g. "1500m/2Gi".
+func (r Resources) String() string {
+	cpu := resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)
+	mem := resource.NewQuantity(r.Memory, resource.BinarySI)
+	return cpu.String() + "/" + mem.String()
 }
 
 // Skip is an eviction a plugin asked for that the plan refused.
@@ -139,9 +161,20 @@ type Summary struct {
 }
 
 // NodeUsage is one node's requested CPU and memory as a percentage of its
-// allocatable, before and after the plan.
+// allocatable, before and after the plan, and, when its usage was
+// measured, its used CPU and memory likewise.
 type NodeUsage struct {
 	Node         string  `json:"node"`
+	CPUBefore    float64 `json:"cpuBefore"`
+	CPUAfter     float64 `json:"cpuAfter"`
+	MemoryBefore float64 `json:"memoryBefore"`
+	MemoryAfter  float64 `json:"memoryAfter"`
+	Used         *Used   `json:"used,omitempty"`
+}
+
+// Used is a node's measured usage, percent of allocatable, before and
+// after the plan.
+type Used struct {
 	CPUBefore    float64 `json:"cpuBefore"`
 	CPUAfter     float64 `json:"cpuAfter"`
 	MemoryBefore float64 `json:"memoryBefore"`

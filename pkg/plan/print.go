@@ -26,7 +26,12 @@ func (p *Plan) printTable(w io.Writer) error {
 	if len(p.Moves) == 0 {
 		fmt.Fprintln(tw, "No moves.")
 	} else {
-		fmt.Fprintln(tw, "POD\tSTRATEGY\tSCHEDULER\tSOURCE → TARGET\tREASON")
+		usage := p.hasUsage()
+		header := "POD\tSTRATEGY\tSCHEDULER\tSOURCE → TARGET\tREQUESTS"
+		if usage {
+			header += "\tUSAGE"
+		}
+		fmt.Fprintln(tw, header+"\tREASON")
 		for _, m := range p.Moves {
 			scheduler := m.Scheduler
 			if !m.Steered {
@@ -36,10 +41,24 @@ func (p *Plan) printTable(w io.Writer) error {
 			if m.Anywhere {
 				target = "any node (likely " + m.Target + ")"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s\n", m.Pod, m.Strategy, scheduler, m.Source, target, m.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s", m.Pod, m.Strategy, scheduler, m.Source, target, m.Requests)
+			if usage {
+				used := "-"
+				if m.Usage != nil {
+					used = m.Usage.String()
+					if m.UsageEstimated {
+						used += " (est.)"
+					}
+				}
+				fmt.Fprintf(tw, "\t%s", used)
+			}
+			fmt.Fprintf(tw, "\t%s\n", m.Reason)
 		}
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := p.printNodes(w); err != nil {
 		return err
 	}
 	s := p.Summary
@@ -66,4 +85,44 @@ func (p *Plan) printTable(w io.Writer) error {
 		fmt.Fprintf(w, "Not modelled (give their --scheduler-config): %s.\n", strings.Join(parts, ", "))
 	}
 	return nil
+}
+
+// hasUsage says whether the plan was made with the nodes' usage.
+func (p *Plan) hasUsage() bool {
+	for _, n := range p.Summary.PerNode {
+		if n.Used != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// printNodes lists, when the plan knows the nodes' usage, the requests
+// and usage of every node a move leaves or reaches, before → after.
+func (p *Plan) printNodes(w io.Writer) error {
+	if !p.hasUsage() || len(p.Moves) == 0 {
+		return nil
+	}
+	touched := map[string]bool{}
+	for _, m := range p.Moves {
+		touched[m.Source], touched[m.Target] = true, true
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tCPU REQUESTED\tCPU USED\tMEMORY REQUESTED\tMEMORY USED")
+	for _, n := range p.Summary.PerNode {
+		if !touched[n.Node] {
+			continue
+		}
+		cpuUsed, memUsed := "-", "-"
+		if u := n.Used; u != nil {
+			cpuUsed, memUsed = change(u.CPUBefore, u.CPUAfter), change(u.MemoryBefore, u.MemoryAfter)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, change(n.CPUBefore, n.CPUAfter), cpuUsed, change(n.MemoryBefore, n.MemoryAfter), memUsed)
+	}
+	return tw.Flush()
+}
+
+func change(before, after float64) string {
+	return fmt.Sprintf("%.1f%% → %.1f%%", before, after)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -165,6 +166,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 	if owner != nil {
 		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}
+	}
+	req := loadaware.Requests(pod)
+	m.Requests = plan.Resources{MilliCPU: req.MilliCPU, Memory: req.Memory}
+	if p.sim.HasLoad() {
+		used, measured := p.sim.PodLoad(pod)
+		m.Usage, m.UsageEstimated = &plan.Resources{MilliCPU: used.MilliCPU, Memory: used.Memory}, !measured
 	}
 	if pred.SourceFeasible {
 		m.SourceScore = &pred.SourceScore

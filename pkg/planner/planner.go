@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/descheduler/metricscollector"
 	nodeutil "sigs.k8s.io/descheduler/pkg/descheduler/node"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 	"sigs.k8s.io/descheduler/pkg/features"
@@ -221,6 +222,9 @@ type planner struct {
 	conflicting map[string]sets.Set[string]
 	// unsteered counts the moves skipped as unsteered, per scheduler.
 	unsteered map[string]int
+	// usage serves the plugins the nodes' and pods' usage; nil when the
+	// policy reads none.
+	usage *usageSource
 	// applied are the plan's moves as the bookkeeping above counted them,
 	// so that reverting a fork takes them back out.
 	applied []applied
@@ -278,6 +282,18 @@ func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 	slices.SortFunc(nodes, func(a, b *v1.Node) int { return strings.Compare(a.Name, b.Name) })
 	if len(nodes) < 2 {
 		return fmt.Errorf("%d ready node(s) match the policy's nodeSelector %q; rebalancing needs at least 2", len(nodes), selector)
+	}
+	metrics, err := rbpolicy.MetricsOf(p.policy)
+	if err != nil {
+		return err
+	}
+	if metrics.Kubernetes != "" {
+		if p.usage, err = newUsageSource(p.sim, factory.Core().V1().Nodes().Lister(), selector); err != nil {
+			return err
+		}
+		if err := p.usage.check(nodes, metrics.Kubernetes); err != nil {
+			return err
+		}
 	}
 	for _, r := range runners {
 		if st := r.deschedule(ctx, nodes); st != nil && st.Err != nil {
@@ -355,6 +371,16 @@ type judgingHandle struct {
 }
 
 func (h *judgingHandle) Evictor() frameworktypes.Evictor { return h.evictor }
+
+// MetricsCollector serves the simulation's usage, as it is when a plugin
+// asks (LowNodeUtilization asks at every Balance); nil when the policy
+// reads none, as the descheduler has no collector then.
+func (h *judgingHandle) MetricsCollector() *metricscollector.MetricsCollector {
+	if h.evictor.p.usage == nil {
+		return nil
+	}
+	return h.evictor.p.usage.collector(context.Background())
+}
 
 // judge keeps the profile's evictor filters and replaces its Evict.
 type judge struct {

@@ -18,7 +18,11 @@ func summarize(state *snapshot.Snapshot, before, after []simulator.NodeUsage) pl
 		if a.InUse {
 			s.NodesInUseAfter++
 		}
-		s.PerNode = append(s.PerNode, plan.NodeUsage{Node: b.Node, CPUBefore: b.CPU, CPUAfter: a.CPU, MemoryBefore: b.Memory, MemoryAfter: a.Memory})
+		n := plan.NodeUsage{Node: b.Node, CPUBefore: b.CPU, CPUAfter: a.CPU, MemoryBefore: b.Memory, MemoryAfter: a.Memory}
+		if b.Measured && a.Measured {
+			n.Used = &plan.Used{CPUBefore: b.UsedCPU, CPUAfter: a.UsedCPU, MemoryBefore: b.UsedMemory, MemoryAfter: a.UsedMemory}
+		}
+		s.PerNode = append(s.PerNode, n)
 	}
 	return s
 }

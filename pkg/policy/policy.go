@@ -89,14 +89,13 @@ func checkResources(p *api.DeschedulerPolicy) error {
 	return nil
 }
 
-// RequiresMetrics reports whether the policy needs live utilization metrics,
-// which an offline plan cannot have, and the field that asks for them:
-// metricsCollector.enabled, metricsProviders, or a LowNodeUtilization
-// args.metricsUtilization (HighNodeUtilization has no such field). Plugin
-// configs are named rather than indexed, as in
+// RequiresMetrics reports whether the policy reads live usage, and the
+// field that asks for it: metricsCollector.enabled, metricsProviders, or a
+// LowNodeUtilization args.metricsUtilization (HighNodeUtilization has no
+// such field). Plugin configs are named rather than indexed, as in
 // profiles[0].pluginConfig[LowNodeUtilization].args.metricsUtilization,
-// because loading inserts a DefaultEvictor config where the file has none and
-// so shifts the indexes.
+// because loading inserts a DefaultEvictor config where the file has none
+// and so shifts the indexes.
 func RequiresMetrics(p *api.DeschedulerPolicy) (field string, ok bool) {
 	if p.MetricsCollector != nil && p.MetricsCollector.Enabled {
 		return "metricsCollector.enabled", true
@@ -112,6 +111,65 @@ func RequiresMetrics(p *api.DeschedulerPolicy) (field string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// Metrics is the live usage a policy reads, each source with the field
+// that asks for it ("" when none does).
+type Metrics struct {
+	// Kubernetes: nodes' and pods' usage from metrics.k8s.io
+	// (metrics-server), read by the descheduler's metrics collector.
+	Kubernetes string
+	// Prometheus: each node's value of a LowNodeUtilization's query, from
+	// the Prometheus of metricsProviders.
+	Prometheus string
+}
+
+// MetricsOf says which live usage the policy reads. As the descheduler
+// does, metricsCollector.enabled or a KubernetesMetrics provider reads
+// metrics.k8s.io whether or not a plugin uses it. A LowNodeUtilization
+// whose metricsUtilization names a source the policy does not provide is
+// an error naming both: the descheduler would fail the profile only at
+// its first cycle ("metrics client not initialized").
+func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
+	var m Metrics
+	prometheus := ""
+	if p.MetricsCollector != nil && p.MetricsCollector.Enabled {
+		m.Kubernetes = "metricsCollector.enabled"
+	}
+	for i, mp := range p.MetricsProviders {
+		switch mp.Source {
+		case api.KubernetesMetrics:
+			m.Kubernetes = fmt.Sprintf("metricsProviders[%d]", i)
+		case api.PrometheusMetrics:
+			prometheus = fmt.Sprintf("metricsProviders[%d]", i)
+		}
+	}
+	for i, prof := range p.Profiles {
+		for _, pc := range prof.PluginConfigs {
+			args, ok := pc.Args.(*nodeutilization.LowNodeUtilizationArgs)
+			if !ok || args.MetricsUtilization == nil {
+				continue
+			}
+			field := fmt.Sprintf("profiles[%d].pluginConfig[%s].args.metricsUtilization", i, pc.Name)
+			mu := args.MetricsUtilization
+			switch {
+			case mu.MetricsServer || mu.Source == api.KubernetesMetrics:
+				if m.Kubernetes == "" {
+					return Metrics{}, fmt.Errorf("%s: reads metrics.k8s.io, which the policy does not provide: add metricsProviders: [{source: %s}]", field, api.KubernetesMetrics)
+				}
+			case mu.Source == api.PrometheusMetrics:
+				if prometheus == "" {
+					return Metrics{}, fmt.Errorf("%s: reads Prometheus, which the policy does not provide: add metricsProviders: [{source: %s, prometheus: {url: ...}}]", field, api.PrometheusMetrics)
+				}
+				m.Prometheus = field
+			case mu.Source == "":
+				return Metrics{}, fmt.Errorf("%s.source: required, %s or %s", field, api.KubernetesMetrics, api.PrometheusMetrics)
+			default:
+				return Metrics{}, fmt.Errorf("%s.source: unknown source %q, want %s or %s", field, mu.Source, api.KubernetesMetrics, api.PrometheusMetrics)
+			}
+		}
+	}
+	return m, nil
 }
 
 // argsInErrors is registry with each plugin's args validator naming the

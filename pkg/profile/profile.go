@@ -13,6 +13,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -23,6 +24,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 )
 
@@ -239,8 +241,9 @@ func validate(cfg *config.KubeSchedulerConfiguration) error {
 			if args, ok := pc.Args.(*config.NodeResourcesFitArgs); ok {
 				add(validation.ValidateNodeResourcesFitArgs(field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args"), args))
 			}
-			if pc.Name == rebalancehint.Name {
-				if err := rebalancehint.ValidateArgs(pc.Args); err != nil {
+			validate := map[string]func(runtime.Object) error{rebalancehint.Name: rebalancehint.ValidateArgs, loadaware.Name: loadaware.ValidateArgs}[pc.Name]
+			if validate != nil {
+				if err := validate(pc.Args); err != nil {
 					msgs = append(msgs, fmt.Sprintf("profiles[%d].%s", i, err))
 				}
 			}

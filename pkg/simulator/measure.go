@@ -49,14 +49,18 @@ func Percent(used, total int64) float64 {
 	return math.Trunc(float64(used)/float64(total)*10000) / 100
 }
 
-// NodeUsage is one node's requested CPU and memory, percent of allocatable.
+// NodeUsage is one node's requested CPU and memory, percent of
+// allocatable, and, when Measured, its used CPU and memory likewise.
 type NodeUsage struct {
-	Node        string
-	CPU, Memory float64
-	InUse       bool
+	Node                string
+	CPU, Memory         float64
+	InUse               bool
+	Measured            bool
+	UsedCPU, UsedMemory float64
 }
 
-// Usage reads every node's requests from the simulation, by node name.
+// Usage reads every node's requests, and usage, from the simulation, by
+// node name.
 func (s *Simulator) Usage() ([]NodeUsage, error) {
 	nodes, err := s.Nodes()
 	if err != nil {
@@ -65,12 +69,17 @@ func (s *Simulator) Usage() ([]NodeUsage, error) {
 	out := make([]NodeUsage, 0, len(nodes))
 	for _, ni := range nodes {
 		req, alloc := ni.GetRequested(), ni.GetAllocatable()
-		out = append(out, NodeUsage{
+		u := NodeUsage{
 			Node:   ni.Node().Name,
 			CPU:    Percent(req.GetMilliCPU(), alloc.GetMilliCPU()),
 			Memory: Percent(req.GetMemory(), alloc.GetMemory()),
 			InUse:  InUse(ni),
-		})
+		}
+		if used, ok := s.loads.NodeLoad(ni); ok {
+			u.Measured = true
+			u.UsedCPU, u.UsedMemory = Percent(used.MilliCPU, alloc.GetMilliCPU()), Percent(used.Memory, alloc.GetMemory())
+		}
+		out = append(out, u)
 	}
 	slices.SortFunc(out, func(a, b NodeUsage) int { return cmp.Compare(a.Node, b.Node) })
 	return out, nil

@@ -40,6 +40,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -47,12 +48,15 @@ import (
 // Registry returns the plugins rebalancer-scheduler is built with: the
 // in-tree ones and ours. The simulator must know exactly the same set.
 func Registry() (frameworkruntime.Registry, error) {
-	return registry(rebalancehint.New)
+	return registry(rebalancehint.New, loadaware.New)
 }
 
-func registry(hintFactory frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
+func registry(hintFactory, loadFactory frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
 	r := plugins.NewInTreeRegistry()
 	if err := r.Register(rebalancehint.Name, hintFactory); err != nil {
+		return nil, err
+	}
+	if err := r.Register(loadaware.Name, loadFactory); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -127,6 +131,7 @@ type Simulator struct {
 	snapshot   *internalcache.Snapshot
 	optIn      OptIn
 	namespaces map[string]*v1.Namespace
+	loads      loads
 
 	state
 }
@@ -202,6 +207,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		optIn:      set.optIn,
 		namespaces: make(map[string]*v1.Namespace, len(snap.Namespaces)),
 		state:      newState(snap),
+		loads:      newLoads(snap),
 	}
 	for _, ns := range snap.Namespaces {
 		s.namespaces[ns.Name] = ns
@@ -247,6 +253,9 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 				sc.hints = p
 			}
 			return p, err
+		}, func(_ context.Context, obj k8sruntime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+			// Usage as the simulation has moved it.
+			return loadaware.NewWithSource(obj, &s.loads)
 		})
 		if err != nil {
 			return nil, err

@@ -23,6 +23,7 @@ import (
 	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
 	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
 	storagevalidation "k8s.io/kubernetes/pkg/apis/storage/validation"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // scheme holds Kubernetes' own defaulting functions and conversions for the
@@ -77,8 +78,55 @@ func admit(obj object) field.ErrorList {
 		return validate(o, storagevalidation.ValidateStorageClass)
 	case *storagev1.CSINode:
 		return validate(o, storagevalidation.ValidateCSINode)
+	case *metricsv1beta1.NodeMetrics:
+		return validateMetrics(o.ObjectMeta, o.Timestamp, o.Window, field.NewPath("usage"), o.Usage)
+	case *metricsv1beta1.PodMetrics:
+		errs := validateMetrics(o.ObjectMeta, o.Timestamp, o.Window, nil, nil)
+		names := map[string]bool{}
+		for i, c := range o.Containers {
+			path := field.NewPath("containers").Index(i)
+			switch {
+			case c.Name == "":
+				errs = append(errs, field.Required(path.Child("name"), ""))
+			case names[c.Name]:
+				errs = append(errs, field.Duplicate(path.Child("name"), c.Name))
+			}
+			names[c.Name] = true
+			errs = append(errs, validateUsage(path.Child("usage"), c.Usage)...)
+		}
+		return errs
 	}
 	return nil
+}
+
+// validateMetrics checks what metrics.k8s.io always reports: a name, the
+// time of the sample and a non-negative usage.
+func validateMetrics(meta metav1.ObjectMeta, at metav1.Time, window metav1.Duration, path *field.Path, usage v1.ResourceList) field.ErrorList {
+	errs := corevalidation.ValidateObjectMeta(&meta, meta.Namespace != "", apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	if at.IsZero() {
+		errs = append(errs, field.Required(field.NewPath("timestamp"), "the time of the sample"))
+	}
+	if window.Duration < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("window"), window.Duration.String(), "must not be negative"))
+	}
+	if path != nil {
+		errs = append(errs, validateUsage(path, usage)...)
+	}
+	return errs
+}
+
+// validateUsage refuses a negative or uncountable usage.
+func validateUsage(path *field.Path, usage v1.ResourceList) field.ErrorList {
+	var errs field.ErrorList
+	for name, q := range usage {
+		switch {
+		case q.Sign() < 0:
+			errs = append(errs, field.Invalid(path.Key(string(name)), q.String(), "must not be negative"))
+		case q.AsApproximateFloat64()*1000 >= math.MaxInt64:
+			errs = append(errs, field.Invalid(path.Key(string(name)), q.String(), fmt.Sprintf("too large: at most %d", int64(math.MaxInt64/1000))))
+		}
+	}
+	return errs
 }
 
 // validate converts obj to its internal type T, which Kubernetes'

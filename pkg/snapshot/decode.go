@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -502,6 +503,14 @@ type builder struct {
 	s    *Snapshot
 	seen map[string]location // by "Kind/namespace/name"
 	pods []location          // where each of s.Pods is in the input
+	// metrics are the NodeMetrics and PodMetrics, in input order.
+	metrics []placed
+}
+
+// placed is an object and where it is in the input.
+type placed struct {
+	id ident
+	at location
 }
 
 func (b *builder) add(at location, r result) error {
@@ -522,8 +531,11 @@ func (b *builder) add(at location, r result) error {
 	}
 	b.seen[key] = at
 	r.kind.add(b.s, r.obj)
-	if _, ok := r.obj.(*v1.Pod); ok {
+	switch r.obj.(type) {
+	case *v1.Pod:
 		b.pods = append(b.pods, at)
+	case *metricsv1beta1.NodeMetrics, *metricsv1beta1.PodMetrics:
+		b.metrics = append(b.metrics, placed{r.id, at})
 	}
 	return nil
 }
@@ -552,7 +564,29 @@ func (b *builder) check(file string) error {
 	if missing > 1 {
 		return fmt.Errorf("%w (and %d more pods on nodes not in the snapshot)", first, missing-1)
 	}
-	return first
+	if first != nil {
+		return first
+	}
+	return b.checkMetrics(nodes)
+}
+
+// checkMetrics refuses usage of a node or pod the snapshot lacks: usage and
+// objects must come from the same capture, or a pod's usage would be
+// counted on a node it no longer runs on.
+func (b *builder) checkMetrics(nodes map[string]bool) error {
+	pods := make(map[string]bool, len(b.s.Pods))
+	for _, p := range b.s.Pods {
+		pods[p.Namespace+"/"+p.Name] = true
+	}
+	for _, m := range b.metrics {
+		switch {
+		case m.id.kind == "NodeMetrics" && !nodes[m.id.name]:
+			return m.at.errorf(m.id, "node %q is not in the snapshot; the usage and the nodes must come from the same capture", m.id.name)
+		case m.id.kind == "PodMetrics" && !pods[m.id.namespace+"/"+m.id.name]:
+			return m.at.errorf(m.id, "pod %s/%s is not in the snapshot; the usage and the pods must come from the same capture", m.id.namespace, m.id.name)
+		}
+	}
+	return nil
 }
 
 // abbreviate shortens a value quoted in an error message.

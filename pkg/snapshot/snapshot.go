@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
 // Snapshot is the cluster state the planner works on.
@@ -38,6 +39,11 @@ type Snapshot struct {
 	PersistentVolumes      []*v1.PersistentVolume
 	StorageClasses         []*storagev1.StorageClass
 	CSINodes               []*storagev1.CSINode
+	// NodeMetrics and PodMetrics are the nodes' and pods' usage as
+	// metrics.k8s.io (metrics-server) reported it when the snapshot was
+	// captured: what a policy that balances by real usage reads.
+	NodeMetrics []*metricsv1beta1.NodeMetrics
+	PodMetrics  []*metricsv1beta1.PodMetrics
 	// Ignored counts objects of kinds the planner does not use, keyed "apiVersion/Kind" (e.g. "apps/v1/Deployment").
 	Ignored map[string]int
 }
@@ -58,19 +64,28 @@ func Load(path string) (*Snapshot, error) {
 	return Decode(readfile.Name(path), data)
 }
 
-// Objects returns every object of the snapshot (not copies), kind by kind,
-// e.g. to seed a fake clientset.
+// Objects returns every object of the snapshot that the core Kubernetes API
+// serves (not copies), kind by kind, e.g. to seed a fake clientset. The
+// usage (NodeMetrics, PodMetrics) is served by metrics.k8s.io and is not
+// among them.
 func (s *Snapshot) Objects() []runtime.Object {
 	n := 0
 	for _, k := range kinds {
-		n += k.count(s)
+		if !k.metrics {
+			n += k.count(s)
+		}
 	}
 	out := make([]runtime.Object, 0, n)
 	for _, k := range kinds {
-		out = k.objects(s, out)
+		if !k.metrics {
+			out = k.objects(s, out)
+		}
 	}
 	return out
 }
+
+// HasUsage says whether the snapshot holds the nodes' usage.
+func (s *Snapshot) HasUsage() bool { return len(s.NodeMetrics) > 0 }
 
 // String summarizes the snapshot for humans, e.g.
 // "12 nodes, 340 pods, 3 PDBs, 5 namespaces, 2 priority classes; ignored: 4 apps/v1/Deployment".
@@ -109,6 +124,7 @@ type object interface {
 type kind struct {
 	gvk              schema.GroupVersionKind
 	namespaced       bool
+	metrics          bool   // served by metrics.k8s.io, not the core API
 	singular, plural string // for String
 	new              func() object
 	add              func(*Snapshot, object)
@@ -138,6 +154,16 @@ var kinds = []kind{
 		func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
 	kindOf(storagev1.SchemeGroupVersion.WithKind("CSINode"), false, "CSINode", "CSINodes",
 		func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
+	metricsKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("NodeMetrics"), false, "NodeMetrics", "NodeMetrics",
+		func(s *Snapshot) *[]*metricsv1beta1.NodeMetrics { return &s.NodeMetrics })),
+	metricsKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("PodMetrics"), true, "PodMetrics", "PodMetrics",
+		func(s *Snapshot) *[]*metricsv1beta1.PodMetrics { return &s.PodMetrics })),
+}
+
+// metricsKind marks a kind metrics.k8s.io serves.
+func metricsKind(k kind) kind {
+	k.metrics = true
+	return k
 }
 
 // kindsByName indexes kinds by Kind; no two of them share a name.

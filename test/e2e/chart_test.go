@@ -302,7 +302,7 @@ func TestChartLintAndDryRun(t *testing.T) {
 	})
 
 	t.Run("bad values", func(t *testing.T) {
-		for set, want := range map[string]string{"mode=daemon": `mode "daemon": want cronjob, job or deployment`, "pair=spreading": `pair "spreading": want binpacking or balancing`} {
+		for set, want := range map[string]string{"mode=daemon": `mode "daemon": want cronjob, job or deployment`, "pair=spreading": `pair "spreading": want binpacking, balancing or load-aware`} {
 			cmd := exec.Command(filepath.Join(binDir, "helm"), "template", "rebalancer", chartDir, "--set", set)
 			cmd.Dir = repoRoot
 			out, err := cmd.CombinedOutput()

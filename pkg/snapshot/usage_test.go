@@ -1,0 +1,110 @@
+package snapshot
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// nodeMetrics and podMetrics are items as `kubectl get --raw
+// /apis/metrics.k8s.io/v1beta1/...` returns them, with apiVersion and kind.
+func nodeMetrics(name, cpu, memory string) string {
+	return fmt.Sprintf(`- apiVersion: metrics.k8s.io/v1beta1
+  kind: NodeMetrics
+  metadata:
+    name: %s
+  timestamp: "2026-11-23T10:00:00Z"
+  window: 20.05s
+  usage:
+    cpu: %s
+    memory: %s
+`, name, cpu, memory)
+}
+
+func podMetrics(namespace, name, cpu, memory string) string {
+	return fmt.Sprintf(`- apiVersion: metrics.k8s.io/v1beta1
+  kind: PodMetrics
+  metadata:
+    name: %s
+    namespace: %s
+  timestamp: "2026-11-23T10:00:00Z"
+  window: 20.05s
+  containers:
+  - name: app
+    usage:
+      cpu: %s
+      memory: %s
+`, name, namespace, cpu, memory)
+}
+
+func TestDecodeUsage(t *testing.T) {
+	in := list(node("n1"), pod("default", "web-1", "n1", "Running"),
+		nodeMetrics("n1", "1250m", "3Gi"), podMetrics("default", "web-1", "800m", "1Gi"))
+	s, err := Decode("snap.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.HasUsage() || len(s.PodMetrics) != 1 {
+		t.Fatalf("usage not decoded: %s", s)
+	}
+	if got := s.NodeMetrics[0].Usage.Cpu(); got.Cmp(resource.MustParse("1250m")) != 0 {
+		t.Errorf("node cpu usage = %s", got)
+	}
+	if got := s.PodMetrics[0].Containers[0].Usage.Memory(); got.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("pod memory usage = %s", got)
+	}
+	if got, want := s.String(), "1 node, 1 pod, 1 NodeMetrics, 1 PodMetrics"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	// The core API does not serve usage: a fake clientset seeded with
+	// Objects would refuse it.
+	if n := len(s.Objects()); n != 2 {
+		t.Errorf("Objects() has %d objects, want the node and the pod", n)
+	}
+	var buf bytes.Buffer
+	if err := s.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Decode("again.yaml", buf.Bytes())
+	if err != nil {
+		t.Fatalf("decoding the encoded snapshot: %v\n%s", err, buf.String())
+	}
+	if d := diffs(again, s); len(d) > 0 {
+		t.Errorf("round trip differs: %v", d)
+	}
+}
+
+func TestDecodeUsageErrors(t *testing.T) {
+	n1, web1 := node("n1"), pod("default", "web-1", "n1", "Running")
+	cases := []struct {
+		name, input string
+		want        []string
+	}{
+		{"negative", list(n1, nodeMetrics("n1", "-1", "1Gi")), []string{"(NodeMetrics n1)", "usage[cpu]", "must not be negative"}},
+		{"bad quantity", list(n1, nodeMetrics("n1", "lots", "1Gi")), []string{"(NodeMetrics n1)", "usage.cpu", `"lots"`}},
+		{"unknown node", list(n1, nodeMetrics("n2", "1", "1Gi")), []string{"(NodeMetrics n2)", `node "n2" is not in the snapshot`}},
+		{"unknown pod", list(n1, web1, podMetrics("default", "web-2", "1", "1Gi")), []string{"(PodMetrics default/web-2)", "pod default/web-2 is not in the snapshot"}},
+		{"no timestamp", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), `  timestamp: "2026-11-23T10:00:00Z"`+"\n", "", 1)), []string{"timestamp: Required"}},
+		{"no namespace", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "    namespace: default\n", "", 1)), []string{"metadata.namespace: required, PodMetrics is namespaced"}},
+		{"duplicate container", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "  containers:\n", "  containers:\n  - name: app\n    usage: {}\n", 1)), []string{"containers[1].name: Duplicate value"}},
+		{"unknown field", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "  window:", "  windw:", 1)), []string{`unknown field "windw"`}},
+		{"duplicate", list(n1, nodeMetrics("n1", "1", "1Gi"), nodeMetrics("n1", "2", "1Gi")), []string{"duplicate object"}},
+		{"wrong version", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "v1beta1", "v1", 1)), []string{"metrics.k8s.io/v1 is not supported, expected metrics.k8s.io/v1beta1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Decode("snap.yaml", []byte(tc.input))
+			if err == nil {
+				t.Fatalf("no error; decoded %s", s)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error does not contain %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
