@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
@@ -42,6 +43,10 @@ type planOptions struct {
 	allowConflicts bool
 	optIn          string
 	webhookConfig  string
+	usageWindow    time.Duration
+	usageInterval  time.Duration
+	// sampler samples a live cluster's usage, across cycles.
+	sampler *snapshot.Sampler
 }
 
 func newPlanCommand() *cobra.Command {
@@ -85,6 +90,8 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+webhook.NamespaceLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
+	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that work by usage: a node is as hot as the least of its samples over this window (live, rebalancer samples metrics.k8s.io for as long before it first plans); 0 takes the newest sample alone")
+	f.DurationVar(&o.usageInterval, "usage-interval", 15*time.Second, "how often a live cluster's usage is sampled over --usage-window (metrics-server samples every 15s by default)")
 	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read on a live cluster: when it exists and its webhook answers, the pods it gives rebalancer-scheduler are planned as that scheduler's; "" reads none`)
 }
 
@@ -119,6 +126,12 @@ func (o *planOptions) flagErrors() []error {
 	}
 	if o.cooldown < 0 {
 		errs = append(errs, fmt.Errorf("--cooldown %s: must not be negative", o.cooldown))
+	}
+	if o.usageWindow < 0 || o.usageWindow > time.Hour {
+		errs = append(errs, fmt.Errorf("--usage-window %s: want 0 to 1h", o.usageWindow))
+	}
+	if o.usageInterval < time.Second || o.usageInterval > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("--usage-interval %s: want 1s to 10m", o.usageInterval))
 	}
 	if o.history != "" {
 		ns, name, ok := strings.Cut(o.history, "/")
@@ -206,7 +219,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	snap := in.Snapshot
 	var usageWarnings []string
 	if snap == nil {
-		if snap, usageWarnings, err = withUsage(view, in)(ctx, client); err != nil {
+		if snap, usageWarnings, err = o.withUsage(view, in)(ctx, client); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -219,7 +232,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in)...)
+	sim, err := simulator.New(ctx, in.Schedulers, snap, o.simOptions(in)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -228,12 +241,13 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	return p, in, err
 }
 
-// withUsage is view with the cluster's usage read from metrics.k8s.io
-// when the policy or a scheduler profile works by it. Usage the policy
-// needs and cannot have is an error: nothing is planned, nothing evicted.
-// A profile that places by usage without it falls back to its pods'
-// estimates, in the simulation as in rebalancer-scheduler: a warning.
-func withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
+// withUsage is view with the cluster's usage, sampled from
+// metrics.k8s.io over --usage-window, when the policy or a scheduler
+// profile works by it. Usage the policy needs and cannot have is an
+// error: nothing is planned, nothing evicted. A profile that places by
+// usage without it falls back to its pods' estimates, in the simulation
+// as in rebalancer-scheduler: a warning.
+func (o *planOptions) withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
 	return func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
 		snap, err := view(ctx, client)
 		if err != nil {
@@ -243,7 +257,12 @@ func withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubern
 		if in.Metrics.Kubernetes == "" && len(profiles) == 0 {
 			return snap, nil, nil
 		}
-		err = snapshot.ReadUsage(ctx, client, snap)
+		if o.sampler == nil || o.sampler.Stopped() {
+			o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
+			go o.sampler.Run(ctx)
+			klog.FromContext(ctx).Info("Sampling the cluster's usage before planning", "window", o.usageWindow, "interval", o.usageInterval)
+		}
+		err = o.sampler.Fill(ctx, snap)
 		switch {
 		case err != nil && in.Metrics.Kubernetes != "":
 			return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
@@ -253,6 +272,12 @@ func withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubern
 		}
 		return snap, nil, nil
 	}
+}
+
+// simOptions model how the cluster's schedulers will follow the plan
+// (see steering), and how long usage must last (--usage-window).
+func (o *planOptions) simOptions(in *inputs.Inputs) []simulator.Option {
+	return append(steering(in), simulator.WithUsageWindow(o.usageWindow))
 }
 
 // steering models how the cluster's schedulers will follow the plan:

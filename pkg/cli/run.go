@@ -157,8 +157,14 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 
 	// Long-lived: check the inputs once before anything starts, then keep one
 	// view of the cluster (one LIST per kind, then WATCH) for every cycle.
-	if _, err := inputs.Load(ctx, o.files(), client); err != nil {
+	in, err := inputs.Load(ctx, o.files(), client)
+	if err != nil {
 		return err
+	}
+	if in.Metrics.Kubernetes != "" || len(in.PlacesByUsage()) > 0 {
+		// Sample from the start: the first cycle then has the whole window.
+		o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
+		go o.sampler.Run(ctx)
 	}
 	live := snapshot.NewLive(client)
 	defer live.Stop()
@@ -223,11 +229,11 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		// moves before it made: the plan's view may be out of date.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		snap, _, err := withUsage(view, in)(ctx, client)
+		snap, _, err := o.withUsage(view, in)(ctx, client)
 		if err != nil {
 			return fmt.Errorf("reading the cluster again before executing: %w", err)
 		}
-		sim, err := simulator.New(ctx, in.Schedulers, snap, steering(in)...)
+		sim, err := simulator.New(ctx, in.Schedulers, snap, o.simOptions(in)...)
 		if err != nil {
 			return err
 		}

@@ -101,7 +101,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  o.plannerOptions(nil),
 		Interval: o.interval, Cooldown: o.cooldown,
-		Steering: steering(in),
+		Steering: o.simOptions(in),
 	}
 	var c result.Comparison
 	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {

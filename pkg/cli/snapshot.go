@@ -2,12 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
@@ -133,6 +135,7 @@ func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T
 func newCaptureCommand() *cobra.Command {
 	var c clientFlags
 	var out string
+	var usageWindow, usageInterval time.Duration
 	cmd := &cobra.Command{
 		Use:     "capture",
 		Short:   "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io) to a snapshot file (read-only)",
@@ -148,6 +151,9 @@ func newCaptureCommand() *cobra.Command {
 			if err := checkOutput(out); err != nil {
 				return err
 			}
+			if usageWindow < 0 || usageWindow > time.Hour || usageInterval < time.Second || usageInterval > 10*time.Minute {
+				return fmt.Errorf("--usage-window %s, --usage-interval %s: want a window of 0 to 1h and an interval of 1s to 10m", usageWindow, usageInterval)
+			}
 			client, err := c.newClient(cmd.Context())
 			if err != nil {
 				return err
@@ -157,15 +163,22 @@ func newCaptureCommand() *cobra.Command {
 				return err
 			}
 			// The usage, where metrics-server runs: a policy that balances
-			// by usage can then be planned offline.
-			if err := snapshot.ReadUsage(cmd.Context(), client, snap); err != nil {
-				klog.FromContext(cmd.Context()).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())
+			// by usage can then be planned offline, over the samples of
+			// the window.
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			sampler := snapshot.NewSampler(client, usageInterval, usageWindow)
+			go sampler.Run(ctx)
+			if err := sampler.Fill(ctx, snap); err != nil {
+				klog.FromContext(ctx).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())
 			}
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
 	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
+	cmd.Flags().DurationVar(&usageWindow, "usage-window", 0, "sample metrics.k8s.io's usage for this long and record every node's samples (plan's --usage-window then takes the least); 0 records one sample")
+	cmd.Flags().DurationVar(&usageInterval, "usage-interval", 15*time.Second, "how often to sample the usage over --usage-window")
 	return cmd
 }
 

@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // usagePolicy is LowNodeUtilization by real usage, as upstream documents it.
@@ -196,5 +198,43 @@ func TestPlanByUsageSkipsUnmeasuredPods(t *testing.T) {
 	}
 	if len(p.Moves) != 0 {
 		t.Errorf("%d moves of pods without usage: %+v", len(p.Moves), p.Moves)
+	}
+}
+
+// TestSpikeShorterThanTheWindowMovesNothing: n1 is hot in its newest
+// sample only; over a window that holds an earlier, cool sample, it did
+// not stay hot, and nothing moves. The newest sample alone moves a pod.
+func TestSpikeShorterThanTheWindowMovesNothing(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	_, prof, err := profile.Load(policies("load-aware-scheduler.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := loadPolicy(t, usagePolicy)
+	spiking := func() *cluster {
+		c := hotNode(now)
+		// 30 s earlier every node, n1 included, was cool.
+		cool := hotNode(func(string) time.Time { return now("").Add(-30 * time.Second) })
+		for _, m := range cool.snap.NodeMetrics {
+			m.Usage[v1.ResourceCPU] = resource.MustParse("300m")
+		}
+		c.snap.NodeMetrics = append(c.snap.NodeMetrics, cool.snap.NodeMetrics...)
+		return c
+	}
+	for _, tc := range []struct {
+		window time.Duration
+		moves  int
+	}{{time.Minute, 0}, {10 * time.Second, 1}, {0, 1}} {
+		sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, spiking().snap, simulator.WithUsageWindow(tc.window))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(ctx, sim, pol, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Moves) != tc.moves {
+			t.Errorf("window %s: %d moves, want %d", tc.window, len(p.Moves), tc.moves)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package simulator
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,23 +28,17 @@ type loads struct {
 	base    map[string]Load                        // node → load no pod explains
 	pods    map[types.UID]Load                     // measured pods
 	owners  map[types.UID]Load                     // owner → mean of its measured pods
-	nodes   map[string]*metricsv1beta1.NodeMetrics // node → its sample
-	metrics map[string]*metricsv1beta1.PodMetrics  // "namespace/name" → the pod's sample
+	nodes   map[string]*metricsv1beta1.NodeMetrics // node → its sustained usage (see sustainedNodes)
+	metrics map[string]*metricsv1beta1.PodMetrics  // "namespace/name" → the pod's sustained usage
 }
 
-func newLoads(snap *snapshot.Snapshot) loads {
+func newLoads(snap *snapshot.Snapshot, window time.Duration) loads {
 	l := loads{
 		base:    make(map[string]Load, len(snap.NodeMetrics)),
 		pods:    make(map[types.UID]Load, len(snap.PodMetrics)),
 		owners:  map[types.UID]Load{},
-		nodes:   make(map[string]*metricsv1beta1.NodeMetrics, len(snap.NodeMetrics)),
-		metrics: make(map[string]*metricsv1beta1.PodMetrics, len(snap.PodMetrics)),
-	}
-	for _, m := range snap.NodeMetrics {
-		l.nodes[m.Name] = m
-	}
-	for _, m := range snap.PodMetrics {
-		l.metrics[m.Namespace+"/"+m.Name] = m
+		nodes:   sustainedNodes(snap.NodeMetrics, window),
+		metrics: sustainedPods(snap.PodMetrics, window),
 	}
 	sums, counts := map[types.UID]Load{}, map[types.UID]int64{}
 	for _, pod := range snap.Pods {
@@ -72,6 +68,69 @@ func newLoads(snap *snapshot.Snapshot) loads {
 		}
 	}
 	return l
+}
+
+// sustainedNodes is each node's usage sustained over the window: the
+// least of its samples within window of its newest, resource by
+// resource, under the newest's name and time. A node is hot only if it
+// stayed hot through the window; one sample's spike is not.
+func sustainedNodes(samples []*metricsv1beta1.NodeMetrics, window time.Duration) map[string]*metricsv1beta1.NodeMetrics {
+	newest := map[string]*metricsv1beta1.NodeMetrics{}
+	for _, m := range samples {
+		if n := newest[m.Name]; n == nil || m.Timestamp.After(n.Timestamp.Time) {
+			newest[m.Name] = m
+		}
+	}
+	out := make(map[string]*metricsv1beta1.NodeMetrics, len(newest))
+	for name, n := range newest {
+		out[name] = n.DeepCopy()
+	}
+	for _, m := range samples {
+		if n := newest[m.Name]; m != n && n.Timestamp.Sub(m.Timestamp.Time) <= window {
+			out[m.Name].Usage = least(out[m.Name].Usage, m.Usage)
+		}
+	}
+	return out
+}
+
+// sustainedPods is sustainedNodes for pods, container by container.
+func sustainedPods(samples []*metricsv1beta1.PodMetrics, window time.Duration) map[string]*metricsv1beta1.PodMetrics {
+	newest := map[string]*metricsv1beta1.PodMetrics{}
+	for _, m := range samples {
+		key := m.Namespace + "/" + m.Name
+		if n := newest[key]; n == nil || m.Timestamp.After(n.Timestamp.Time) {
+			newest[key] = m
+		}
+	}
+	out := make(map[string]*metricsv1beta1.PodMetrics, len(newest))
+	for key, n := range newest {
+		out[key] = n.DeepCopy()
+	}
+	for _, m := range samples {
+		key := m.Namespace + "/" + m.Name
+		n := newest[key]
+		if m == n || n.Timestamp.Sub(m.Timestamp.Time) > window {
+			continue
+		}
+		for i, c := range out[key].Containers {
+			for _, o := range m.Containers {
+				if o.Name == c.Name {
+					out[key].Containers[i].Usage = least(c.Usage, o.Usage)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// least is, for every resource of a, the lesser of a's and b's amounts.
+func least(a, b v1.ResourceList) v1.ResourceList {
+	for name, q := range a {
+		if o, ok := b[name]; ok && o.Cmp(q) < 0 {
+			a[name] = o
+		}
+	}
+	return a
 }
 
 // takesRoom says whether a bound pod of the snapshot is on its node in the

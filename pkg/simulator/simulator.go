@@ -17,6 +17,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"time"
 	"sort"
 	"sync"
 
@@ -140,9 +141,10 @@ type Simulator struct {
 type Option func(*settings)
 
 type settings struct {
-	clock     clock.PassiveClock
-	extenders map[string]int64
-	optIn     OptIn
+	clock       clock.PassiveClock
+	extenders   map[string]int64
+	optIn       OptIn
+	usageWindow time.Duration
 }
 
 // OptIn names the scheduler that will place the replacement of pod, in
@@ -172,6 +174,13 @@ func WithOptIn(o OptIn) Option {
 // feasible; without one, by the scheduler's own scoring.
 func WithExtenders(weights map[string]int64) Option {
 	return func(s *settings) { s.extenders = weights }
+}
+
+// WithUsageWindow sets how long a node's or pod's usage must last to
+// count: the simulation takes the least of the snapshot's samples within
+// the window before each one's newest (default 0: the newest alone).
+func WithUsageWindow(d time.Duration) Option {
+	return func(s *settings) { s.usageWindow = d }
 }
 
 // WithClock sets the clock the profiles' RebalanceHint plugins judge hint
@@ -207,7 +216,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		optIn:      set.optIn,
 		namespaces: make(map[string]*v1.Namespace, len(snap.Namespaces)),
 		state:      newState(snap),
-		loads:      newLoads(snap),
+		loads:      newLoads(snap, set.usageWindow),
 	}
 	for _, ns := range snap.Namespaces {
 		s.namespaces[ns.Name] = ns

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -522,12 +523,17 @@ func (b *builder) add(at location, r result) error {
 		return nil
 	}
 	key := r.kind.gvk.Kind + "/" + r.obj.GetNamespace() + "/" + r.obj.GetName()
+	what := "duplicate object"
+	if at := sampledAt(r.obj); at != "" {
+		// Usage may be sampled several times: one sample per time.
+		key, what = key+"@"+at, "duplicate sample (same timestamp)"
+	}
 	if first, dup := b.seen[key]; dup {
 		where := first.where()
 		if first.line > 0 {
 			where += fmt.Sprintf(" at line %d", first.line)
 		}
-		return at.errorf(r.id, "duplicate object, first seen as %s", where)
+		return at.errorf(r.id, "%s, first seen as %s", what, where)
 	}
 	b.seen[key] = at
 	r.kind.add(b.s, r.obj)
@@ -568,6 +574,17 @@ func (b *builder) check(file string) error {
 		return first
 	}
 	return b.checkMetrics(nodes)
+}
+
+// sampledAt is the time of a usage sample, "" for other objects.
+func sampledAt(obj object) string {
+	switch m := obj.(type) {
+	case *metricsv1beta1.NodeMetrics:
+		return m.Timestamp.UTC().Format(time.RFC3339Nano)
+	case *metricsv1beta1.PodMetrics:
+		return m.Timestamp.UTC().Format(time.RFC3339Nano)
+	}
+	return ""
 }
 
 // checkMetrics refuses usage of a node or pod the snapshot lacks: usage and

@@ -41,7 +41,9 @@ type Snapshot struct {
 	CSINodes               []*storagev1.CSINode
 	// NodeMetrics and PodMetrics are the nodes' and pods' usage as
 	// metrics.k8s.io (metrics-server) reported it when the snapshot was
-	// captured: what a policy that balances by real usage reads.
+	// captured: what a policy that balances by real usage reads. A node or
+	// pod may have several samples, taken at different times over the
+	// usage window.
 	NodeMetrics []*metricsv1beta1.NodeMetrics
 	PodMetrics  []*metricsv1beta1.PodMetrics
 	// Ignored counts objects of kinds the planner does not use, keyed "apiVersion/Kind" (e.g. "apps/v1/Deployment").

@@ -3,9 +3,13 @@ package snapshot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
@@ -22,6 +26,15 @@ const (
 // deleted between the reads) is left out; a node or pod without usage is
 // simply missing, for the planner to judge.
 func ReadUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) error {
+	got := &Snapshot{}
+	if err := readUsage(ctx, client, got); err != nil {
+		return err
+	}
+	fill(s, got.NodeMetrics, got.PodMetrics)
+	return nil
+}
+
+func readUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) error {
 	var nodes metricsv1beta1.NodeMetricsList
 	if err := getRaw(ctx, client, NodeMetricsPath, &nodes); err != nil {
 		return err
@@ -30,6 +43,17 @@ func ReadUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) er
 	if err := getRaw(ctx, client, PodMetricsPath, &pods); err != nil {
 		return err
 	}
+	for i := range nodes.Items {
+		s.NodeMetrics = append(s.NodeMetrics, &nodes.Items[i])
+	}
+	for i := range pods.Items {
+		s.PodMetrics = append(s.PodMetrics, &pods.Items[i])
+	}
+	return nil
+}
+
+// fill sets s's usage to the samples of the nodes and pods it holds.
+func fill(s *Snapshot, nodes []*metricsv1beta1.NodeMetrics, pods []*metricsv1beta1.PodMetrics) {
 	known := make(map[string]bool, len(s.Nodes)+len(s.Pods))
 	for _, n := range s.Nodes {
 		known[n.Name] = true
@@ -38,17 +62,16 @@ func ReadUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) er
 		known[p.Namespace+"/"+p.Name] = true
 	}
 	s.NodeMetrics, s.PodMetrics = nil, nil
-	for i := range nodes.Items {
-		if m := &nodes.Items[i]; known[m.Name] {
+	for _, m := range nodes {
+		if known[m.Name] {
 			s.NodeMetrics = append(s.NodeMetrics, m)
 		}
 	}
-	for i := range pods.Items {
-		if m := &pods.Items[i]; known[m.Namespace+"/"+m.Name] {
+	for _, m := range pods {
+		if known[m.Namespace+"/"+m.Name] {
 			s.PodMetrics = append(s.PodMetrics, m)
 		}
 	}
-	return nil
 }
 
 func getRaw(ctx context.Context, client kubernetes.Interface, path string, into any) error {
@@ -65,4 +88,103 @@ func getRaw(ctx context.Context, client kubernetes.Interface, path string, into 
 		return fmt.Errorf("reading usage from %s: %w", path, err)
 	}
 	return nil
+}
+
+// Sampler reads the usage from metrics.k8s.io every interval and keeps
+// the nodes' samples of the last window, so that a plan can tell usage
+// that lasts from a spike: the simulation takes, per node, the least of
+// its samples in the window (simulator.WithUsageWindow). Pods keep their
+// newest sample only: a cluster's pods are many, and a pod's usage moves
+// with it rather than decides what is hot.
+type Sampler struct {
+	client           kubernetes.Interface
+	interval, window time.Duration
+	now              func() time.Time
+
+	mu      sync.Mutex
+	started time.Time // the first good read
+	last    time.Time // the latest good read
+	nodes   []*metricsv1beta1.NodeMetrics
+	pods    []*metricsv1beta1.PodMetrics
+	err     error // of the last read
+	read    chan struct{}
+	done    chan struct{}
+}
+
+// NewSampler samples the usage client's cluster serves; Run starts it.
+func NewSampler(client kubernetes.Interface, interval, window time.Duration) *Sampler {
+	return &Sampler{client: client, interval: interval, window: window, now: time.Now, read: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Run samples until ctx ends.
+func (s *Sampler) Run(ctx context.Context) {
+	defer close(s.done)
+	wait.UntilWithContext(ctx, s.sample, s.interval)
+}
+
+// Stopped says whether Run has returned.
+func (s *Sampler) Stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Sampler) sample(ctx context.Context) {
+	now := s.now() // of the read: the window is covered by what was read
+	got := &Snapshot{}
+	err := readUsage(ctx, s.client, got)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+	if err == nil {
+		s.last = now
+		if s.started.IsZero() {
+			s.started = now
+		}
+		// metrics-server answers with the same sample until it scrapes
+		// again: keep one of each.
+		seen := map[string]bool{}
+		kept := s.nodes[:0]
+		for _, m := range append(s.nodes, got.NodeMetrics...) {
+			key := m.Name + "@" + m.Timestamp.UTC().Format(time.RFC3339Nano)
+			if !seen[key] && now.Sub(m.Timestamp.Time) <= s.window+s.interval {
+				seen[key] = true
+				kept = append(kept, m)
+			}
+		}
+		s.nodes, s.pods = kept, got.PodMetrics
+	}
+	close(s.read)
+	s.read = make(chan struct{})
+}
+
+// Fill adds to snap the samples of the last window of the nodes and pods
+// snap holds, once sampling has covered the window (it waits as long,
+// after a start). The last read's error, such as metrics-server not
+// answering, is returned: usage that cannot be read now is not planned on.
+func (s *Sampler) Fill(ctx context.Context, snap *Snapshot) error {
+	for {
+		s.mu.Lock()
+		covered := !s.started.IsZero() && s.last.Sub(s.started) >= s.window
+		err, read := s.err, s.read
+		if err == nil && covered {
+			fill(snap, s.nodes, s.pods)
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errors.New("reading usage: the sampler has stopped")
+		case <-read:
+		}
+	}
 }

@@ -77,6 +77,19 @@ func TestDecodeUsage(t *testing.T) {
 	}
 }
 
+// TestDecodeUsageSamples: usage sampled over a window holds several
+// samples of a node, one per time.
+func TestDecodeUsageSamples(t *testing.T) {
+	later := strings.Replace(nodeMetrics("n1", "3", "1Gi"), "10:00:00Z", "10:00:15Z", 1)
+	s, err := Decode("snap.yaml", []byte(list(node("n1"), nodeMetrics("n1", "1", "1Gi"), later)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.NodeMetrics) != 2 {
+		t.Fatalf("%d samples, want 2", len(s.NodeMetrics))
+	}
+}
+
 func TestDecodeUsageErrors(t *testing.T) {
 	n1, web1 := node("n1"), pod("default", "web-1", "n1", "Running")
 	cases := []struct {
@@ -91,7 +104,7 @@ func TestDecodeUsageErrors(t *testing.T) {
 		{"no namespace", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "    namespace: default\n", "", 1)), []string{"metadata.namespace: required, PodMetrics is namespaced"}},
 		{"duplicate container", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "  containers:\n", "  containers:\n  - name: app\n    usage: {}\n", 1)), []string{"containers[1].name: Duplicate value"}},
 		{"unknown field", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "  window:", "  windw:", 1)), []string{`unknown field "windw"`}},
-		{"duplicate", list(n1, nodeMetrics("n1", "1", "1Gi"), nodeMetrics("n1", "2", "1Gi")), []string{"duplicate object"}},
+		{"duplicate", list(n1, nodeMetrics("n1", "1", "1Gi"), nodeMetrics("n1", "2", "1Gi")), []string{"duplicate sample (same timestamp)"}},
 		{"wrong version", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "v1beta1", "v1", 1)), []string{"metrics.k8s.io/v1 is not supported, expected metrics.k8s.io/v1beta1"}},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,147 @@
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+)
+
+// metricsServer serves metrics.k8s.io's node and pod lists as
+// metrics-server does: one sample per node, renewed when set is called.
+type metricsServer struct {
+	mu     sync.Mutex
+	cpu    string
+	at     time.Time
+	status int
+	served int
+	nodes  []string
+}
+
+func (m *metricsServer) set(cpu string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cpu, m.at = cpu, at
+}
+
+func (m *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.served++
+	if m.status != 0 {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503}`, m.status)
+		return
+	}
+	var out any
+	switch r.URL.Path {
+	case NodeMetricsPath:
+		l := metricsv1beta1.NodeMetricsList{}
+		for _, n := range m.nodes {
+			l.Items = append(l.Items, metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: n}, Timestamp: metav1.NewTime(m.at),
+				Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse(m.cpu), v1.ResourceMemory: resource.MustParse("1Gi")}})
+		}
+		out = l
+	case PodMetricsPath:
+		out = metricsv1beta1.PodMetricsList{Items: []metricsv1beta1.PodMetrics{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}, Timestamp: metav1.NewTime(m.at),
+			Containers: []metricsv1beta1.ContainerMetrics{{Name: "app", Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse(m.cpu)}}}}}}
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func clientFor(t *testing.T, h http.Handler) kubernetes.Interface {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestSamplerKeepsTheWindow(t *testing.T) {
+	start := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	ms := &metricsServer{nodes: []string{"n1", "gone"}}
+	ms.set("3", start)
+	s := NewSampler(clientFor(t, ms), time.Millisecond, 30*time.Second)
+	var mu sync.Mutex
+	clock := start
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	// The server has the new sample before the clock says its time has
+	// come, as metrics-server's samples are a little older than now.
+	advance := func(d time.Duration, cpu string) {
+		mu.Lock()
+		at := clock.Add(d)
+		mu.Unlock()
+		ms.set(cpu, at)
+		mu.Lock()
+		clock = at
+		mu.Unlock()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+
+	snap := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}},
+		Pods: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}}}}
+	filled := make(chan error, 1)
+	go func() { filled <- s.Fill(ctx, snap) }()
+	// Fill waits until the window is covered; meanwhile the usage changes.
+	for _, cpu := range []string{"2", "500m", "3500m"} {
+		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-filled:
+			t.Fatalf("Fill returned %v before the window was covered", err)
+		default:
+		}
+		advance(10*time.Second, cpu)
+	}
+	if err := <-filled; err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range snap.NodeMetrics {
+		if m.Name != "n1" {
+			t.Errorf("usage of node %s, which the snapshot does not hold", m.Name)
+		}
+		q := m.Usage[v1.ResourceCPU]
+		got = append(got, q.String())
+	}
+	// One sample per time, though the server was read many times more.
+	if strings.Join(got, " ") != "3 2 500m 3500m" {
+		t.Errorf("samples %v, want the four distinct ones of the window", got)
+	}
+	if len(snap.PodMetrics) != 1 || snap.PodMetrics[0].Containers[0].Usage.Cpu().String() != "3500m" {
+		t.Errorf("pod samples %v, want the newest alone", snap.PodMetrics)
+	}
+}
+
+func TestSamplerReportsMetricsServerDown(t *testing.T) {
+	ms := &metricsServer{status: http.StatusServiceUnavailable}
+	s := NewSampler(clientFor(t, ms), time.Millisecond, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go s.Run(ctx)
+	err := s.Fill(ctx, &Snapshot{})
+	if err == nil || !strings.Contains(err.Error(), "metrics-server does not answer") || !strings.Contains(err.Error(), NodeMetricsPath) {
+		t.Errorf("Fill: %v, want an error naming metrics-server and the path", err)
+	}
+	err = ReadUsage(ctx, clientFor(t, http.NotFoundHandler()), &Snapshot{})
+	if err == nil || !strings.Contains(err.Error(), "metrics.k8s.io is not served; install metrics-server") {
+		t.Errorf("ReadUsage without metrics.k8s.io: %v", err)
+	}
+}
