@@ -17,9 +17,9 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"time"
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
