@@ -72,6 +72,9 @@ func checkResources(p *api.DeschedulerPolicy) error {
 			case *nodeutilization.HighNodeUtilizationArgs:
 				fields = map[string]api.ResourceThresholds{"thresholds": args.Thresholds}
 			case *nodeutilization.LowNodeUtilizationArgs:
+				if mu := args.MetricsUtilization; mu != nil && mu.Source == api.PrometheusMetrics {
+					continue // thresholds of the query's value (MetricResource), which the descheduler checks
+				}
 				fields = map[string]api.ResourceThresholds{"thresholds": args.Thresholds, "targetThresholds": args.TargetThresholds}
 			}
 			for _, field := range slices.Sorted(maps.Keys(fields)) {

@@ -242,6 +242,23 @@ func TestBadInput(t *testing.T) {
 			want: []string{"RebalanceHint", `unknown field "hintTtl"`}},
 		{name: "scheduler hintTTL below 1s", file: "scheduler-hint-ttl-short.yaml",
 			want: []string{"RebalanceHint", "hintTTL", "500ms", "must be between 1s"}},
+		{name: "scheduler LoadAware threshold above 100%", file: "scheduler-loadaware-threshold.yaml",
+			want: []string{"pluginConfig[LoadAware].args.usageThresholds[cpu]", "170", "want 1 to 100"}},
+		// usage
+		{name: "policy usage without a provider", file: "policy-metrics-no-provider.yaml",
+			want: []string{"pluginConfig[LowNodeUtilization].args.metricsUtilization", "does not provide", "metricsProviders: [{source: KubernetesMetrics}]"}},
+		{name: "policy usage from Prometheus", file: "policy-metrics-prometheus.yaml",
+			want: []string{"metricsUtilization", "reads Prometheus, which rebalancer does not read yet"}},
+		{name: "policy usage on a snapshot without usage", args: planArgs(map[string]string{"--policy": "policies/load-aware-policy.yaml", "--scheduler-config": "policies/load-aware-scheduler.yaml"}),
+			want: []string{"metricsProviders[0]", goodSnapshot, "holds none (no NodeMetrics)"}},
+		{name: "snapshot negative usage", file: "snapshot-usage-negative.yaml",
+			want: []string{"(NodeMetrics worker-0)", "usage[cpu]", `"-500m"`, "must not be negative"}},
+		{name: "snapshot usage of a pod it lacks", file: "snapshot-usage-unknown-pod.yaml",
+			want: []string{"(PodMetrics shop/web-9)", "pod shop/web-9 is not in the snapshot"}},
+		{name: "plan --usage-window negative", args: planArgs(nil, "--usage-window", "-1s"),
+			want: []string{"--usage-window -1s", "want 0 to 1h"}},
+		{name: "plan --usage-interval 0", args: planArgs(nil, "--usage-interval", "0s"),
+			want: []string{"--usage-interval 0s", "want 1s to 10m"}},
 
 		// snapshots
 		{name: "snapshot bad quantity", file: "snapshot-bad-quantity.yaml",
