@@ -35,6 +35,7 @@ plan --snapshot and simulate read.`,
 
 func newSyntheticCommand() *cobra.Command {
 	var o synthetic.Options
+	var usage bool
 	var out string
 	cmd := &cobra.Command{
 		Use:     "synthetic",
@@ -49,17 +50,25 @@ func newSyntheticCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if usage {
+				synthetic.Usage(snap, o.Seed, synthetic.SampledAt)
+			}
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "number of nodes (at most 5000)")
 	cmd.Flags().IntVar(&o.Pods, "pods", 3000, "number of pods (at most 150000)")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "random seed; the same seed gives the same cluster")
+	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
 	return cmd
 }
 
+// usageHelp describes --usage of the generated snapshots (synthetic.Usage).
+const usageHelp = "also generate usage (NodeMetrics, PodMetrics), as metrics-server would report it: per workload, CPU at 20-100% of its requests, one workload in 20 hot at 150-250%, memory at 50-100%, each pod within 10% of its workload's; each node adds 100m CPU and 512Mi of its own"
+
 func newOpenbCommand() *cobra.Command {
+	var usage bool
 	var nodesFile, podsFile, schedulerConfig, schedulerName, out string
 	var o openb.Options
 	cmd := &cobra.Command{
@@ -111,6 +120,9 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 				return err
 			}
 			klog.FromContext(cmd.Context()).Info("Replayed the openb trace", "nodes", len(nodes), "result", stats.String())
+			if usage {
+				synthetic.Usage(snap, 1, stats.Time())
+			}
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
@@ -120,6 +132,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile)")
 	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
+	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
 	return cmd
 }

@@ -55,6 +55,9 @@ type Options struct {
 	IgnoreDeletions bool
 }
 
+// Time is the moment of the trace the snapshot shows.
+func (s Stats) Time() time.Time { return start.Add(time.Duration(s.At) * time.Second) }
+
 // Stats describe a replay.
 type Stats struct {
 	At                      int64

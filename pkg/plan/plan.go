@@ -126,8 +126,11 @@ type Resources struct {
 // String is the amount as kubectl prints quantities, e.g. "1500m/2Gi".
 func (r Resources) String() string {
 	cpu := resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)
-	mem := resource.NewQuantity(r.Memory, resource.BinarySI)
-	return cpu.String() + "/" + mem.String()
+	mem := r.Memory
+	if mem >= 1<<20 {
+		mem = (mem + 1<<19) >> 20 << 20 // to the nearest Mi: measured usage is seldom round
+	}
+	return cpu.String() + "/" + resource.NewQuantity(mem, resource.BinarySI).String()
 }
 
 // Skip is an eviction a plugin asked for that the plan refused.
