@@ -237,11 +237,14 @@ type utilBar struct {
 
 const utilW, utilH = 560, 250
 
-func newUtilChart(key, title string, nodes []result.NodeUtil) utilChart {
-	c := utilChart{
-		frame: frame{W: utilW, H: utilH, Left: 44, Right: utilW - 8, Top: 24, Bottom: utilH - 26},
-		Key:   key, Title: title, Nodes: len(nodes),
+func deref(v *float64) float64 {
+	if v == nil {
+		return 0
 	}
+	return *v
+}
+
+func newUtilChart(key, title string, nodes []result.NodeUtil) utilChart {
 	const gap, height = 24, 88
 	resources := []struct {
 		class, label string
@@ -249,6 +252,21 @@ func newUtilChart(key, title string, nodes []result.NodeUtil) utilChart {
 	}{
 		{"cpu", "CPU requested, % of allocatable", func(n result.NodeUtil) float64 { return n.CPU }},
 		{"mem", "Memory requested, % of allocatable", func(n result.NodeUtil) float64 { return n.Memory }},
+	}
+	if slices.ContainsFunc(nodes, func(n result.NodeUtil) bool { return n.UsedCPU != nil }) {
+		// The snapshot has the usage: what the nodes use, beside what they reserve.
+		resources = append(resources, []struct {
+			class, label string
+			value        func(result.NodeUtil) float64
+		}{
+			{"cpu used", "CPU used, % of allocatable", func(n result.NodeUtil) float64 { return deref(n.UsedCPU) }},
+			{"mem used", "Memory used, % of allocatable", func(n result.NodeUtil) float64 { return deref(n.UsedMemory) }},
+		}...)
+	}
+	h := utilH + float64(len(resources)-2)*(height+gap)
+	c := utilChart{
+		frame: frame{W: utilW, H: h, Left: 44, Right: utilW - 8, Top: 24, Bottom: h - 26},
+		Key:   key, Title: title, Nodes: len(nodes),
 	}
 	for i, res := range resources {
 		vs := make([]float64, len(nodes))

@@ -231,6 +231,34 @@ func TestUtilBars(t *testing.T) {
 	}
 }
 
+// With the cluster's usage, the charts plot it below the requests; without,
+// they do not.
+func TestUtilPlotsUsage(t *testing.T) {
+	nodes := sample().Rebalancer.NodesBefore
+	if c := newUtilChart("k", "t", nodes); len(c.Panels) != 2 {
+		t.Fatalf("%d panels without usage, want 2", len(c.Panels))
+	}
+	for i := range nodes {
+		cpu, mem := float64(10*(i+1)), 5.0
+		nodes[i].UsedCPU, nodes[i].UsedMemory = &cpu, &mem
+	}
+	c := newUtilChart("k", "t", nodes)
+	if len(c.Panels) != 4 || c.Panels[2].Label != "CPU used, % of allocatable" || c.Panels[3].Label != "Memory used, % of allocatable" {
+		t.Fatalf("panels %+v, want requests then usage", c.Panels)
+	}
+	if top := c.Panels[2].Bars[0]; top.H != float64(10*len(nodes)) {
+		t.Errorf("highest CPU used bar %v, want %d", top.H, 10*len(nodes))
+	}
+	if last := c.Panels[3]; last.Top+last.Height > c.Bottom {
+		t.Errorf("the last panel ends at %v, below the chart's bottom %v", last.Top+last.Height, c.Bottom)
+	}
+	cmp := sample()
+	cmp.Rebalancer.NodesBefore = nodes
+	if doc := render(t, "x", cmp); !bytes.Contains(doc, []byte("CPU used, % of allocatable")) {
+		t.Error("the page does not plot the usage")
+	}
+}
+
 // A large cluster still gives a file small enough to mail around.
 func TestWriteLargeCluster(t *testing.T) {
 	c := &result.Comparison{

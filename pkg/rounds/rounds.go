@@ -291,7 +291,11 @@ func (r *run) measure(i int) (result.Round, []result.NodeUtil, error) {
 	var cpu, mem []float64
 	nodes := make([]result.NodeUtil, 0, len(usage))
 	for _, u := range usage {
-		nodes = append(nodes, result.NodeUtil{Node: u.Node, CPU: u.CPU, Memory: u.Memory})
+		n := result.NodeUtil{Node: u.Node, CPU: u.CPU, Memory: u.Memory}
+		if u.Measured {
+			n.UsedCPU, n.UsedMemory = &u.UsedCPU, &u.UsedMemory
+		}
+		nodes = append(nodes, n)
 		if u.InUse {
 			round.NodesInUse++
 			cpu, mem = append(cpu, u.CPU), append(mem, u.Memory)

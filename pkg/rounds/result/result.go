@@ -52,11 +52,14 @@ type Round struct {
 	MemUtilStddev float64 `json:"memUtilStddev"`
 }
 
-// NodeUtil is one node's requested CPU and memory, percent of allocatable.
+// NodeUtil is one node's requested CPU and memory, percent of allocatable,
+// and, when the snapshot has the cluster's usage, its used CPU and memory.
 type NodeUtil struct {
-	Node   string  `json:"node"`
-	CPU    float64 `json:"cpu"`
-	Memory float64 `json:"memory"`
+	Node       string   `json:"node"`
+	CPU        float64  `json:"cpu"`
+	Memory     float64  `json:"memory"`
+	UsedCPU    *float64 `json:"usedCpu,omitempty"`
+	UsedMemory *float64 `json:"usedMemory,omitempty"`
 }
 
 // Comparison is a simulation of rebalancer beside the upstream baseline on
