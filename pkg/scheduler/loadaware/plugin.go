@@ -129,7 +129,7 @@ func (pl *Plugin) Score(_ context.Context, _ fwk.CycleState, pod *v1.Pod, ni fwk
 		if w == 0 || total <= 0 {
 			continue
 		}
-		free := max(min((total-used.of(r))*fwk.MaxNodeScore/total, fwk.MaxNodeScore), 0)
+		free := max(min((total-used.of(r))*fwk.MaxScore/total, fwk.MaxScore), 0)
 		sum += w * free
 		weights += w
 	}
