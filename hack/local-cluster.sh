@@ -4,9 +4,11 @@
 # default profile: the scheduler users already run, and rebalancer's
 # extender added as policies/default-scheduler-extender.yaml adds it, at
 # 127.0.0.1:$EXTENDER_PORT, where only the e2e tests of the extender start
-# it; ignorable, so it changes nothing while it is down) and KWOK (fake nodes),
-# built from this module's pinned versions. No Docker, no downloads beyond
-# the Go module proxy.
+# it; ignorable, so it changes nothing while it is down), KWOK (fake nodes,
+# with kubelet's resource metrics emulated from pod annotations, see
+# hack/kwok-metrics.yaml) and metrics-server (metrics.k8s.io through the
+# apiserver's aggregation layer), built from this module's pinned versions.
+# No Docker, no downloads beyond the Go module proxy.
 #
 #   hack/local-cluster.sh up     build what is missing, start, wait until ready
 #   hack/local-cluster.sh down   stop what `up` started (by recorded PID only)
@@ -30,6 +32,11 @@ KCM_PORT=${KCM_PORT:-10257}
 KWOK_PORT=${KWOK_PORT:-10247}
 SCHEDULER_PORT=${SCHEDULER_PORT:-10259}
 EXTENDER_PORT=${EXTENDER_PORT:-18888}
+METRICS_SERVER_PORT=${METRICS_SERVER_PORT:-4443}
+# How often metrics-server scrapes the nodes: its minimum, so tests wait
+# little. A CPU rate needs two scrapes with the pod in them, and KWOK may
+# leave a new pod out of the first: a new pod's usage showed after 30-45 s.
+METRIC_RESOLUTION=10s
 PKI=$CLUSTER_DIR/pki
 LOGS=$CLUSTER_DIR/logs
 PIDS=$CLUSTER_DIR/pids
@@ -48,10 +55,11 @@ build() {
   mkdir -p "$BIN_DIR"
   local stamp want
   stamp=$BIN_DIR/.control-plane.stamp
-  want=$(cat "$ROOT/go.mod" "$ROOT/go.sum" "$ROOT/hack/tools/cluster/go.mod" "$ROOT/hack/tools/cluster/go.sum" | sha256sum | cut -d' ' -f1)
+  want=$(cat "$ROOT/go.mod" "$ROOT/go.sum" "$ROOT/hack/tools/cluster/go.mod" "$ROOT/hack/tools/cluster/go.sum" \
+    "$ROOT/hack/tools/metrics-server/go.mod" "$ROOT/hack/tools/metrics-server/go.sum" | sha256sum | cut -d' ' -f1)
   have_all() {
     local b
-    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do [[ -x $BIN_DIR/$b ]] || return 1; done
+    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server; do [[ -x $BIN_DIR/$b ]] || return 1; done
   }
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && have_all; then
     return
@@ -64,33 +72,62 @@ build() {
   (cd "$ROOT/hack/tools/cluster" &&
     go build -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3 &&
     go build -o "$BIN_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  # metrics-server takes its version from client-go's stamp, as its own
+  # Makefile sets it.
+  (cd "$ROOT/hack/tools/metrics-server" &&
+    go build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$(go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)" \
+      -o "$BIN_DIR/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
   echo "$want" >"$stamp"
   log "built in $((SECONDS - t0)) s"
 }
 
+# pki creates what is missing, so a $CLUSTER_DIR from before a certificate
+# was added gets it without losing the others.
 pki() {
-  [[ -f $PKI/admin.crt ]] && return
   mkdir -p "$PKI"
   (
     cd "$PKI"
-    openssl genrsa -out ca.key 2048 2>/dev/null
-    openssl req -x509 -new -key ca.key -subj /CN=rebalancer-local-ca -days 3650 -out ca.crt 2>/dev/null
-    sign() {
+    ca() { # name CN
+      [[ -f $1.crt ]] && return
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -x509 -new -key "$1.key" -subj "/CN=$2" -days 3650 -out "$1.crt" 2>/dev/null
+    }
+    sign() { # name subject extensions [CA]
+      [[ -f $1.crt ]] && return
+      local ca=${4:-ca}
       openssl genrsa -out "$1.key" 2048 2>/dev/null
       openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
       printf '%s\n' "$3" >"$1.ext"
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+      openssl x509 -req -in "$1.csr" -CA "$ca.crt" -CAkey "$ca.key" -CAcreateserial -days 3650 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
     }
-    sign apiserver /CN=kube-apiserver "keyUsage=digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+    ca ca rebalancer-local-ca
+    # The aggregation layer's own CA, as kubeadm keeps it: the apiserver
+    # proxies to metrics-server with front-proxy-client and names the user in
+    # headers, which extension apiservers believe only from this CA's
+    # allowed names.
+    ca front-proxy-ca rebalancer-local-front-proxy-ca
+    server="keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth"
     client="keyUsage=digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
+    sign apiserver /CN=kube-apiserver "$server
+subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+    # The apiserver checks metrics-server's certificate against the
+    # APIService's caBundle for the name of its Service.
+    sign metrics-server-serving /CN=metrics-server "$server
+subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:metrics-server.kube-system.svc"
+    # KWOK's HTTPS side, which metrics-server scrapes as the kubelets'.
+    sign kwok-serving /CN=kwok "$server
+subjectAltName=IP:127.0.0.1,DNS:localhost"
     sign admin "/O=system:masters/CN=admin" "$client"
     sign kube-controller-manager /CN=system:kube-controller-manager "$client"
     sign kube-scheduler /CN=system:kube-scheduler "$client"
-    openssl genrsa -out sa.key 2048 2>/dev/null
-    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    sign metrics-server /CN=metrics-server "$client"
+    sign front-proxy-client /CN=front-proxy-client "$client" front-proxy-ca
+    [[ -f sa.key ]] || {
+      openssl genrsa -out sa.key 2048 2>/dev/null
+      openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    }
     chmod 600 ./*.key
   )
 }
@@ -145,8 +182,143 @@ start_apiserver() {
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=Node,RBAC --endpoint-reconciler-type=none \
     --audit-policy-file="$CLUSTER_DIR/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/audit.log" \
-    --audit-log-format=json --audit-log-mode=blocking
+    --audit-log-format=json --audit-log-mode=blocking \
+    --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key"
   wait_for kube-apiserver "https://127.0.0.1:$APISERVER_PORT/readyz" --cacert "$PKI/ca.crt"
+}
+
+# start_metrics_server registers metrics-server as the metrics.k8s.io API
+# and starts it, as kwokctl's binary runtime does (--enable-metrics-server):
+# the apiserver reaches a process on loopback through a Service of type
+# ExternalName 127.0.0.1 and the APIService's port. (Without
+# --enable-aggregator-routing: routing to endpoints does not take
+# ExternalName Services, and Endpoints may not point at loopback.) Unlike
+# kwokctl, which gives both sides the admin certificate and skips TLS
+# checks, each side here has its own certificate and is verified.
+start_metrics_server() {
+  local ca
+  ca=$(base64 -w0 "$PKI/ca.crt")
+  # RBAC as metrics-server's manifests (v0.9.0, manifests/base/rbac.yaml)
+  # grant it, bound to its certificate's user instead of a ServiceAccount.
+  # (The aggregate-to-* labels take effect only where kube-controller-manager
+  # runs clusterrole-aggregation-controller; this cluster does not.)
+  cat >"$CLUSTER_DIR/metrics-server-rbac.yaml" <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:aggregated-metrics-reader
+  labels:
+    rbac.authorization.k8s.io/aggregate-to-view: "true"
+    rbac.authorization.k8s.io/aggregate-to-edit: "true"
+    rbac.authorization.k8s.io/aggregate-to-admin: "true"
+rules:
+- apiGroups: [metrics.k8s.io]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:metrics-server
+rules:
+- apiGroups: [""]
+  resources: [nodes/metrics]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [pods, nodes]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: system:metrics-server
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:metrics-server}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: metrics-server}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: metrics-server:system:auth-delegator
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:auth-delegator}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: metrics-server}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: metrics-server-auth-reader
+  namespace: kube-system
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: metrics-server}
+EOF
+  # Registered once metrics-server answers, so the apiserver does not
+  # begin with failed discovery of an API that is not there yet.
+  cat >"$CLUSTER_DIR/metrics-server-apiservice.yaml" <<EOF
+apiVersion: v1
+kind: Service
+metadata:
+  name: metrics-server
+  namespace: kube-system
+spec:
+  type: ExternalName
+  externalName: 127.0.0.1
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.metrics.k8s.io
+spec:
+  service: {name: metrics-server, namespace: kube-system, port: $METRICS_SERVER_PORT}
+  group: metrics.k8s.io
+  version: v1beta1
+  caBundle: $ca
+  groupPriorityMinimum: 100
+  versionPriority: 100
+EOF
+  apply "$CLUSTER_DIR/metrics-server-rbac.yaml"
+  # Flags as kwokctl passes them, except: nodes are reached by their
+  # Hostname (localhost, see kwok above) and KWOK's certificate is checked
+  # against this cluster's CA instead of --kubelet-insecure-tls; the
+  # resolution is the shortest metrics-server takes, and the request
+  # timeout must stay below 9/10 of it.
+  start metrics-server "$BIN_DIR/metrics-server" --kubeconfig="$CLUSTER_DIR/metrics-server.kubeconfig" \
+    --authentication-kubeconfig="$CLUSTER_DIR/metrics-server.kubeconfig" \
+    --authorization-kubeconfig="$CLUSTER_DIR/metrics-server.kubeconfig" \
+    --bind-address=127.0.0.1 "--secure-port=$METRICS_SERVER_PORT" \
+    --tls-cert-file="$PKI/metrics-server-serving.crt" --tls-private-key-file="$PKI/metrics-server-serving.key" \
+    --kubelet-preferred-address-types=Hostname --kubelet-use-node-status-port \
+    --kubelet-certificate-authority="$PKI/ca.crt" \
+    "--metric-resolution=$METRIC_RESOLUTION" --kubelet-request-timeout=5s
+  wait_for metrics-server "https://127.0.0.1:$METRICS_SERVER_PORT/livez" --cacert "$PKI/ca.crt"
+  apply "$CLUSTER_DIR/metrics-server-apiservice.yaml"
+}
+
+apply() { # file: kubectl apply, retried for 10 s (kube-system appears
+  # shortly after the apiserver is ready)
+  local i
+  for ((i = 0; i < 100; i++)); do
+    "$BIN_DIR/kubectl" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" apply -f "$1" >/dev/null 2>&1 && return
+    sleep 0.1
+  done
+  "$BIN_DIR/kubectl" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" apply -f "$1" >/dev/null || die "kubectl apply -f $1 failed"
+}
+
+# wait_metrics_api waits until the apiserver serves metrics.k8s.io (the
+# APIService is Available), with or without nodes to report.
+wait_metrics_api() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    "$BIN_DIR/kubectl" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" get --raw /apis/metrics.k8s.io/v1beta1/nodes >/dev/null 2>&1 && return
+    kill -0 "$(cat "$PIDS/metrics-server")" 2>/dev/null || die "metrics-server exited; last lines of $LOGS/metrics-server.log:
+$(tail -20 "$LOGS/metrics-server.log")"
+    sleep 0.1
+  done
+  die "metrics.k8s.io not served after 60 s (see $LOGS/metrics-server.log and kubectl get apiservice v1beta1.metrics.k8s.io)"
 }
 
 stop() { # names...: SIGTERM together, wait up to 20 s, then SIGKILL
@@ -183,7 +355,7 @@ up() {
   mkdir -p "$LOGS" "$PIDS"
   rm -rf "$CLUSTER_DIR/etcd" "$CLUSTER_DIR/audit.log"
   pki
-  for u in admin kube-controller-manager kube-scheduler; do kubeconfig $u; done
+  for u in admin kube-controller-manager kube-scheduler metrics-server; do kubeconfig $u; done
   cat >"$CLUSTER_DIR/audit-policy.yaml" <<EOF
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -219,12 +391,21 @@ EOF
   } >"$CLUSTER_DIR/kube-scheduler.yaml"
   start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$CLUSTER_DIR/kube-scheduler.yaml" \
     --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
-  start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" --config="$ROOT/hack/kwok-stages.yaml" \
+  # KWOK answers as every node's kubelet on its one port: a node created
+  # without addresses gets InternalIP 10.0.0.1 and Hostname localhost, the
+  # address metrics-server uses, and every node gets that port as its
+  # kubelet port. HTTPS there has a certificate of this cluster's CA; plain
+  # HTTP (/healthz) stays on the same port.
+  start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" \
+    --config="$ROOT/hack/kwok-stages.yaml" --config="$ROOT/hack/kwok-metrics.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-ip=10.0.0.1 --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 "--server-address=127.0.0.1:$KWOK_PORT"
+    --node-ip=10.0.0.1 --node-name=localhost "--node-port=$KWOK_PORT" \
+    --tls-cert-file="$PKI/kwok-serving.crt" --tls-private-key-file="$PKI/kwok-serving.key" \
+    --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 "--server-address=127.0.0.1:$KWOK_PORT"
   wait_for kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
   wait_for kwok "http://127.0.0.1:$KWOK_PORT/healthz"
   wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k
+  start_metrics_server
 
   local i
   for ((i = 0; i < 600; i++)); do
@@ -232,13 +413,14 @@ EOF
     sleep 0.1
   done
   ((i < 600)) || die "serviceaccount default/default never appeared"
+  wait_metrics_api
   log "up in $((SECONDS - t0)) s; KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig"
 }
 
 down() {
   [[ -d $PIDS ]] || return 0
   # The apiserver hangs in shutdown if etcd goes first.
-  stop kwok kube-scheduler kube-controller-manager
+  stop metrics-server kwok kube-scheduler kube-controller-manager
   stop kube-apiserver
   stop etcd
   log "down"

@@ -87,6 +87,8 @@ var rebalancerNotExercised = map[string]string{
 	"create coordination.k8s.io/leases":     "the first start in a cluster creates the Lease",
 	"create configmaps":                     "the first run in a cluster creates the move history",
 	"get scheduling.k8s.io/priorityclasses": "a policy that names its priorityThreshold by class",
+	"list metrics.k8s.io/nodes":             "policies and profiles that work by usage (TestLoadAwareMovesPodsOffAHotNode checks it as this ServiceAccount)",
+	"list metrics.k8s.io/pods":              "policies and profiles that work by usage (TestLoadAwareMovesPodsOffAHotNode checks it as this ServiceAccount)",
 }
 
 type request struct {
