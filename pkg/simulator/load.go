@@ -165,18 +165,6 @@ func (l *loads) estimate(pod *v1.Pod) Load {
 // HasLoad says whether the snapshot held the nodes' usage.
 func (s *Simulator) HasLoad() bool { return len(s.loads.nodes) > 0 }
 
-// NodeLoad is a node's load in the simulation's current state: what
-// metrics-server would report once the moves made so far have settled.
-// ok is false when the node's usage was not measured.
-func (s *Simulator) NodeLoad(name string) (Load, bool, error) {
-	ni, err := s.Node(name)
-	if err != nil {
-		return Load{}, false, err
-	}
-	used, ok := s.loads.NodeLoad(ni)
-	return used, ok, nil
-}
-
 // NodeLoad is loadaware.Source's: the simulation's nodes as they are in
 // the cycle the framework runs.
 func (l *loads) NodeLoad(ni fwk.NodeInfo) (Load, bool) {
@@ -203,11 +191,16 @@ func (s *Simulator) PodLoad(pod *v1.Pod) (Load, bool) {
 }
 
 // NodeMetrics is the node's usage as metrics.k8s.io would serve it in the
-// simulation's current state; nil when it was not measured.
+// simulation's current state, once the moves made so far have settled;
+// nil when it was not measured.
 func (s *Simulator) NodeMetrics(name string) (*metricsv1beta1.NodeMetrics, error) {
-	used, ok, err := s.NodeLoad(name)
-	if err != nil || !ok {
+	ni, err := s.Node(name)
+	if err != nil {
 		return nil, err
+	}
+	used, ok := s.loads.NodeLoad(ni)
+	if !ok {
+		return nil, nil
 	}
 	m := s.loads.nodes[name].DeepCopy()
 	m.Usage = v1.ResourceList{
