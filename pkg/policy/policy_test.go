@@ -381,3 +381,47 @@ func TestRequiresMetricsCollector(t *testing.T) {
 		t.Errorf("RequiresMetrics = %q, %v", field, ok)
 	}
 }
+
+// TestMetricsOf: which usage a policy reads, and a plugin that reads a
+// source the policy does not provide, named with both fields.
+func TestMetricsOf(t *testing.T) {
+	byUsage := func(mu string) string {
+		return replace(t, lnu, "      targetThresholds: {cpu: 50}\n", "      targetThresholds: {cpu: 50}\n      metricsUtilization: "+mu+"\n")
+	}
+	field := "profiles[0].pluginConfig[LowNodeUtilization].args.metricsUtilization"
+	for _, tc := range []struct {
+		name, policy string
+		want         policy.Metrics
+		err          string
+	}{
+		{"requests", lnu, policy.Metrics{}, ""},
+		{"provider alone", lnu + "metricsProviders: [{source: KubernetesMetrics}]\n", policy.Metrics{Kubernetes: "metricsProviders[0]"}, ""},
+		{"collector", byUsage("{source: KubernetesMetrics}") + "metricsCollector: {enabled: true}\n", policy.Metrics{Kubernetes: "metricsCollector.enabled"}, ""},
+		{"deprecated metricsServer", byUsage("{metricsServer: true}") + "metricsProviders: [{source: KubernetesMetrics}]\n", policy.Metrics{Kubernetes: "metricsProviders[0]"}, ""},
+		{"no provider", byUsage("{source: KubernetesMetrics}"), policy.Metrics{}, field + ": reads metrics.k8s.io, which the policy does not provide"},
+		{"prometheus without provider", byUsage("{source: Prometheus, prometheus: {query: up}}"), policy.Metrics{}, field + ": reads Prometheus, which the policy does not provide"},
+		{"prometheus", byUsage("{source: Prometheus, prometheus: {query: up}}") + "metricsProviders: [{source: Prometheus, prometheus: {url: 'http://prometheus:9090'}}]\n",
+			policy.Metrics{Prometheus: field}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "policy.yaml")
+			if err := os.WriteFile(path, []byte(tc.policy), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			p, err := policy.Load(path, client(), pluginregistry.PluginRegistry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := policy.MetricsOf(p)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("MetricsOf = %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
