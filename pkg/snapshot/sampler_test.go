@@ -140,8 +140,10 @@ func TestSamplerReportsMetricsServerDown(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "metrics-server does not answer") || !strings.Contains(err.Error(), NodeMetricsPath) {
 		t.Errorf("Fill: %v, want an error naming metrics-server and the path", err)
 	}
-	err = ReadUsage(ctx, clientFor(t, http.NotFoundHandler()), &Snapshot{})
+	s = NewSampler(clientFor(t, http.NotFoundHandler()), time.Millisecond, 0)
+	go s.Run(ctx)
+	err = s.Fill(ctx, &Snapshot{})
 	if err == nil || !strings.Contains(err.Error(), "metrics.k8s.io is not served; install metrics-server") {
-		t.Errorf("ReadUsage without metrics.k8s.io: %v", err)
+		t.Errorf("Fill without metrics.k8s.io: %v", err)
 	}
 }

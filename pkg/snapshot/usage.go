@@ -20,20 +20,8 @@ const (
 	PodMetricsPath  = "/apis/metrics.k8s.io/v1beta1/pods"
 )
 
-// ReadUsage adds to s the nodes' and pods' usage as metrics.k8s.io
-// (metrics-server) serves it now: one list of each, as `kubectl get --raw`
-// returns them. Usage of a node or pod s does not hold (one created or
-// deleted between the reads) is left out; a node or pod without usage is
-// simply missing, for the planner to judge.
-func ReadUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) error {
-	got := &Snapshot{}
-	if err := readUsage(ctx, client, got); err != nil {
-		return err
-	}
-	fill(s, got.NodeMetrics, got.PodMetrics)
-	return nil
-}
-
+// readUsage lists the nodes' and pods' usage as metrics.k8s.io
+// (metrics-server) serves it now, as `kubectl get --raw` returns it, into s.
 func readUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) error {
 	var nodes metricsv1beta1.NodeMetricsList
 	if err := getRaw(ctx, client, NodeMetricsPath, &nodes); err != nil {
