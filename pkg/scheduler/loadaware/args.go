@@ -7,9 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
-	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/pluginargs"
 )
 
 // Args configures LoadAware through the profile's pluginConfig, with the
@@ -74,27 +73,10 @@ func ValidateArgs(obj runtime.Object) error {
 	return err
 }
 
-// decodeArgs turns the profile's raw args into defaulted, validated Args,
-// strictly: a misspelt field is an error, not a default.
+// decodeArgs turns the profile's raw args into defaulted, validated Args.
 func decodeArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
-	switch o := obj.(type) {
-	case nil:
-	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
-			data, err := yaml.YAMLToJSONStrict(o.Raw)
-			if err == nil {
-				err = strictjson.Unmarshal(data, args)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("pluginConfig[%s].args: %w", Name, err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("pluginConfig[%s].args: want runtime.Unknown, got %T", Name, obj)
-	}
-	args.SetDefaults()
-	if err := args.Validate(); err != nil {
+	if err := pluginargs.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
 	return args, nil

@@ -5,10 +5,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 
-	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/pluginargs"
 )
 
 // Args configures RebalanceHint through the profile's pluginConfig:
@@ -52,34 +51,10 @@ func ValidateArgs(obj runtime.Object) error {
 }
 
 // decodeArgs turns the profile's raw args into defaulted, validated Args.
-// kube-scheduler hands args of out-of-tree plugins over as runtime.Unknown;
-// they are decoded strictly so a misspelt field is an error, not a default.
 func decodeArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
-	switch o := obj.(type) {
-	case nil:
-	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
-			if err := decodeStrict(o.Raw, args); err != nil {
-				return nil, fmt.Errorf("pluginConfig[%s].args: %w", Name, err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("pluginConfig[%s].args: want runtime.Unknown, got %T", Name, obj)
-	}
-	args.SetDefaults()
-	if err := args.Validate(); err != nil {
+	if err := pluginargs.Decode(Name, obj, args); err != nil {
 		return nil, err
 	}
 	return args, nil
-}
-
-// decodeStrict decodes YAML or JSON, matching field names case-sensitively as
-// the Kubernetes API does, and fails on unknown or duplicate fields.
-func decodeStrict(raw []byte, into any) error {
-	data, err := yaml.YAMLToJSONStrict(raw)
-	if err != nil {
-		return err
-	}
-	return strictjson.Unmarshal(data, into)
 }
