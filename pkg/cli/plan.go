@@ -219,7 +219,7 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	snap := in.Snapshot
 	var usageWarnings []string
 	if snap == nil {
-		if snap, usageWarnings, err = o.withUsage(view, in)(ctx, client); err != nil {
+		if snap, usageWarnings, err = o.readCluster(ctx, client, view, in); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -241,37 +241,35 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 	return p, in, err
 }
 
-// withUsage is view with the cluster's usage, sampled from
-// metrics.k8s.io over --usage-window, when the policy or a scheduler
-// profile works by it. Usage the policy needs and cannot have is an
-// error: nothing is planned, nothing evicted. A profile that places by
-// usage without it falls back to its pods' estimates, in the simulation
-// as in rebalancer-scheduler: a warning.
-func (o *planOptions) withUsage(view clusterView, in *inputs.Inputs) func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
-	return func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, []string, error) {
-		snap, err := view(ctx, client)
-		if err != nil {
-			return nil, nil, err
-		}
-		profiles := in.PlacesByUsage()
-		if in.Metrics.Kubernetes == "" && len(profiles) == 0 {
-			return snap, nil, nil
-		}
-		if o.sampler == nil || o.sampler.Stopped() {
-			o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
-			go o.sampler.Run(ctx)
-			klog.FromContext(ctx).Info("Sampling the cluster's usage before planning", "window", o.usageWindow, "interval", o.usageInterval)
-		}
-		err = o.sampler.Fill(ctx, snap)
-		switch {
-		case err != nil && in.Metrics.Kubernetes != "":
-			return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
-		case err != nil:
-			return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
-				strings.Join(profiles, ", "), err)}, nil
-		}
+// readCluster returns the live cluster as view shows it, with its usage,
+// sampled from metrics.k8s.io over --usage-window, when the policy or a
+// scheduler profile works by it. Usage the policy needs and cannot have is
+// an error: nothing is planned, nothing evicted. A profile that places by
+// usage without it falls back to its pods' estimates, in the simulation as
+// in rebalancer-scheduler: a warning.
+func (o *planOptions) readCluster(ctx context.Context, client kubernetes.Interface, view clusterView, in *inputs.Inputs) (*snapshot.Snapshot, []string, error) {
+	snap, err := view(ctx, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	profiles := in.PlacesByUsage()
+	if in.Metrics.Kubernetes == "" && len(profiles) == 0 {
 		return snap, nil, nil
 	}
+	if o.sampler == nil || o.sampler.Stopped() {
+		o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
+		go o.sampler.Run(ctx)
+		klog.FromContext(ctx).Info("Sampling the cluster's usage before planning", "window", o.usageWindow, "interval", o.usageInterval)
+	}
+	err = o.sampler.Fill(ctx, snap)
+	switch {
+	case err != nil && in.Metrics.Kubernetes != "":
+		return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
+	case err != nil:
+		return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
+			strings.Join(profiles, ", "), err)}, nil
+	}
+	return snap, nil, nil
 }
 
 // simOptions model how the cluster's schedulers will follow the plan

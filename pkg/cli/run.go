@@ -229,7 +229,7 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		// moves before it made: the plan's view may be out of date.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		snap, _, err := o.withUsage(view, in)(ctx, client)
+		snap, _, err := o.readCluster(ctx, client, view, in)
 		if err != nil {
 			return fmt.Errorf("reading the cluster again before executing: %w", err)
 		}
