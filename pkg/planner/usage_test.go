@@ -86,14 +86,21 @@ func hotNode(sampled func(node string) time.Time) *cluster {
 	return c
 }
 
-func now(string) time.Time { return time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) }
-
-func TestPlanByUsage(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
+// loadAwareProfile is the shipped profile that places by usage.
+func loadAwareProfile(t *testing.T) *config.KubeSchedulerProfile {
+	t.Helper()
 	_, prof, err := profile.Load(policies("load-aware-scheduler.yaml"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return prof
+}
+
+func now(string) time.Time { return time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC) }
+
+func TestPlanByUsage(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	prof := loadAwareProfile(t)
 	// By requests every node is half used: nothing to do.
 	byRequests := loadPolicy(t, strings.NewReplacer("metricsProviders:\n- source: KubernetesMetrics\n", "",
 		"      metricsUtilization: {source: KubernetesMetrics}\n", "").Replace(usagePolicy))
@@ -151,15 +158,12 @@ func TestPlanByUsage(t *testing.T) {
 
 func TestPlanByUsageRefusesMissingOrStaleUsage(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	_, prof, err := profile.Load(policies("load-aware-scheduler.yaml"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	prof := loadAwareProfile(t)
 	pol := loadPolicy(t, usagePolicy)
 
 	c := hotNode(now)
 	c.snap.NodeMetrics = c.snap.NodeMetrics[:2] // n3 and n4 not scraped
-	_, err = planOn(ctx, pol, prof, c.snap, Options{})
+	_, err := planOn(ctx, pol, prof, c.snap, Options{})
 	if err == nil || !strings.Contains(err.Error(), "no usage for 2 of 4 node(s): n3, n4") || !strings.Contains(err.Error(), "metricsProviders[0]") {
 		t.Errorf("missing usage: error %v, want one naming n3, n4 and the policy's field", err)
 	}
@@ -180,10 +184,7 @@ func TestPlanByUsageRefusesMissingOrStaleUsage(t *testing.T) {
 // not known is not evicted by usage (it may use nothing).
 func TestPlanByUsageSkipsUnmeasuredPods(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	_, prof, err := profile.Load(policies("load-aware-scheduler.yaml"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	prof := loadAwareProfile(t)
 	c := hotNode(now)
 	var kept []*metricsv1beta1.PodMetrics
 	for _, m := range c.snap.PodMetrics {
@@ -206,10 +207,7 @@ func TestPlanByUsageSkipsUnmeasuredPods(t *testing.T) {
 // not stay hot, and nothing moves. The newest sample alone moves a pod.
 func TestSpikeShorterThanTheWindowMovesNothing(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	_, prof, err := profile.Load(policies("load-aware-scheduler.yaml"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	prof := loadAwareProfile(t)
 	pol := loadPolicy(t, usagePolicy)
 	spiking := func() *cluster {
 		c := hotNode(now)
