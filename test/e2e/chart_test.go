@@ -17,10 +17,7 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -334,10 +331,7 @@ func TestChartDeploymentMode(t *testing.T) {
 	e := newTestEnv(t)
 	// A node under maintenance and thin nodes (Consolidation drains one):
 	// a cycle uses every rule.
-	var nodes []string
-	for i := range 4 {
-		nodes = append(nodes, fmt.Sprintf("chart-%s-%d", e.name[len(e.name)-5:], i))
-	}
+	nodes := e.nodeNames("chart", 4)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
 	e.taintForMaintenance(nodes[0])
@@ -379,13 +373,7 @@ func TestChartDeploymentMode(t *testing.T) {
 	if err := os.WriteFile(path, []byte(manifest.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", path)
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := serviceAccountKubeconfig(t, tok.Status.Token)
+	kc := e.asServiceAccount(path, "rebalancer")
 
 	// The rendered arguments, with the mounted files where the test put them.
 	start := func() *replica {

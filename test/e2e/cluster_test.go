@@ -78,6 +78,17 @@ func resources(cpu, memory string) v1.ResourceList {
 	return v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}
 }
 
+// nodeNames are n node names of this test, prefix-SUFFIX-0 to -(n-1):
+// cluster-scoped, so unique to the run (a node of an earlier run may still
+// be going away).
+func (e *testEnv) nodeNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%s-%d", prefix, e.name[len(e.name)-5:], i)
+	}
+	return names
+}
+
 // addNodes creates KWOK nodes with the given CPU each and 32Gi of memory and
 // waits until they are Ready.
 func (e *testEnv) addNodes(cpu string, names ...string) {
@@ -155,13 +166,20 @@ func (e *testEnv) podSpec(scheduler string, requests v1.ResourceList) v1.PodSpec
 // addDeployment creates a Deployment scheduled by rebalancer-scheduler.
 func (e *testEnv) addDeployment(name string, replicas int32, requests v1.ResourceList) {
 	e.t.Helper()
+	e.addDeploymentOf(schedulerName, name, replicas, requests, nil)
+}
+
+// addDeploymentOf creates a Deployment whose pods name scheduler and carry
+// annotations.
+func (e *testEnv) addDeploymentOf(scheduler, name string, replicas int32, requests v1.ResourceList, annotations map[string]string) {
+	e.t.Helper()
 	sel := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: e.podSpec(schedulerName, requests)},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations}, Spec: e.podSpec(scheduler, requests)},
 		},
 	}
 	if _, err := client.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {

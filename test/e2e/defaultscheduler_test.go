@@ -85,10 +85,7 @@ func TestDefaultSchedulerThinClusterIsNotDrained(t *testing.T) {
 	e := newTestEnv(t)
 	// Names of this run only: pods of an earlier run's namespace may still
 	// be terminating on nodes of the same name.
-	var nodes []string
-	for i := range 6 {
-		nodes = append(nodes, fmt.Sprintf("dthin-%s-%d", e.name[len(e.name)-5:], i))
-	}
+	nodes := e.nodeNames("dthin", 6)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSetOf("default-scheduler", "web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)

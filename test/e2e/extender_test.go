@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -83,20 +82,12 @@ func (e *testEnv) narrowedPolicy() string {
 // them blind.
 func TestExtenderSteersDefaultScheduler(t *testing.T) {
 	e := newTestEnv(t)
-	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "extender", "rbac.yaml"))
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer-extender",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kc := e.asServiceAccount(filepath.Join(repoRoot, "manifests", "extender", "rbac.yaml"), "rebalancer-extender")
 	started := time.Now()
-	ext := startExtender(t, e, serviceAccountKubeconfig(t, tok.Status.Token))
+	ext := startExtender(t, e, kc)
 	clusterConfig, addr := clusterSchedulerConfig(t)
 
-	var nodes []string
-	for i := range 6 {
-		nodes = append(nodes, fmt.Sprintf("ext-%s-%d", e.name[len(e.name)-5:], i))
-	}
+	nodes := e.nodeNames("ext", 6)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSetOf("default-scheduler", "web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)

@@ -13,14 +13,10 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
-	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -66,24 +62,9 @@ func (e *testEnv) waitUsage(what string, cond func(map[string]int64) bool) map[s
 	return got
 }
 
-// usingDeployment is a Deployment whose pods KWOK reports using cpu each.
-func (e *testEnv) usingDeployment(scheduler, name string, replicas int32, requests v1.ResourceList, cpu string) {
-	e.t.Helper()
-	sel := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: v1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{usageCPU: cpu, usageMemory: "256Mi"}},
-				Spec:       e.podSpec(scheduler, requests),
-			},
-		},
-	}
-	if _, err := client.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
+// using are the annotations with which KWOK reports a pod using cpu.
+func using(cpu string) map[string]string {
+	return map[string]string{usageCPU: cpu, usageMemory: "256Mi"}
 }
 
 // rebalancerJSON runs the rebalancer binary with -o json, as the user of
@@ -142,13 +123,7 @@ func TestLoadAwareMovesPodsOffAHotNode(t *testing.T) {
 	started := time.Now()
 	// Both run as their shipped ServiceAccounts, with the shipped RBAC.
 	schedulerKC := schedulerServiceAccount(t)
-	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"))
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](900)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := serviceAccountKubeconfig(t, tok.Status.Token)
+	kc := e.asServiceAccount(filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"), "rebalancer")
 	schedName := "load-" + e.name
 	config := schedulerConfig(t, "load-aware-scheduler.yaml", func(cfg map[string]any) {
 		cfg["clientConnection"] = map[string]any{"kubeconfig": schedulerKC}
@@ -157,8 +132,7 @@ func TestLoadAwareMovesPodsOffAHotNode(t *testing.T) {
 	})
 	startProcess(t, "rebalancer-scheduler", "--config="+config, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", freePort(t)), "-v=2")
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
-	var shipped []byte
-	shipped, err = os.ReadFile(filepath.Join(repoRoot, "policies", "load-aware-policy.yaml"))
+	shipped, err := os.ReadFile(filepath.Join(repoRoot, "policies", "load-aware-policy.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,18 +143,15 @@ func TestLoadAwareMovesPodsOffAHotNode(t *testing.T) {
 	usageFlags := []string{"--usage-window", "20s", "--usage-interval", "5s"}
 	common := append([]string{"--policy", policy, "--scheduler-config", config}, usageFlags...)
 
-	nodes := make([]string, 4)
-	for i := range nodes {
-		nodes[i] = fmt.Sprintf("la-%s-%d", e.name[len(e.name)-5:], i)
-	}
+	nodes := e.nodeNames("la", 4)
 	hot := nodes[0]
 	// The hot pods come first, onto the only node there is; the cool ones
 	// after, onto the others. Requests: 2 of 4 CPUs on every node.
 	e.addNodes("4", hot)
-	e.usingDeployment(schedName, "hot", 2, resources("1", "1Gi"), "1700m")
+	e.addDeploymentOf(schedName, "hot", 2, resources("1", "1Gi"), using("1700m"))
 	hotPods := e.boundPods("hot", 2)
 	e.addNodes("4", nodes[1:]...)
-	e.usingDeployment(schedName, "cool", 6, resources("1", "1Gi"), "100m")
+	e.addDeploymentOf(schedName, "cool", 6, resources("1", "1Gi"), using("100m"))
 	cool := e.boundPods("cool", 6)
 	_, layout := perNode(append(hotPods, cool...))
 	t.Logf("placed: %s", layout)

@@ -116,7 +116,7 @@ func scrape(t *testing.T, url string) string {
 func TestMonitoringSeriesExist(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	nodes := []string{"mon-" + e.name[len(e.name)-5:] + "-0", "mon-" + e.name[len(e.name)-5:] + "-1"}
+	nodes := e.nodeNames("mon", 2)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), []string{nodes[0], nodes[1]})
 	e.taintForMaintenance(nodes[0])

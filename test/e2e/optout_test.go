@@ -61,10 +61,7 @@ func TestOptOutPodsStay(t *testing.T) {
 func TestOptOutNodesAreNotDrained(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	var nodes []string
-	for i := range 4 {
-		nodes = append(nodes, fmt.Sprintf("optnode-%s-%d", e.name[len(e.name)-5:], i))
-	}
+	nodes := e.nodeNames("optnode", 4)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
 	e.boundPods("web", 4)

@@ -31,13 +31,7 @@ import (
 func TestRebalancerRBACIsEnough(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"))
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	saConfig := serviceAccountKubeconfig(t, tok.Status.Token)
+	saConfig := e.asServiceAccount(filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"), "rebalancer")
 
 	// A node under maintenance (its pods move) and thin nodes (Consolidation
 	// drains one, patching its taints).
@@ -198,6 +192,20 @@ func decodeManifest(t *testing.T, path string, cr *rbacv1.ClusterRole, role *rba
 
 // serviceAccountKubeconfig writes a kubeconfig for the test cluster that
 // authenticates with a ServiceAccount token.
+// asServiceAccount applies the RBAC manifest at rbac and returns a
+// kubeconfig with a 10-minute token of the ServiceAccount
+// rebalancer-system/name: the test then runs with exactly the shipped rights.
+func (e *testEnv) asServiceAccount(rbac, name string) string {
+	e.t.Helper()
+	kubectl(e.t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", rbac)
+	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return serviceAccountKubeconfig(e.t, tok.Status.Token)
+}
+
 func serviceAccountKubeconfig(t *testing.T, token string) string {
 	t.Helper()
 	return serviceAccountKubeconfigIn(t, t.TempDir(), token)

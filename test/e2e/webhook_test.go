@@ -99,10 +99,7 @@ func TestWebhookOptIn(t *testing.T) {
 	// The workload first, while the namespace is not opted in: its pods
 	// name default-scheduler, as they would in a cluster that adopts the
 	// webhook later.
-	var nodes []string
-	for i := range 6 {
-		nodes = append(nodes, fmt.Sprintf("wh-%s-%d", e.name[len(e.name)-5:], i))
-	}
+	nodes := e.nodeNames("wh", 6)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSetOf("default-scheduler", "web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)
