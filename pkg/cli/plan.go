@@ -252,24 +252,31 @@ func (o *planOptions) readCluster(ctx context.Context, client kubernetes.Interfa
 	if err != nil {
 		return nil, nil, err
 	}
-	profiles := in.PlacesByUsage()
-	if in.Metrics.Kubernetes == "" && len(profiles) == 0 {
+	if !in.ReadsUsage() {
 		return snap, nil, nil
 	}
-	if o.sampler == nil || o.sampler.Stopped() {
-		o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
-		go o.sampler.Run(ctx)
-		klog.FromContext(ctx).Info("Sampling the cluster's usage before planning", "window", o.usageWindow, "interval", o.usageInterval)
-	}
+	o.startSampling(ctx, client)
 	err = o.sampler.Fill(ctx, snap)
 	switch {
 	case err != nil && in.Metrics.Kubernetes != "":
 		return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
 	case err != nil:
 		return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
-			strings.Join(profiles, ", "), err)}, nil
+			strings.Join(in.PlacesByUsage(), ", "), err)}, nil
 	}
 	return snap, nil, nil
+}
+
+// startSampling starts sampling the cluster's usage over --usage-window,
+// unless a sampler runs already: the long-lived mode starts it with the
+// process, so its first cycle has the window.
+func (o *planOptions) startSampling(ctx context.Context, client kubernetes.Interface) {
+	if o.sampler != nil && !o.sampler.Stopped() {
+		return
+	}
+	o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
+	go o.sampler.Run(ctx)
+	klog.FromContext(ctx).Info("Sampling the cluster's usage", "window", o.usageWindow, "interval", o.usageInterval)
 }
 
 // simOptions model how the cluster's schedulers will follow the plan

@@ -161,10 +161,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if in.Metrics.Kubernetes != "" || len(in.PlacesByUsage()) > 0 {
-		// Sample from the start: the first cycle then has the whole window.
-		o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
-		go o.sampler.Run(ctx)
+	if in.ReadsUsage() {
+		o.startSampling(ctx, client)
 	}
 	live := snapshot.NewLive(client)
 	defer live.Stop()

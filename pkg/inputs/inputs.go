@@ -99,6 +99,12 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 	return in, nil
 }
 
+// ReadsUsage says whether the policy or a scheduler profile works by the
+// cluster's usage.
+func (in *Inputs) ReadsUsage() bool {
+	return in.Metrics.Kubernetes != "" || len(in.PlacesByUsage()) > 0
+}
+
 // PlacesByUsage names the scheduler profiles that place pods by the
 // nodes' usage (LoadAware): their simulation needs the usage too.
 func (in *Inputs) PlacesByUsage() []string {
