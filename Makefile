@@ -19,6 +19,7 @@ GO ?= go
 BIN := $(CURDIR)/_output/bin
 HELM := $(BIN)/helm
 PROMTOOL := $(BIN)/promtool
+PROMETHEUS := $(BIN)/prometheus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE ?= rebalancer:$(VERSION)
 # kube-scheduler's version strings, as the Kubernetes build sets them; version
@@ -49,7 +50,7 @@ test-unit:
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.
-test-e2e: build $(HELM) $(PROMTOOL)
+test-e2e: build $(HELM) $(PROMTOOL) $(PROMETHEUS)
 	hack/e2e.sh $(E2E_TIMEOUT)
 
 # helm, for the chart tests in the e2e suite, from its pinned module.
@@ -57,11 +58,16 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/helm && $(GO) build -o $(HELM) helm.sh/helm/v3/cmd/helm
 
-# promtool, for the alert rule tests in the e2e suite, from the Prometheus
+# promtool, for the alert rule tests in the e2e suite, and the Prometheus
+# server, the Prometheus provider of its load tests, from the Prometheus
 # module.
-$(PROMTOOL): hack/tools/promtool/go.mod hack/tools/promtool/go.sum
+$(PROMTOOL): hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools/promtool && $(GO) build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+	cd hack/tools/prometheus && $(GO) build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+
+$(PROMETHEUS): hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/prometheus && $(GO) build -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
 
 # The chart carries copies of the shipped policies and RBAC files (Helm
 # reads no file outside the chart); the e2e suite checks they are the same.

@@ -23,6 +23,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -243,13 +244,17 @@ func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface,
 
 // readCluster returns the live cluster as view shows it, with its usage,
 // sampled from metrics.k8s.io over --usage-window, when the policy or a
-// scheduler profile works by it. Usage the policy needs and cannot have is
-// an error: nothing is planned, nothing evicted. A profile that places by
-// usage without it falls back to its pods' estimates, in the simulation as
-// in rebalancer-scheduler: a warning.
+// scheduler profile works by it, and the Prometheus answers to the
+// policy's queries. Usage the policy needs and cannot have is an error:
+// nothing is planned, nothing evicted. A profile that places by usage
+// without it falls back to its pods' estimates, in the simulation as in
+// rebalancer-scheduler: a warning.
 func (o *planOptions) readCluster(ctx context.Context, client kubernetes.Interface, view clusterView, in *inputs.Inputs) (*snapshot.Snapshot, []string, error) {
 	snap, err := view(ctx, client)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := readPrometheus(ctx, client, in.Metrics, snap); err != nil {
 		return nil, nil, err
 	}
 	if !in.ReadsUsage() {
@@ -265,6 +270,35 @@ func (o *planOptions) readCluster(ctx context.Context, client kubernetes.Interfa
 			strings.Join(in.PlacesByUsage(), ", "), err)}, nil
 	}
 	return snap, nil, nil
+}
+
+// prometheusTimeout bounds each query to the cluster's Prometheus.
+const prometheusTimeout = 30 * time.Second
+
+// readPrometheus adds to snap the answers of the Prometheus m's provider
+// configures to m's queries, asked now (a snapshot's usage is read once,
+// a query's own range says how long a value must last). A query that
+// fails or that the descheduler could not read is an error naming the
+// policy's field and the server.
+func readPrometheus(ctx context.Context, client kubernetes.Interface, m policy.Metrics, snap *snapshot.Snapshot) error {
+	if len(m.Queries) == 0 {
+		return nil
+	}
+	prom, err := snapshot.PrometheusClient(ctx, client, m.Server, m.Prometheus)
+	if err != nil {
+		return fmt.Errorf("the policy's %w", err)
+	}
+	now := time.Now()
+	for _, q := range m.Queries {
+		ctx, cancel := context.WithTimeout(ctx, prometheusTimeout)
+		answer, err := snapshot.ReadPrometheus(ctx, prom, q.PromQL, now)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Prometheus, m.Server.URL, err)
+		}
+		snap.PrometheusQueries = append(snap.PrometheusQueries, answer)
+	}
+	return nil
 }
 
 // startSampling starts sampling the cluster's usage over --usage-window,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
@@ -147,13 +148,14 @@ func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T
 
 func newCaptureCommand() *cobra.Command {
 	var c clientFlags
-	var out string
+	var out, policyFile string
 	var usageWindow, usageInterval time.Duration
 	cmd := &cobra.Command{
-		Use:     "capture",
-		Short:   "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io) to a snapshot file (read-only)",
-		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml`,
-		Args:    cobra.NoArgs,
+		Use:   "capture",
+		Short: "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io, a policy's Prometheus queries) to a snapshot file (read-only)",
+		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml
+  rebalancer snapshot capture --kubeconfig ~/.kube/config --policy policy.yaml -o cluster.yaml`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if c.kubeconfig == "" {
 				return errors.New("--kubeconfig is required")
@@ -171,9 +173,22 @@ func newCaptureCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var metrics policy.Metrics
+			if policyFile != "" {
+				pol, err := policy.Load(policyFile, client, policy.Registry())
+				if err != nil {
+					return err
+				}
+				if metrics, err = policy.MetricsOf(pol); err != nil {
+					return fmt.Errorf("%s: %w", policyFile, err)
+				}
+			}
 			snap, err := capture(cmd.Context(), client)
 			if err != nil {
 				return err
+			}
+			if err := readPrometheus(cmd.Context(), client, metrics, snap); err != nil {
+				return fmt.Errorf("%s: %w", policyFile, err)
 			}
 			// The usage, where metrics-server runs: a policy that balances
 			// by usage can then be planned offline, over the samples of
@@ -190,6 +205,7 @@ func newCaptureCommand() *cobra.Command {
 	}
 	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout)")
+	cmd.Flags().StringVar(&policyFile, "policy", "", "DeschedulerPolicy file whose Prometheus queries (LowNodeUtilization metricsUtilization) to ask the cluster's Prometheus and record")
 	cmd.Flags().DurationVar(&usageWindow, "usage-window", 0, "sample metrics.k8s.io's usage for this long and record every node's samples (plan's --usage-window then takes the least); 0 records one sample")
 	cmd.Flags().DurationVar(&usageInterval, "usage-interval", 15*time.Second, "how often to sample the usage over --usage-window")
 	return cmd

@@ -100,12 +100,15 @@ func Check(policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, 
 	return r
 }
 
-// byUsage names the profile's balance plugin that balances by real usage:
-// an enabled LowNodeUtilization with metricsUtilization; "" for none.
+// byUsage names the profile's balance plugin that balances by the usage
+// metrics.k8s.io serves, which LoadAware scores: an enabled
+// LowNodeUtilization whose metricsUtilization reads it; "" for none. One
+// that reads a Prometheus query is not: no scheduler plugin scores a
+// query, and each of its moves is judged by the profile as it is.
 func byUsage(prof api.DeschedulerProfile) string {
 	for _, pc := range prof.PluginConfigs {
 		args, ok := pc.Args.(*nodeutilization.LowNodeUtilizationArgs)
-		if ok && args.MetricsUtilization != nil && slices.Contains(prof.Plugins.Balance.Enabled, pc.Name) {
+		if ok && args.MetricsUtilization != nil && args.MetricsUtilization.Source != api.PrometheusMetrics && slices.Contains(prof.Plugins.Balance.Enabled, pc.Name) {
 			return pc.Name
 		}
 	}

@@ -89,12 +89,15 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 	if in.Metrics, err = policy.MetricsOf(in.Policy); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Policy, err)
 	}
-	if in.Metrics.Prometheus != "" {
-		return nil, fmt.Errorf("%s: %s reads Prometheus, which rebalancer does not read yet; use source: %s (metrics-server)", f.Policy, in.Metrics.Prometheus, api.KubernetesMetrics)
-	}
 	if in.Snapshot != nil && in.Metrics.Kubernetes != "" && !in.Snapshot.HasUsage() {
 		return nil, fmt.Errorf("%s: %s reads the nodes' usage from metrics.k8s.io, and snapshot %s holds none (no NodeMetrics): capture one with `rebalancer snapshot capture` from a cluster that runs metrics-server",
 			f.Policy, in.Metrics.Kubernetes, f.Snapshot)
+	}
+	for _, q := range in.Metrics.Queries {
+		if in.Snapshot != nil && in.Snapshot.PrometheusQuery(q.PromQL) == nil {
+			return nil, fmt.Errorf("%s: %s asks Prometheus %q, and snapshot %s holds no answer to it (no PrometheusQuery of that query): capture one with `rebalancer snapshot capture --policy %s`",
+				f.Policy, q.Field, q.PromQL, f.Snapshot, f.Policy)
+		}
 	}
 	return in, nil
 }

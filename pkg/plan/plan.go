@@ -173,6 +173,16 @@ type NodeUsage struct {
 	MemoryBefore float64 `json:"memoryBefore"`
 	MemoryAfter  float64 `json:"memoryAfter"`
 	Used         *Used   `json:"used,omitempty"`
+	// Queried are the node's values of the policy's Prometheus queries,
+	// as read; they are not predicted after the plan.
+	Queried []Queried `json:"queried,omitempty"`
+}
+
+// Queried is a node's value of a Prometheus query: a share of the node,
+// in [0, 1].
+type Queried struct {
+	Query string  `json:"query"`
+	Value float64 `json:"value"`
 }
 
 // Used is a node's measured usage, percent of allocatable, before and

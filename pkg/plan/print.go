@@ -26,7 +26,7 @@ func (p *Plan) printTable(w io.Writer) error {
 	if len(p.Moves) == 0 {
 		fmt.Fprintln(tw, "No moves.")
 	} else {
-		usage := p.hasUsage()
+		usage, _ := p.hasUsage()
 		header := "POD\tSTRATEGY\tSCHEDULER\tSOURCE → TARGET\tREQUESTS"
 		if usage {
 			header += "\tUSAGE"
@@ -87,20 +87,22 @@ func (p *Plan) printTable(w io.Writer) error {
 	return nil
 }
 
-// hasUsage says whether the plan was made with the nodes' usage.
-func (p *Plan) hasUsage() bool {
+// hasUsage says whether the plan was made with the nodes' measured usage,
+// and whether with their values of Prometheus queries.
+func (p *Plan) hasUsage() (used, queried bool) {
 	for _, n := range p.Summary.PerNode {
-		if n.Used != nil {
-			return true
-		}
+		used = used || n.Used != nil
+		queried = queried || len(n.Queried) > 0
 	}
-	return false
+	return used, queried
 }
 
 // printNodes lists, when the plan knows the nodes' usage, the requests
-// and usage of every node a move leaves or reaches, before → after.
+// and usage of every node a move leaves or reaches, before → after, and
+// their values of the policy's Prometheus queries as read.
 func (p *Plan) printNodes(w io.Writer) error {
-	if !p.hasUsage() || len(p.Moves) == 0 {
+	used, queried := p.hasUsage()
+	if !used && !queried || len(p.Moves) == 0 {
 		return nil
 	}
 	touched := map[string]bool{}
@@ -109,7 +111,11 @@ func (p *Plan) printNodes(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCPU REQUESTED\tCPU USED\tMEMORY REQUESTED\tMEMORY USED")
+	header := "NODE\tCPU REQUESTED\tCPU USED\tMEMORY REQUESTED\tMEMORY USED"
+	if queried {
+		header += "\tPROMETHEUS (READ)"
+	}
+	fmt.Fprintln(tw, header)
 	for _, n := range p.Summary.PerNode {
 		if !touched[n.Node] {
 			continue
@@ -118,7 +124,18 @@ func (p *Plan) printNodes(w io.Writer) error {
 		if u := n.Used; u != nil {
 			cpuUsed, memUsed = change(u.CPUBefore, u.CPUAfter), change(u.MemoryBefore, u.MemoryAfter)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", n.Node, change(n.CPUBefore, n.CPUAfter), cpuUsed, change(n.MemoryBefore, n.MemoryAfter), memUsed)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", n.Node, change(n.CPUBefore, n.CPUAfter), cpuUsed, change(n.MemoryBefore, n.MemoryAfter), memUsed)
+		if queried {
+			values := make([]string, len(n.Queried))
+			for i, q := range n.Queried {
+				values[i] = fmt.Sprintf("%s %.1f%%", q.Query, q.Value*100)
+			}
+			if len(values) == 0 {
+				values = []string{"-"}
+			}
+			fmt.Fprintf(tw, "\t%s", strings.Join(values, ", "))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

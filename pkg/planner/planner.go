@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	promapi "github.com/prometheus/client_golang/api"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -119,6 +121,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.logger.Info("Warning: " + w)
 	}
 	p.out.Summary = summarize(state, before, after)
+	p.prometheus.annotate(&p.out.Summary)
 	if p.out.Summary.NodesLowerBound, err = sim.LowerBound(); err != nil {
 		return nil, err
 	}
@@ -225,6 +228,9 @@ type planner struct {
 	// usage serves the plugins the nodes' and pods' usage; nil when the
 	// policy reads none.
 	usage *usageSource
+	// prometheus answers the plugins' Prometheus queries; nil when the
+	// policy asks none.
+	prometheus *prometheusSource
 	// applied are the plan's moves as the bookkeeping above counted them,
 	// so that reverting a fork takes them back out.
 	applied []applied
@@ -292,6 +298,12 @@ func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 			return err
 		}
 		if err := p.usage.check(nodes, metrics.Kubernetes); err != nil {
+			return err
+		}
+	}
+	if len(metrics.Queries) > 0 {
+		p.prometheus = newPrometheusSource(state, metrics.Queries)
+		if err := p.prometheus.check(nodes, metrics.Queries); err != nil {
 			return err
 		}
 	}
@@ -380,6 +392,16 @@ func (h *judgingHandle) MetricsCollector() *metricscollector.MetricsCollector {
 		return nil
 	}
 	return h.evictor.p.usage.collector(context.Background())
+}
+
+// PrometheusClient answers the policy's Prometheus queries as the
+// cluster's Prometheus did; nil when it asks none, as the descheduler has
+// no client then.
+func (h *judgingHandle) PrometheusClient() promapi.Client {
+	if h.evictor.p.prometheus == nil {
+		return nil
+	}
+	return h.evictor.p.prometheus
 }
 
 // judge keeps the profile's evictor filters and replaces its Evict.

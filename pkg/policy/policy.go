@@ -122,20 +122,30 @@ type Metrics struct {
 	// Kubernetes: nodes' and pods' usage from metrics.k8s.io
 	// (metrics-server), read by the descheduler's metrics collector.
 	Kubernetes string
-	// Prometheus: each node's value of a LowNodeUtilization's query, from
-	// the Prometheus of metricsProviders.
+	// Prometheus is the provider of metricsProviders that configures the
+	// Prometheus server (Server) the Queries read.
 	Prometheus string
+	Server     *api.Prometheus
+	// Queries are the LowNodeUtilization metricsUtilization queries of
+	// that server, in policy order, each once.
+	Queries []Query
+}
+
+// Query is a PromQL query a policy's field asks: the first field, when
+// several ask the same.
+type Query struct {
+	Field, PromQL string
 }
 
 // MetricsOf says which live usage the policy reads. As the descheduler
 // does, metricsCollector.enabled or a KubernetesMetrics provider reads
 // metrics.k8s.io whether or not a plugin uses it. A LowNodeUtilization
 // whose metricsUtilization names a source the policy does not provide is
-// an error naming both: the descheduler would fail the profile only at
-// its first cycle ("metrics client not initialized").
+// an error naming both, as is one reading Prometheus by thresholds other
+// than the query's value (MetricResource): the descheduler would fail the
+// profile only at its first cycle.
 func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
 	var m Metrics
-	prometheus := ""
 	if p.MetricsCollector != nil && p.MetricsCollector.Enabled {
 		m.Kubernetes = "metricsCollector.enabled"
 	}
@@ -144,7 +154,7 @@ func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
 		case api.KubernetesMetrics:
 			m.Kubernetes = fmt.Sprintf("metricsProviders[%d]", i)
 		case api.PrometheusMetrics:
-			prometheus = fmt.Sprintf("metricsProviders[%d]", i)
+			m.Prometheus, m.Server = fmt.Sprintf("metricsProviders[%d]", i), mp.Prometheus
 		}
 	}
 	for i, prof := range p.Profiles {
@@ -153,22 +163,36 @@ func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
 			if !ok || args.MetricsUtilization == nil {
 				continue
 			}
-			field := fmt.Sprintf("profiles[%d].pluginConfig[%s].args.metricsUtilization", i, pc.Name)
+			field := fmt.Sprintf("profiles[%d].pluginConfig[%s].args", i, pc.Name)
 			mu := args.MetricsUtilization
 			switch {
 			case mu.MetricsServer || mu.Source == api.KubernetesMetrics:
 				if m.Kubernetes == "" {
-					return Metrics{}, fmt.Errorf("%s: reads metrics.k8s.io, which the policy does not provide: add metricsProviders: [{source: %s}]", field, api.KubernetesMetrics)
+					return Metrics{}, fmt.Errorf("%s.metricsUtilization: reads metrics.k8s.io, which the policy does not provide: add metricsProviders: [{source: %s}]", field, api.KubernetesMetrics)
 				}
 			case mu.Source == api.PrometheusMetrics:
-				if prometheus == "" {
-					return Metrics{}, fmt.Errorf("%s: reads Prometheus, which the policy does not provide: add metricsProviders: [{source: %s, prometheus: {url: ...}}]", field, api.PrometheusMetrics)
+				if m.Prometheus == "" {
+					return Metrics{}, fmt.Errorf("%s.metricsUtilization: reads Prometheus, which the policy does not provide: add metricsProviders: [{source: %s, prometheus: {url: ...}}]", field, api.PrometheusMetrics)
 				}
-				m.Prometheus = field
+				if mu.Prometheus == nil || mu.Prometheus.Query == "" {
+					return Metrics{}, fmt.Errorf("%s.metricsUtilization.prometheus.query: required with source %s", field, api.PrometheusMetrics)
+				}
+				for _, t := range []struct {
+					name   string
+					values api.ResourceThresholds
+				}{{"thresholds", args.Thresholds}, {"targetThresholds", args.TargetThresholds}} {
+					if _, ok := t.values[nodeutilization.MetricResource]; !ok || len(t.values) != 1 {
+						return Metrics{}, fmt.Errorf("%s.%s: a LowNodeUtilization reading Prometheus compares the query's value, so its only threshold is %q (a percentage), got %v",
+							field, t.name, nodeutilization.MetricResource, slices.Sorted(maps.Keys(t.values)))
+					}
+				}
+				if !slices.ContainsFunc(m.Queries, func(q Query) bool { return q.PromQL == mu.Prometheus.Query }) {
+					m.Queries = append(m.Queries, Query{Field: field + ".metricsUtilization.prometheus.query", PromQL: mu.Prometheus.Query})
+				}
 			case mu.Source == "":
-				return Metrics{}, fmt.Errorf("%s.source: required, %s or %s", field, api.KubernetesMetrics, api.PrometheusMetrics)
+				return Metrics{}, fmt.Errorf("%s.metricsUtilization.source: required, %s or %s", field, api.KubernetesMetrics, api.PrometheusMetrics)
 			default:
-				return Metrics{}, fmt.Errorf("%s.source: unknown source %q, want %s or %s", field, mu.Source, api.KubernetesMetrics, api.PrometheusMetrics)
+				return Metrics{}, fmt.Errorf("%s.metricsUtilization.source: unknown source %q, want %s or %s", field, mu.Source, api.KubernetesMetrics, api.PrometheusMetrics)
 			}
 		}
 	}

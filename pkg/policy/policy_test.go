@@ -3,6 +3,7 @@ package policy_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
@@ -389,6 +391,9 @@ func TestMetricsOf(t *testing.T) {
 		return replace(t, lnu, "      targetThresholds: {cpu: 50}\n", "      targetThresholds: {cpu: 50}\n      metricsUtilization: "+mu+"\n")
 	}
 	field := "profiles[0].pluginConfig[LowNodeUtilization].args.metricsUtilization"
+	prometheus := "metricsProviders: [{source: Prometheus, prometheus: {url: 'http://prometheus:9090'}}]\n"
+	byQuery := replace(t, lnu, "      thresholds: {cpu: 20}\n      targetThresholds: {cpu: 50}\n",
+		"      thresholds: {MetricResource: 20}\n      targetThresholds: {MetricResource: 50}\n      metricsUtilization: {source: Prometheus, prometheus: {query: 'instance:node_cpu:rate:sum'}}\n")
 	for _, tc := range []struct {
 		name, policy string
 		want         policy.Metrics
@@ -400,8 +405,11 @@ func TestMetricsOf(t *testing.T) {
 		{"deprecated metricsServer", byUsage("{metricsServer: true}") + "metricsProviders: [{source: KubernetesMetrics}]\n", policy.Metrics{Kubernetes: "metricsProviders[0]"}, ""},
 		{"no provider", byUsage("{source: KubernetesMetrics}"), policy.Metrics{}, field + ": reads metrics.k8s.io, which the policy does not provide"},
 		{"prometheus without provider", byUsage("{source: Prometheus, prometheus: {query: up}}"), policy.Metrics{}, field + ": reads Prometheus, which the policy does not provide"},
-		{"prometheus", byUsage("{source: Prometheus, prometheus: {query: up}}") + "metricsProviders: [{source: Prometheus, prometheus: {url: 'http://prometheus:9090'}}]\n",
-			policy.Metrics{Prometheus: field}, ""},
+		{"prometheus by cpu", byUsage("{source: Prometheus, prometheus: {query: up}}") + prometheus, policy.Metrics{},
+			"profiles[0].pluginConfig[LowNodeUtilization].args.thresholds: a LowNodeUtilization reading Prometheus compares the query's value, so its only threshold is \"MetricResource\" (a percentage), got [cpu]"},
+		{"prometheus", byQuery + prometheus, policy.Metrics{Prometheus: "metricsProviders[0]", Server: &api.Prometheus{URL: "http://prometheus:9090"},
+			Queries: []policy.Query{{Field: field + ".prometheus.query", PromQL: "instance:node_cpu:rate:sum"}}}, ""},
+		{"prometheus provider alone", lnu + prometheus, policy.Metrics{Prometheus: "metricsProviders[0]", Server: &api.Prometheus{URL: "http://prometheus:9090"}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "policy.yaml")
@@ -419,7 +427,7 @@ func TestMetricsOf(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("MetricsOf = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})

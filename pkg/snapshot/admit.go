@@ -95,6 +95,8 @@ func admit(obj object) field.ErrorList {
 			errs = append(errs, validateUsage(path.Child("usage"), c.Usage)...)
 		}
 		return errs
+	case *PrometheusQuery:
+		return validatePrometheusQuery(o)
 	}
 	return nil
 }

@@ -583,6 +583,8 @@ func sampledAt(obj object) string {
 		return m.Timestamp.UTC().Format(time.RFC3339Nano)
 	case *metricsv1beta1.PodMetrics:
 		return m.Timestamp.UTC().Format(time.RFC3339Nano)
+	case *PrometheusQuery:
+		return m.Timestamp.UTC().Format(time.RFC3339Nano)
 	}
 	return ""
 }

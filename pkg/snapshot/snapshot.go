@@ -46,6 +46,9 @@ type Snapshot struct {
 	// usage window.
 	NodeMetrics []*metricsv1beta1.NodeMetrics
 	PodMetrics  []*metricsv1beta1.PodMetrics
+	// PrometheusQueries are the answers of the cluster's Prometheus to the
+	// queries of a policy that balances by them, when it was captured.
+	PrometheusQueries []*PrometheusQuery
 	// Ignored counts objects of kinds the planner does not use, keyed "apiVersion/Kind" (e.g. "apps/v1/Deployment").
 	Ignored map[string]int
 }
@@ -68,18 +71,18 @@ func Load(path string) (*Snapshot, error) {
 
 // Objects returns every object of the snapshot that the core Kubernetes API
 // serves (not copies), kind by kind, e.g. to seed a fake clientset. The
-// usage (NodeMetrics, PodMetrics) is served by metrics.k8s.io and is not
-// among them.
+// usage (NodeMetrics, PodMetrics, PrometheusQueries) is served by
+// metrics.k8s.io or Prometheus and is not among them.
 func (s *Snapshot) Objects() []runtime.Object {
 	n := 0
 	for _, k := range kinds {
-		if !k.metrics {
+		if !k.usage {
 			n += k.count(s)
 		}
 	}
 	out := make([]runtime.Object, 0, n)
 	for _, k := range kinds {
-		if !k.metrics {
+		if !k.usage {
 			out = k.objects(s, out)
 		}
 	}
@@ -88,6 +91,18 @@ func (s *Snapshot) Objects() []runtime.Object {
 
 // HasUsage says whether the snapshot holds the nodes' usage.
 func (s *Snapshot) HasUsage() bool { return len(s.NodeMetrics) > 0 }
+
+// PrometheusQuery is the newest answer to query the snapshot holds, nil
+// when it holds none.
+func (s *Snapshot) PrometheusQuery(query string) *PrometheusQuery {
+	var newest *PrometheusQuery
+	for _, q := range s.PrometheusQueries {
+		if q.Query == query && (newest == nil || q.Timestamp.After(newest.Timestamp.Time)) {
+			newest = q
+		}
+	}
+	return newest
+}
 
 // String summarizes the snapshot for humans, e.g.
 // "12 nodes, 340 pods, 3 PDBs, 5 namespaces, 2 priority classes; ignored: 4 apps/v1/Deployment".
@@ -126,7 +141,7 @@ type object interface {
 type kind struct {
 	gvk              schema.GroupVersionKind
 	namespaced       bool
-	metrics          bool   // served by metrics.k8s.io, not the core API
+	usage            bool   // usage, served by metrics.k8s.io or Prometheus rather than the core API
 	singular, plural string // for String
 	new              func() object
 	add              func(*Snapshot, object)
@@ -156,15 +171,17 @@ var kinds = []kind{
 		func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
 	kindOf(storagev1.SchemeGroupVersion.WithKind("CSINode"), false, "CSINode", "CSINodes",
 		func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
-	metricsKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("NodeMetrics"), false, "NodeMetrics", "NodeMetrics",
+	usageKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("NodeMetrics"), false, "NodeMetrics", "NodeMetrics",
 		func(s *Snapshot) *[]*metricsv1beta1.NodeMetrics { return &s.NodeMetrics })),
-	metricsKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("PodMetrics"), true, "PodMetrics", "PodMetrics",
+	usageKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("PodMetrics"), true, "PodMetrics", "PodMetrics",
 		func(s *Snapshot) *[]*metricsv1beta1.PodMetrics { return &s.PodMetrics })),
+	usageKind(kindOf(PrometheusQueryKind, false, "Prometheus query", "Prometheus queries",
+		func(s *Snapshot) *[]*PrometheusQuery { return &s.PrometheusQueries })),
 }
 
-// metricsKind marks a kind metrics.k8s.io serves.
-func metricsKind(k kind) kind {
-	k.metrics = true
+// usageKind marks a kind of usage, which the core API does not serve.
+func usageKind(k kind) kind {
+	k.usage = true
 	return k
 }
 
