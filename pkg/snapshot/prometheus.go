@@ -112,7 +112,7 @@ func validatePrometheusQuery(q *PrometheusQuery) field.ErrorList {
 		}
 		nodes[instance] = true
 		if v := float64(s.Value.Value); math.IsNaN(v) || v < 0 || v > 1 {
-			errs = append(errs, field.Invalid(path.Child("value"), s.Value.Value.String(), "must be a share of the node, in [0, 1]"))
+			errs = append(errs, field.Invalid(path.Child("value"), s.Value.Value.String(), fmt.Sprintf("must be a share of the node, in [0, 1] (instance %q)", instance)))
 		}
 	}
 	return errs

@@ -34,11 +34,18 @@ func (e *testEnv) fragmentedReplicaSet(name string, requests v1.ResourceList, no
 // fragmentedReplicaSetOf is fragmentedReplicaSet with the pods of scheduler.
 func (e *testEnv) fragmentedReplicaSetOf(scheduler, name string, requests v1.ResourceList, nodes []string) {
 	e.t.Helper()
+	e.fragmentedReplicaSetWith(scheduler, name, requests, nil, nodes)
+}
+
+// fragmentedReplicaSetWith is fragmentedReplicaSetOf with annotations on
+// the pods and the template.
+func (e *testEnv) fragmentedReplicaSetWith(scheduler, name string, requests v1.ResourceList, annotations map[string]string, nodes []string) {
+	e.t.Helper()
 	sel := map[string]string{"app": name}
 	for i, n := range nodes {
 		spec := e.podSpec(scheduler, requests)
 		spec.NodeName = n
-		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: e.ns, Labels: sel}, Spec: spec}
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: e.ns, Labels: sel, Annotations: annotations}, Spec: spec}
 		if _, err := client.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
 			e.t.Fatal(err)
 		}
@@ -48,7 +55,7 @@ func (e *testEnv) fragmentedReplicaSetOf(scheduler, name string, requests v1.Res
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To(int32(len(nodes))),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: e.podSpec(scheduler, requests)},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations}, Spec: e.podSpec(scheduler, requests)},
 		},
 	}
 	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, rs, metav1.CreateOptions{}); err != nil {
