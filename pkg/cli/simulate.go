@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
@@ -97,6 +98,11 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	o.optInto(ctx, nil, in)
+	if len(in.Metrics.Queries) > 0 && o.rounds > 1 {
+		// Nothing says how a query's value follows a pod (see planner).
+		klog.FromContext(ctx).Info("Warning: the snapshot's Prometheus answers do not follow the simulated moves; every round reads them as captured, so nodes hot by a query stay hot",
+			"queries", len(in.Metrics.Queries))
+	}
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds,
 		Planner:  o.plannerOptions(nil),

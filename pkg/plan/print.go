@@ -111,7 +111,10 @@ func (p *Plan) printNodes(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
-	header := "NODE\tCPU REQUESTED\tCPU USED\tMEMORY REQUESTED\tMEMORY USED"
+	header := "NODE\tCPU REQUESTED\tMEMORY REQUESTED"
+	if used {
+		header = "NODE\tCPU REQUESTED\tCPU USED\tMEMORY REQUESTED\tMEMORY USED"
+	}
 	if queried {
 		header += "\tPROMETHEUS (READ)"
 	}
@@ -120,11 +123,14 @@ func (p *Plan) printNodes(w io.Writer) error {
 		if !touched[n.Node] {
 			continue
 		}
-		cpuUsed, memUsed := "-", "-"
-		if u := n.Used; u != nil {
-			cpuUsed, memUsed = change(u.CPUBefore, u.CPUAfter), change(u.MemoryBefore, u.MemoryAfter)
+		cells := []string{n.Node, change(n.CPUBefore, n.CPUAfter), change(n.MemoryBefore, n.MemoryAfter)}
+		if used {
+			cpuUsed, memUsed := "-", "-"
+			if u := n.Used; u != nil {
+				cpuUsed, memUsed = change(u.CPUBefore, u.CPUAfter), change(u.MemoryBefore, u.MemoryAfter)
+			}
+			cells = []string{n.Node, cells[1], cpuUsed, cells[2], memUsed}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", n.Node, change(n.CPUBefore, n.CPUAfter), cpuUsed, change(n.MemoryBefore, n.MemoryAfter), memUsed)
 		if queried {
 			values := make([]string, len(n.Queried))
 			for i, q := range n.Queried {
@@ -133,9 +139,9 @@ func (p *Plan) printNodes(w io.Writer) error {
 			if len(values) == 0 {
 				values = []string{"-"}
 			}
-			fmt.Fprintf(tw, "\t%s", strings.Join(values, ", "))
+			cells = append(cells, strings.Join(values, ", "))
 		}
-		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }

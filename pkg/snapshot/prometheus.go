@@ -57,7 +57,8 @@ type PrometheusSample struct {
 // DeepCopyObject is runtime.Object's.
 func (q *PrometheusQuery) DeepCopyObject() runtime.Object {
 	out := *q
-	q.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	meta := q.ObjectMeta
+	meta.DeepCopyInto(&out.ObjectMeta)
 	q.Timestamp.DeepCopyInto(&out.Timestamp)
 	out.Result = make([]PrometheusSample, len(q.Result))
 	for i, s := range q.Result {
@@ -203,7 +204,7 @@ func PrometheusClient(ctx context.Context, kube kubernetes.Interface, cfg *api.P
 		}
 		return c, nil
 	}
-	var rt http.RoundTripper = http.DefaultTransport
+	rt := http.RoundTripper(http.DefaultTransport)
 	if token != "" {
 		rt = promconfig.NewAuthorizationCredentialsRoundTripper("Bearer", promconfig.NewInlineSecret(token), rt)
 	}
