@@ -70,6 +70,9 @@ type Entry struct {
 	// that pod keeps it across retries, its owner's other pods take the
 	// next one.
 	ClaimedBy types.UID
+	// Sticky: a sticky pod left without a hint; Target is the node it ran
+	// on, and there is no Source to avoid.
+	Sticky bool
 }
 
 func (e *Entry) free(now time.Time) bool {
@@ -94,35 +97,40 @@ func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
 	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}}
 }
 
-// Leaving records the hint of a pod that is going away, if it carries one:
-// pods without a hint are ignored, a malformed hint or a pod without a
-// controller is logged and ignored. It returns whether a hint was recorded.
+// Leaving records the hint of a pod that is going away, if it carries one,
+// else, for a sticky pod (IsSticky), its node as its replacement's target.
+// Other pods are ignored; a malformed hint or a pod without a controller is
+// logged and ignored. It returns whether a hint was recorded.
 func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
-	h, found, err := FromPod(pod)
-	if !found {
-		return false
-	}
-	if err != nil {
-		logger.Error(err, "Ignoring malformed rebalance hint", "pod", klog.KObj(pod))
-		return false
-	}
 	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
+	h, found, err := FromPod(pod)
+	switch {
+	case found && err != nil:
+		logger.Error(err, "Ignoring malformed rebalance hint", "pod", klog.KObj(pod))
+	case found && owner == nil:
 		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
 		return false
-	}
-	if !b.record(owner.UID, pod.UID, h) {
+	case found && b.record(owner.UID, pod.UID, h, false):
+		logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
+			"source", h.Source, "target", h.Target, "plan", h.PlanID)
+		return true
+	case found:
+		// Its eviction failed and the pod left later, for another reason.
 		logger.V(4).Info("Rebalance hint not recorded (stale or seen before)", "pod", klog.KObj(pod), "hintedAt", h.Time)
+	}
+	if !IsSticky(pod) || owner == nil || pod.Spec.NodeName == "" {
 		return false
 	}
-	logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
-		"source", h.Source, "target", h.Target, "plan", h.PlanID)
+	if !b.record(owner.UID, pod.UID, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
+		return false
+	}
+	logger.V(2).Info("Recorded sticky placement", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name, "node", pod.Spec.NodeName)
 	return true
 }
 
 // record remembers that a pod carrying h left. It returns false when the
 // hint is stale or the pod was already recorded.
-func (b *Book) record(owner, pod types.UID, h Hint) bool {
+func (b *Book) record(owner, pod types.UID, h Hint, sticky bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -135,7 +143,7 @@ func (b *Book) record(owner, pod types.UID, h Hint) bool {
 			return false
 		}
 	}
-	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod, Expires: now.Add(b.ttl)})
+	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod, Expires: now.Add(b.ttl), Sticky: sticky})
 	return true
 }
 
@@ -209,14 +217,20 @@ func (b *Book) Release(owner, pod types.UID) {
 	}
 }
 
-// freeLocked is the owner's oldest live hint that no pod took or claimed.
+// freeLocked is the owner's oldest live hint that no pod took or claimed,
+// a rebalance hint before a sticky pod's node: the plan's move wins.
 func (b *Book) freeLocked(owner types.UID, now time.Time) *Entry {
+	var sticky *Entry
 	for _, e := range b.byOwner[owner] {
-		if e.free(now) {
+		switch {
+		case !e.free(now):
+		case !e.Sticky:
 			return e
+		case sticky == nil:
+			sticky = e
 		}
 	}
-	return nil
+	return sticky
 }
 
 func (b *Book) claimedLocked(owner, pod types.UID, now time.Time) *Entry {

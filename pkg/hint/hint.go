@@ -25,6 +25,18 @@ const (
 	TimeAnnotation       = Prefix + "hinted-at"
 )
 
+// StickyAnnotation, "true" on a pod (its template), asks that the pod's
+// replacement, whenever the pod leaves without a rebalance hint (a crash, a
+// rollout, a manual delete), return to the node the pod ran on while that
+// node fits it. rebalancer's balance plugins and Consolidation do not move
+// such a pod; a deschedule plugin still may, and its hint then wins.
+const StickyAnnotation = Prefix + "sticky"
+
+// IsSticky says whether the pod asks to return to its node (StickyAnnotation).
+func IsSticky(pod *v1.Pod) bool {
+	return pod.GetAnnotations()[StickyAnnotation] == "true"
+}
+
 // Keys are the hint's annotation keys, every one of them.
 var Keys = []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation}
 

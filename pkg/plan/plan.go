@@ -50,11 +50,15 @@ const (
 	// ReasonOptOut: the pod or its node carries an annotation that keeps it
 	// out of disruption (see pkg/optout).
 	ReasonOptOut = "opt-out"
+	// ReasonSticky: the pod asks to stay on its node (rebalancer.dev/sticky),
+	// which balance plugins and Consolidation respect; a deschedule
+	// plugin's violation still moves it.
+	ReasonSticky = "sticky"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
@@ -58,6 +59,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 	if why := optedOut(p.sim, pod, pod.Spec.NodeName); why != "" {
 		return skip(plan.ReasonOptOut, why, errSkipped)
+	}
+	if p.balancing && hint.IsSticky(pod) {
+		return skip(plan.ReasonSticky, fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, pod.Spec.NodeName), errSkipped)
 	}
 
 	// The policy's limits and ours, in the order the descheduler checks its own.

@@ -28,7 +28,7 @@ type Eviction struct {
 }
 
 // Replay carries evictions out the way a cluster does: every pod is evicted
-// (leaving with its hint), then all the replacements are pending together
+// (leaving with its hint, if any), then all the replacements are pending together
 // with the pods already pending, and each is placed in kube-scheduler's
 // queue order (priority first, then the order they arrived: pods already
 // pending before the replacements, replacements in eviction order) by its
@@ -41,21 +41,24 @@ type Eviction struct {
 // equal best scores; that is how often a plan holds in a real cluster.
 func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *rand.Rand) ([]Landing, error) {
 	for _, e := range evictions {
+		// Without a hint the pod still leaves: a sticky pod's replacement
+		// returns to its node.
+		leaving := e.Pod
 		if e.Hint != nil {
 			h := *e.Hint
 			if h.Time.IsZero() {
 				h.Time = s.clock.Now()
 			}
-			hinted := e.Pod.DeepCopy()
-			hinted.Annotations = hint.Without(hinted.Annotations)
-			if hinted.Annotations == nil {
-				hinted.Annotations = map[string]string{}
+			leaving = e.Pod.DeepCopy()
+			leaving.Annotations = hint.Without(leaving.Annotations)
+			if leaving.Annotations == nil {
+				leaving.Annotations = map[string]string{}
 			}
 			for k, v := range h.Annotations() {
-				hinted.Annotations[k] = v
+				leaving.Annotations[k] = v
 			}
-			s.Leaving(hinted)
 		}
+		s.Leaving(leaving)
 		if err := s.Evict(e.Pod); err != nil {
 			return nil, err
 		}

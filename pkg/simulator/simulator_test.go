@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -288,5 +290,44 @@ func TestPlaceUnfitStaysPending(t *testing.T) {
 	n, err := s.LowerBound()
 	if err != nil || n != 3 {
 		t.Fatalf("lower bound %d (%v), want 3 with the pending 9-CPU pod counted", n, err)
+	}
+}
+
+// TestReplayStickyPodReturns: a sticky pod that leaves without a hint
+// (its owner recreates it after a crash, a rollout, a delete) comes back
+// to its node in the simulation as in rebalancer-scheduler, although the
+// profile prefers another; a pod that is not sticky goes where the
+// profile puts it, and a sticky pod with a rebalance hint where the hint
+// says.
+func TestReplayStickyPodReturns(t *testing.T) {
+	owned := func(p *v1.Pod, sticky bool) *v1.Pod {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs-" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
+		if sticky {
+			p.Annotations = map[string]string{hint.StickyAnnotation: "true"}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name   string
+		sticky bool
+		hint   *hint.Hint
+		want   string
+	}{
+		{"sticky", true, nil, "c"},
+		{"not sticky", false, nil, "a"},
+		{"sticky, moved by the plan", true, &hint.Hint{Source: "c", Target: "b", PlanID: "p1"}, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := thin()
+			c1 := owned(snap.Pods[3], tc.sticky) // 1 CPU on c; bin-packing prefers a
+			s := newSim(t, "binpacking-scheduler.yaml", snap)
+			landed, err := s.Replay(context.Background(), []Eviction{{Pod: c1, Hint: tc.hint, Replacement: NewReplacement(c1, "c1-new", "uid-c1-new", time.Time{})}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if landed[0].Node != tc.want {
+				t.Errorf("replacement landed on %q, want %q", landed[0].Node, tc.want)
+			}
+		})
 	}
 }

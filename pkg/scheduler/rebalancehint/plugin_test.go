@@ -2,6 +2,7 @@ package rebalancehint
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -380,4 +381,100 @@ func TestMain(m *testing.M) {
 	// The framework records per-plugin metrics; kube-scheduler registers them at start.
 	metrics.Register()
 	os.Exit(m.Run())
+}
+
+func sticky(p *v1.Pod) *v1.Pod {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[hint.StickyAnnotation] = "true"
+	return p
+}
+
+// TestStickyPodReturnsToItsNode: a sticky pod that leaves without a hint
+// (a crash, a rollout, a manual delete) has its replacement scored back
+// onto its node, although the profile prefers another; a pod that is not
+// sticky is placed by the profile.
+func TestStickyPodReturnsToItsNode(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	e.pl.PodLeaving(klogger(t), sticky(pod("old", "half", "1", &web)))
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "1", &web))); got != "half" {
+		t.Fatalf("sticky pod's replacement placed on %q, want its node %q", got, "half")
+	}
+	if got := e.schedule(t, nodes, pods, sticky(pod("new2", "", "1", &web))); got != "full" {
+		t.Fatalf("second pod placed on %q, want %q (the node was taken back once)", got, "full")
+	}
+
+	control := newEnv(t, "")
+	control.pl.PodLeaving(klogger(t), pod("old", "half", "1", &web))
+	if got := control.schedule(t, nodes, pods, pod("new", "", "1", &web)); got != "full" {
+		t.Fatalf("a pod that is not sticky was placed on %q, want the profile's %q", got, "full")
+	}
+	for _, value := range []string{"false", "yes", ""} {
+		p := pod("old", "half", "1", &web)
+		p.Annotations = map[string]string{hint.StickyAnnotation: value}
+		if control.pl.book.Leaving(klogger(t), p) {
+			t.Errorf("%s=%q recorded as sticky", hint.StickyAnnotation, value)
+		}
+	}
+}
+
+// TestRebalanceHintWinsOverSticky: a sticky pod that leaves with a
+// rebalance hint (a deschedule plugin moved it) goes where the plan says,
+// not back; and when an owner has both, its next pod takes the plan's.
+func TestRebalanceHintWinsOverSticky(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	e.pl.PodLeaving(klogger(t), sticky(hinted(pod("old", "full", "1", &web), toNode)))
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "1", &web))); got != "half" {
+		t.Fatalf("a sticky pod moved by the plan was placed on %q, want the planned %q", got, "half")
+	}
+
+	e = newEnv(t, "")
+	e.pl.PodLeaving(klogger(t), sticky(pod("crashed", "empty", "1", &web)))
+	e.pl.PodLeaving(klogger(t), sticky(hinted(pod("moved", "full", "1", &web), toNode)))
+	for i, want := range []string{"half", "empty", "full"} {
+		if got := e.schedule(t, nodes, pods, sticky(pod(fmt.Sprintf("new-%d", i), "", "1", &web))); got != want {
+			t.Errorf("replacement %d placed on %q, want %q (the plan's hint, then the sticky node, then the profile's)", i, got, want)
+		}
+	}
+
+	// A stale hint: the eviction failed, the pod left later for another
+	// reason; it is sticky, so it returns.
+	e = newEnv(t, `{"hintTTL":"1m"}`)
+	old := toNode
+	old.Time = t0.Add(-time.Hour)
+	e.pl.PodLeaving(klogger(t), sticky(hinted(pod("old", "empty", "1", &web), old)))
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "1", &web))); got != "empty" {
+		t.Fatalf("sticky pod with a stale hint placed on %q, want its node %q", got, "empty")
+	}
+}
+
+func TestStickyExpires(t *testing.T) {
+	e := newEnv(t, `{"hintTTL":"2m"}`)
+	nodes, pods := cluster()
+	e.pl.PodLeaving(klogger(t), sticky(pod("old", "half", "1", &web)))
+	e.clock.Step(2*time.Minute + time.Second)
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "1", &web))); got != "full" {
+		t.Fatalf("after the TTL the pod went to %q, want the profile's %q", got, "full")
+	}
+}
+
+// TestStickyNodeGoneOrFull: a node deleted, or too full for the
+// replacement, means normal scheduling.
+func TestStickyNodeGoneOrFull(t *testing.T) {
+	nodes, pods := cluster()
+	e := newEnv(t, "")
+	e.pl.PodLeaving(klogger(t), sticky(pod("old", "gone", "1", &web)))
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "1", &web))); got != "full" {
+		t.Fatalf("with its node gone the pod went to %q, want the profile's %q", got, "full")
+	}
+
+	e = newEnv(t, "")
+	pods = append(pods, pod("filler", "half", "5", &api)) // "half" has no room left
+	e.pl.PodLeaving(klogger(t), sticky(pod("old", "half", "2", &web)))
+	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "2", &web))); got != "full" {
+		t.Fatalf("with its node full the pod went to %q, want the profile's %q", got, "full")
+	}
 }

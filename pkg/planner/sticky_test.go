@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+)
+
+func makeSticky(pods ...*v1.Pod) {
+	for _, p := range pods {
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[hint.StickyAnnotation] = "true"
+	}
+}
+
+// TestStickyPodsStay: on a thin cluster Consolidation would drain nodes;
+// with its pods sticky it moves none of them, and says why.
+func TestStickyPodsStay(t *testing.T) {
+	if p := runPlan(t, thinCluster(12), "binpacking", Options{MinScoreGain: 1}); len(p.Moves) == 0 {
+		t.Fatal("control: the thin cluster plans no move; the sticky case would prove nothing")
+	}
+	c := thinCluster(12)
+	makeSticky(c.snap.Pods...)
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if len(p.Moves) != 0 || p.Summary.SkippedByReason[plan.ReasonSticky] == 0 {
+		t.Errorf("sticky pods: moves %+v, skips %v; want none moved, skipped as sticky", p.Moves, p.Summary.SkippedByReason)
+	}
+}
+
+// TestStickyPodOnATaintedNodeMoves: a deschedule plugin still moves a
+// sticky pod its node no longer tolerates, to the planned node; a balance
+// plugin does not move the sticky pods of a crowded node.
+func TestStickyPodOnATaintedNodeMoves(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("crowded", "8", "32Gi")
+	c.node("idle", "8", "32Gi")
+	var pods []*v1.Pod
+	pods = append(pods, c.pod("team-a", "cache", "ReplicaSet", "tainted", "1", "1Gi"))
+	for range 6 {
+		pods = append(pods, c.pod("team-b", "web", "ReplicaSet", "crowded", "1", "1Gi"))
+	}
+	makeSticky(pods...)
+	p := runPlan(t, c, "balancing", Options{MinScoreGain: 1})
+	if len(p.Moves) != 1 || p.Moves[0].Source != "tainted" || p.Moves[0].Strategy != "RemovePodsViolatingNodeTaints" || p.Moves[0].Target == "tainted" {
+		t.Fatalf("moves %+v, want the sticky pod off the tainted node only", p.Moves)
+	}
+	if p.Summary.SkippedByReason[plan.ReasonSticky] == 0 {
+		t.Errorf("skips %v: want the crowded node's sticky pods skipped as sticky", p.Summary.SkippedByReason)
+	}
+}
