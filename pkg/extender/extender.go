@@ -247,7 +247,7 @@ func Strip(obj any) (any, error) {
 		return obj, nil
 	}
 	annotations := map[string]string{}
-	for _, k := range hint.Keys {
+	for _, k := range hint.Read {
 		if v, ok := pod.Annotations[k]; ok {
 			annotations[k] = v
 		}

@@ -183,6 +183,21 @@ func TestTerminatingPodLeavesItsHint(t *testing.T) {
 	e.waitFor(t, "the hint", func() bool { return e.book.Len() == 1 })
 }
 
+// A sticky pod that leaves without a hint has its replacement scored back
+// onto its node, through the same book as hints.
+func TestStickyPodReturns(t *testing.T) {
+	old := pod("web-a", "half", map[string]string{hint.StickyAnnotation: "true"})
+	e := newEnv(t, old)
+	if err := e.client.CoreV1().Pods("default").Delete(e.ctx, old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the sticky pod's node", func() bool { return e.book.Len() == 1 })
+	_, _, list := e.prioritize(t, argsFor(pod("web-b", "", map[string]string{hint.StickyAnnotation: "true"}), "full", "half", "empty"))
+	if got := scores(list); got["half"] != 10 || got["full"] != 5 || got["empty"] != 5 {
+		t.Fatalf("scores %v, want its node half 10 and the others 5", got)
+	}
+}
+
 // A malformed hint is ignored: the replacement is scored neutrally.
 func TestMalformedHintIgnored(t *testing.T) {
 	bad := hint.Hint{Source: "full", Target: "full", PlanID: "p", Time: time.Now()}.Annotations()
@@ -251,12 +266,16 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	h := hint.Hint{Source: "a", Target: "b", PlanID: "p", Time: time.Now().UTC().Truncate(time.Second)}
 	p := pod("web-a", "a", h.Annotations())
 	p.Annotations["other"] = "big"
+	p.Annotations[hint.StickyAnnotation] = "true"
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	out, _ := Strip(p)
 	s := out.(*v1.Pod)
 	got, found, err := hint.FromPod(s)
 	if !found || err != nil || got != h {
 		t.Fatalf("hint after Strip: %+v %v %v", got, found, err)
+	}
+	if !hint.IsSticky(s) {
+		t.Fatal("Strip dropped the sticky annotation")
 	}
 	if s.Spec.NodeName != "a" || s.DeletionTimestamp == nil || metav1.GetControllerOf(s) == nil || len(s.Spec.Containers) != 0 || s.Annotations["other"] != "" {
 		t.Fatalf("Strip kept or lost the wrong fields: %+v", s)

@@ -40,6 +40,10 @@ func IsSticky(pod *v1.Pod) bool {
 // Keys are the hint's annotation keys, every one of them.
 var Keys = []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation}
 
+// Read are the annotation keys a Book reads from a leaving pod: the hint's
+// and StickyAnnotation. A pod cache may keep these alone.
+var Read = append(slices.Clip(Keys), StickyAnnotation)
+
 // Without returns a copy of annotations without the hint's keys; nil when
 // nothing else is left.
 func Without(annotations map[string]string) map[string]string {
