@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	promapi "github.com/prometheus/client_golang/api"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
@@ -287,6 +289,9 @@ func readPrometheus(ctx context.Context, client kubernetes.Interface, m policy.M
 	prom, err := snapshot.PrometheusClient(ctx, client, m.Server, m.Prometheus)
 	if err != nil {
 		return fmt.Errorf("the policy's %w", err)
+	}
+	if c, ok := prom.(promapi.CloseIdler); ok {
+		defer c.CloseIdleConnections() // a new client each cycle: the token may have rotated
 	}
 	now := time.Now()
 	for _, q := range m.Queries {
