@@ -10,7 +10,6 @@ import (
 	"time"
 
 	promapi "github.com/prometheus/client_golang/api"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
