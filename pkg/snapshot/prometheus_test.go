@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -55,14 +54,7 @@ func TestDecodePrometheusQuery(t *testing.T) {
 	if n := len(s.Objects()); n != 2 {
 		t.Errorf("Objects() has %d objects, want the nodes only", n)
 	}
-	var buf bytes.Buffer
-	if err := s.Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Decode("again.yaml", buf.Bytes())
-	if err != nil {
-		t.Fatalf("decoding the encoded snapshot: %v\n%s", err, buf.String())
-	}
+	again, _ := reencoded(t, s)
 	if d := diffs(again, s); len(d) > 0 {
 		t.Errorf("round trip differs: %v", d)
 	}
@@ -150,14 +142,7 @@ func TestReadPrometheus(t *testing.T) {
 	}
 	// What was read decodes again from a snapshot.
 	s := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}}, PrometheusQueries: []*PrometheusQuery{q}}
-	var buf bytes.Buffer
-	if err := s.Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Decode("captured.yaml", buf.Bytes())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, buf.String())
-	}
+	again, _ := reencoded(t, s)
 	if d := diffs(&Snapshot{PrometheusQueries: again.PrometheusQueries}, &Snapshot{PrometheusQueries: s.PrometheusQueries}); len(d) > 0 {
 		t.Errorf("round trip differs: %v", d)
 	}

@@ -244,6 +244,21 @@ func decodeSame(t *testing.T, want *Snapshot, name, input string) {
 	}
 }
 
+// reencoded is s written by Encode and read back by Decode, and the text
+// between.
+func reencoded(t *testing.T, s *Snapshot) (*Snapshot, string) {
+	t.Helper()
+	var out bytes.Buffer
+	if err := s.Encode(&out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode("encoded.yaml", out.Bytes())
+	if err != nil {
+		t.Fatalf("decoding the encoded snapshot: %v\n%s", err, out.String())
+	}
+	return got, out.String()
+}
+
 // diffs names the kinds whose objects differ, to make a failure readable.
 func diffs(got, want *Snapshot) []string {
 	var out []string
@@ -605,21 +620,14 @@ func TestEncodeRoundTrip(t *testing.T) {
 		"spaces":    "a\n   \nb\n",
 	}
 	want.Pods[0].Status.Message = strings.Repeat("x", 300)
-	var out bytes.Buffer
-	if err := want.Encode(&out); err != nil {
-		t.Fatal(err)
-	}
-	got, err := Decode("encoded.yaml", out.Bytes())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	got, out := reencoded(t, want)
 	// Ignored objects are counted, not kept, so they do not survive a round trip.
 	want.Ignored = map[string]int{}
 	if !apiequality.Semantic.DeepEqual(got, want) {
 		t.Errorf("round trip differs:\n%s", strings.Join(diffs(got, want), "\n"))
 	}
-	if !strings.HasPrefix(out.String(), "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Node\n") {
-		t.Errorf("not in kubectl's layout:\n%s", out.String())
+	if !strings.HasPrefix(out, "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Node\n") {
+		t.Errorf("not in kubectl's layout:\n%s", out)
 	}
 }
 

@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,14 +63,7 @@ func TestDecodeUsage(t *testing.T) {
 	if n := len(s.Objects()); n != 2 {
 		t.Errorf("Objects() has %d objects, want the node and the pod", n)
 	}
-	var buf bytes.Buffer
-	if err := s.Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	again, err := Decode("again.yaml", buf.Bytes())
-	if err != nil {
-		t.Fatalf("decoding the encoded snapshot: %v\n%s", err, buf.String())
-	}
+	again, _ := reencoded(t, s)
 	if d := diffs(again, s); len(d) > 0 {
 		t.Errorf("round trip differs: %v", d)
 	}
