@@ -74,6 +74,16 @@ func (e *testEnv) poll(what string, cond func() (bool, error)) {
 	}
 }
 
+// uidsOf is the set of the pods' UIDs: a pod missing from a later list
+// was evicted, one not in the set is a replacement.
+func uidsOf(pods []v1.Pod) map[string]bool {
+	out := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		out[string(p.UID)] = true
+	}
+	return out
+}
+
 func resources(cpu, memory string) v1.ResourceList {
 	return v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}
 }

@@ -57,10 +57,7 @@ func TestDefaultSchedulerTaintMove(t *testing.T) {
 	if evicted != 2 {
 		t.Fatalf("evicted %d pods here, want 2; result %+v", evicted, res.Result)
 	}
-	old := map[string]bool{}
-	for _, p := range before {
-		old[string(p.UID)] = true
-	}
+	old := uidsOf(before)
 	landed := map[string]int{}
 	for _, p := range e.boundPods("web", 3) {
 		if p.Spec.NodeName == tainted {

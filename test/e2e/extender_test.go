@@ -92,10 +92,7 @@ func TestExtenderSteersDefaultScheduler(t *testing.T) {
 	e.fragmentedReplicaSetOf("default-scheduler", "web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSetOf("default-scheduler", "api", resources("1", "1Gi"), nodes)
 	before := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
-	beforeUIDs := map[string]bool{}
-	for _, p := range before {
-		beforeUIDs[string(p.UID)] = true
-	}
+	beforeUIDs := uidsOf(before)
 	args := []string{"--policy", e.narrowedPolicy(), "--scheduler-config", clusterConfig}
 
 	res := runOnce(t, args...)

@@ -165,10 +165,7 @@ func TestLoadAwareMovesPodsOffAHotNode(t *testing.T) {
 	})
 	t.Logf("usage (millicores): %v", usage)
 
-	before := map[string]bool{}
-	for _, p := range append(hotPods, cool...) {
-		before[string(p.UID)] = true
-	}
+	before := uidsOf(append(hotPods, cool...))
 	var res cycleOutput
 	rebalancerJSON(t, kc, &res, append([]string{"run", "--once"}, common...)...)
 	moves := res.Plan.Moves

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -267,8 +268,9 @@ func TestPrometheusProvider(t *testing.T) {
 		}
 		t.Logf("%s: %s", tc.name, lastLine(stderr))
 	}
-	if now := append(e.boundPods("busy", 3), e.boundPods("idle", 5)...); !sameUIDs(all, now) {
-		t.Fatalf("a refused run evicted pods: before %v, after %v", uids(all), uids(now))
+	before := uidsOf(all)
+	if now := uidsOf(append(e.boundPods("busy", 3), e.boundPods("idle", 5)...)); !maps.Equal(now, before) {
+		t.Fatalf("a refused run evicted pods: before %v, after %v", before, now)
 	}
 
 	// The snapshot records the answer; offline, it plans as live.
@@ -294,10 +296,6 @@ func TestPrometheusProvider(t *testing.T) {
 		t.Errorf("offline plan: moves %+v (skipped %v), want one off %s onto %s", offline.Moves, offline.Summary.SkippedByReason, hot, nodes[1])
 	}
 
-	before := map[string]bool{}
-	for _, p := range all {
-		before[string(p.UID)] = true
-	}
 	var res cycleOutput
 	rebalancerJSON(t, kc, &res, "run", "--once", "--policy", good, "--scheduler-config", profile)
 	moves := res.Plan.Moves
@@ -351,28 +349,4 @@ func TestPrometheusProvider(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
-}
-
-func uids(pods []v1.Pod) []string {
-	out := make([]string, len(pods))
-	for i, p := range pods {
-		out[i] = string(p.UID)
-	}
-	return out
-}
-
-func sameUIDs(a, b []v1.Pod) bool {
-	seen := map[string]bool{}
-	for _, p := range a {
-		seen[string(p.UID)] = true
-	}
-	if len(a) != len(b) {
-		return false
-	}
-	for _, p := range b {
-		if !seen[string(p.UID)] {
-			return false
-		}
-	}
-	return true
 }

@@ -141,10 +141,7 @@ func TestRunOnceConsolidates(t *testing.T) {
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), twice) // 2 per node
 	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes) // 1 per node
 	before := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
-	beforeUIDs := map[string]bool{}
-	for _, p := range before {
-		beforeUIDs[string(p.UID)] = true
-	}
+	beforeUIDs := uidsOf(before)
 
 	started := time.Now()
 	res := runOnce(t)

@@ -127,10 +127,7 @@ func TestWebhookOptIn(t *testing.T) {
 		}
 	}
 
-	beforeUIDs := map[string]bool{}
-	for _, p := range before {
-		beforeUIDs[string(p.UID)] = true
-	}
+	beforeUIDs := uidsOf(before)
 	res := runOnce(t, "--policy", e.narrowedPolicy())
 	var mine []plan.Move
 	for _, m := range res.Plan.Moves {
