@@ -41,11 +41,9 @@ func newPrometheusSource(state *snapshot.Snapshot, queries []policy.Query) *prom
 	return s
 }
 
-// URL is promapi.Client's: the endpoint's path, args filled in.
-func (s *prometheusSource) URL(ep string, args map[string]string) *url.URL {
-	for k, v := range args {
-		ep = strings.ReplaceAll(ep, ":"+k, v)
-	}
+// URL is promapi.Client's. Only the instant query is served, and its
+// endpoint takes no args.
+func (s *prometheusSource) URL(ep string, _ map[string]string) *url.URL {
 	return &url.URL{Path: ep}
 }
 
