@@ -174,15 +174,22 @@ func TestGoodInputs(t *testing.T) {
 	}
 }
 
+// badCase is one bad input: a file of the corpus, or a command line.
+type badCase struct {
+	name string
+	// file is the bad file under test/testdata/bad, "" for flag cases;
+	// its name must be in the message.
+	file string
+	args []string
+	want []string
+}
+
+// more are the cases other files of this package add in their init, by
+// surface, beside the ones below.
+var more []badCase
+
 func TestBadInput(t *testing.T) {
-	cases := []struct {
-		name string
-		// file is the bad file under test/testdata/bad, "" for flag cases;
-		// its name must be in the message.
-		file string
-		args []string
-		want []string
-	}{
+	cases := []badCase{
 		// DeschedulerPolicy
 		{name: "policy top-level typo", file: "policy-toplevel-typo.yaml",
 			want: []string{"maxNoOfPodsToEvictTotl", "unknown field"}},
@@ -364,6 +371,8 @@ func TestBadInput(t *testing.T) {
 		{name: "snapshot openb --at -5", args: append(openbArgs(nil), "--at", "-5"),
 			want: []string{"--at -5"}},
 	}
+
+	cases = append(cases, more...)
 
 	// Every file of the corpus has a case, so none is left untested.
 	entries, err := os.ReadDir(filepath.Join(root, badDir))
