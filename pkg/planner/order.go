@@ -32,16 +32,20 @@ type request struct {
 //
 // The plugin is told every eviction succeeded: it asks for all it would
 // evict, and limits and PDBs are applied when the requests are judged.
-// The plugins in sequential are not wrapped: they walk nodes and pods in
-// sorted order and must see each outcome as it happens (a node's usage
-// falls as its pods move). A plugin that is both a deschedule and a balance
+// The plugins in sequential are judged as they ask: they walk nodes and
+// pods in sorted order and must see each outcome as it happens (a node's
+// usage falls as its pods move); the utilization plugins' walk over nodes
+// of equal usage is put in order by ties. A plugin that is both a deschedule and a balance
 // plugin is not wrapped either.
 func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
-	if sequential.Has(pl.Name()) {
-		return pl
-	}
 	d, deschedule := pl.(frameworktypes.DeschedulePlugin)
 	b, balance := pl.(frameworktypes.BalancePlugin)
+	if sequential.Has(pl.Name()) {
+		if j.ties != nil && balance && !deschedule {
+			return &tieBroken{BalancePlugin: b, ties: j.ties}
+		}
+		return pl
+	}
 	switch {
 	case deschedule && !balance:
 		return &orderedDeschedule{DeschedulePlugin: d, judge: j}

@@ -365,7 +365,10 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile stri
 	for name, u := range registry {
 		build := u.PluginBuilder
 		u.PluginBuilder = func(ctx context.Context, args runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
-			j := &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name}
+			j := &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name, ties: newTies(name)}
+			if j.ties != nil {
+				ctx = klog.NewContext(ctx, j.ties.logger(klog.FromContext(ctx)))
+			}
 			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})
 			if err != nil {
 				return nil, err
@@ -412,12 +415,20 @@ type judge struct {
 	// held collects the evictions a deschedule plugin asks for while it
 	// runs, to be judged in a canonical order after it (see inOrder).
 	held *[]request
+	// ties orders the walk of a utilization plugin over tied nodes; nil
+	// for other plugins.
+	ties *ties
 }
 
 func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions) error {
 	if j.held != nil {
 		*j.held = append(*j.held, request{pod, opts})
 		return nil
+	}
+	if j.ties != nil {
+		if err := j.ties.admit(pod.Spec.NodeName); err != nil {
+			return err
+		}
 	}
 	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.Options{})
 }

@@ -4,15 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
@@ -95,6 +101,110 @@ func TestPlansAreReproducible(t *testing.T) {
 					}
 					lo := max(0, n-200)
 					t.Fatalf("run %d differs from run 0 at byte %d:\nrun 0: …%s\nrun %d: …%s", i, n, first[lo:min(len(first), n+200)], i, got[lo:min(len(got), n+200)])
+				}
+			}
+		})
+	}
+}
+
+// tied is a cluster of exact ties: identical nodes, each with identical pods
+// of one workload and of a PDB-limited one, identical usage, and a few
+// nodes made busy so that the utilization plugins have sources and
+// destinations. Which of the tied nodes goes first decides where pods go
+// and who spends the PDB.
+func tied() *cluster {
+	c := newCluster()
+	for i := 1; i <= 12; i++ {
+		var taints []v1.Taint
+		if i == 12 {
+			taints = []v1.Taint{noSchedule}
+		}
+		c.node(fmt.Sprintf("node-%02d", i), "8", "32Gi", taints...)
+	}
+	use := func(p *v1.Pod, cpu string) {
+		c.snap.PodMetrics = append(c.snap.PodMetrics, &metricsv1beta1.PodMetrics{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}, Timestamp: metav1.NewTime(now("")),
+			Containers: []metricsv1beta1.ContainerMetrics{{Name: "c", Usage: v1.ResourceList{
+				v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}},
+		})
+	}
+	for i, n := range c.snap.Nodes {
+		use(c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi"), "50m")
+		used := "3"
+		if i < 3 {
+			use(c.pod("team-a", "db", "StatefulSet", n.Name, "2", "8Gi"), "3")
+			used = "6500m"
+		}
+		if i < 11 {
+			use(c.pod("team-a", "api", "ReplicaSet", n.Name, "2", "8Gi"), "1500m")
+		}
+		if i < 8 {
+			for range 2 {
+				use(c.pod("team-b", "web", "ReplicaSet", n.Name, "500m", "1Gi"), "200m")
+			}
+		}
+		c.snap.NodeMetrics = append(c.snap.NodeMetrics, &metricsv1beta1.NodeMetrics{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Timestamp: metav1.NewTime(now("")),
+			Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse(used), v1.ResourceMemory: resource.MustParse("12Gi")},
+		})
+	}
+	c.pod("team-b", "batch", "ReplicaSet", "node-12", "1", "2Gi") // on the tainted node
+	c.pdb("team-b", "web", 3)
+	return c
+}
+
+// TestTiedPlansAreReproducible: a cluster of exact ties gives the same plan
+// every time, whichever order the plugins' maps come in.
+func TestTiedPlansAreReproducible(t *testing.T) {
+	binpacking, packing := loadPair(t, "binpacking")
+	balancing, spreading := loadPair(t, "balancing")
+	loadAware, loadProfile := loadPair(t, "load-aware")
+	_, unsteered, err := profile.Load(mostAllocated(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 20
+	if testing.Short() {
+		runs = 5
+	}
+	for _, c := range []struct {
+		name string
+		pol  *api.DeschedulerPolicy
+		prof *config.KubeSchedulerProfile
+		// scheduler is the pods' scheduler, when not rebalancer-scheduler.
+		scheduler string
+	}{
+		{"binpacking", binpacking, packing, ""},
+		{"balancing", balancing, spreading, ""},
+		{"load-aware", loadAware, loadProfile, ""},
+		{"binpacking, unsteered", binpacking, unsteered, "default-scheduler"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var first []byte
+			for i := range runs {
+				cl := tied()
+				if c.scheduler != "" {
+					for _, p := range cl.snap.Pods {
+						p.Spec.SchedulerName = c.scheduler
+					}
+				}
+				p, err := planOn(context.Background(), c.pol, c.prof, cl.snap, Options{ID: "same", MinScoreGain: 1, AllowConflicting: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 && len(p.Moves) == 0 {
+					t.Fatal("no moves: the test shows nothing")
+				}
+				got, err := json.Marshal(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					first = got
+					continue
+				}
+				if !bytes.Equal(got, first) {
+					t.Fatalf("run %d differs from run 0:\nrun 0: %s\nrun %d: %s", i, first, i, got)
 				}
 			}
 		})

@@ -1,0 +1,216 @@
+package planner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/api"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+)
+
+// sourceCategory is, for each utilization plugin, the category of the nodes
+// it evicts from, as it logs its classification.
+var sourceCategory = map[string]string{
+	"HighNodeUtilization": "underutilized",
+	"LowNodeUtilization":  "overutilized",
+}
+
+// ties makes a utilization plugin's walk over its source nodes the same on
+// every run. HighNodeUtilization and LowNodeUtilization collect their
+// source nodes from a Go map and sort them by usage with sort.Slice, so
+// nodes of equal usage come in a different order on every run; the order
+// decides which pods move first, spend the PDBs and limits, and take the
+// room. They must be judged as they ask (they stop when a node or the
+// destinations are full), so the order cannot be fixed afterwards.
+//
+// Instead the plugin runs once per rank of a tie: in each run, of the
+// sources tied at one usage only the first by name has its evictions
+// judged; the others' are refused unjudged (the plugin passes over a
+// refused pod and counts nothing for it), and they get their turn in the
+// next run, on the cluster as the earlier runs left it. Untied sources
+// keep the plugin's own order. The usage is the plugin's own, read from the
+// classification it logs.
+type ties struct {
+	plugin   string
+	category string
+
+	// usage is each source node's usage key in the current run, as the
+	// plugin classified it (see usageKey).
+	usage map[string]int64
+	// done are the sources that had their turn.
+	done sets.Set[string]
+	// turn are the sources of the current run, chosen at its first
+	// eviction; nil before.
+	turn sets.Set[string]
+	// waiting are sources whose evictions were refused for a tied source
+	// that comes first by name; known is the same of the run before.
+	waiting, known sets.Set[string]
+	err     error
+}
+
+// errNotItsTurn refuses an eviction from a tied source whose turn comes in
+// a later run.
+var errNotItsTurn = errors.New("a tied node comes first")
+
+func newTies(plugin string) *ties {
+	cat, ok := sourceCategory[plugin]
+	if !ok {
+		return nil
+	}
+	return &ties{plugin: plugin, category: cat}
+}
+
+// logger is the plugin's logger with its classification captured.
+func (t *ties) logger(l logr.Logger) logr.Logger {
+	return logr.New(&classified{LogSink: l.GetSink(), t: t})
+}
+
+// run runs balance once per rank of a tie, until no source waits. Each
+// run has at least one source its turn, or asks for nothing: nodes bound
+// the runs.
+func (t *ties) run(nodes int, balance func() *frameworktypes.Status) *frameworktypes.Status {
+	t.done, t.known = sets.New[string](), nil
+	for runs := 0; runs == 0 || (len(t.known) > 0 && runs <= nodes); runs++ {
+		t.usage, t.turn, t.waiting = map[string]int64{}, nil, sets.New[string]()
+		st := balance()
+		if t.err != nil {
+			return &frameworktypes.Status{Err: t.err}
+		}
+		if st != nil && st.Err != nil {
+			return st
+		}
+		if t.turn == nil {
+			return st // no eviction asked for: nothing waits either
+		}
+		t.done = t.done.Union(t.turn)
+		t.known = t.waiting
+	}
+	return nil
+}
+
+// admit says whether an eviction from node is judged in this run.
+func (t *ties) admit(node string) error {
+	if t.turn == nil {
+		t.turn = t.choose()
+	}
+	switch {
+	case t.turn.Has(node):
+		return nil
+	case t.done.Has(node):
+		return errNotItsTurn // it had its turn in an earlier run
+	case !t.classifiedSource(node):
+		t.err = fmt.Errorf("%s asked to evict from node %s, which it did not classify as %s: the tie-break cannot order it", t.plugin, node, t.category)
+		return t.err
+	}
+	t.waiting.Insert(node)
+	return errNotItsTurn
+}
+
+func (t *ties) classifiedSource(node string) bool {
+	_, ok := t.usage[node]
+	return ok
+}
+
+// choose picks this run's sources: of each usage, the first by name among
+// those that have not had their turn (in a later run, among those that
+// waited: the others ask for nothing).
+func (t *ties) choose() sets.Set[string] {
+	first := map[int64]string{}
+	for node, key := range t.usage {
+		if t.done.Has(node) || (t.known != nil && !t.known.Has(node)) {
+			continue
+		}
+		if f, ok := first[key]; !ok || node < f {
+			first[key] = node
+		}
+	}
+	turn := sets.New[string]()
+	for _, node := range first {
+		turn.Insert(node)
+	}
+	return turn
+}
+
+// usageKey is how the plugins order nodes by usage (sortNodesByUsage):
+// the sum of the usage, CPU in millicores and the rest in units.
+func usageKey(usage api.ReferencedResourceList) int64 {
+	var key int64
+	for name, q := range usage {
+		if q == nil {
+			continue
+		}
+		if name == v1.ResourceCPU {
+			key += q.MilliValue()
+		} else {
+			key += q.Value()
+		}
+	}
+	return key
+}
+
+// classified passes a plugin's log on and records the nodes it classifies
+// as sources, with their usage.
+type classified struct {
+	logr.LogSink
+	t *ties
+}
+
+// classification is the message the utilization plugins log for every node
+// they classify, with its category, node and usage.
+const classification = "Node has been classified"
+
+func (c *classified) Init(logr.RuntimeInfo) {}
+
+func (c *classified) Enabled(level int) bool { return level == 0 || c.LogSink.Enabled(level) }
+
+func (c *classified) Info(level int, msg string, kv ...any) {
+	if level == 0 && msg == classification {
+		c.record(kv)
+	}
+	if c.LogSink.Enabled(level) {
+		c.LogSink.Info(level, msg, kv...)
+	}
+}
+
+func (c *classified) record(kv []any) {
+	var category, node string
+	var usage api.ReferencedResourceList
+	for i := 0; i+1 < len(kv); i += 2 {
+		switch kv[i] {
+		case "category":
+			category, _ = kv[i+1].(string)
+		case "node":
+			if ref, ok := kv[i+1].(klog.ObjectRef); ok {
+				node = ref.Name
+			}
+		case "usage":
+			usage, _ = kv[i+1].(api.ReferencedResourceList)
+		}
+	}
+	if category == c.t.category && node != "" {
+		c.t.usage[node] = usageKey(usage)
+	}
+}
+
+func (c *classified) WithValues(kv ...any) logr.LogSink {
+	return &classified{LogSink: c.LogSink.WithValues(kv...), t: c.t}
+}
+
+func (c *classified) WithName(name string) logr.LogSink {
+	return &classified{LogSink: c.LogSink.WithName(name), t: c.t}
+}
+
+// tieBroken is a utilization plugin run by ties.
+type tieBroken struct {
+	frameworktypes.BalancePlugin
+	ties *ties
+}
+
+func (b *tieBroken) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
+	return b.ties.run(len(nodes), func() *frameworktypes.Status { return b.BalancePlugin.Balance(ctx, nodes) })
+}
