@@ -40,7 +40,7 @@ func answered(query string, values map[string]float64) *snapshot.PrometheusQuery
 	for node, v := range values {
 		q.Result = append(q.Result, snapshot.PrometheusSample{
 			Metric: model.Metric{model.MetricNameLabel: "instance:node_cpu:rate:sum", model.InstanceLabel: model.LabelValue(node)},
-			Value:  model.SamplePair{Timestamp: model.TimeFromUnix(now("").Unix()), Value: model.SampleValue(v)},
+			Value:  snapshot.SamplePair{SamplePair: model.SamplePair{Timestamp: model.TimeFromUnix(now("").Unix()), Value: model.SampleValue(v)}},
 		})
 	}
 	return q

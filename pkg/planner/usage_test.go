@@ -202,6 +202,32 @@ func TestPlanByUsageSkipsUnmeasuredPods(t *testing.T) {
 	}
 }
 
+// TestPlanByUsageWithEmptySamples: metrics-server serves a pod it has not
+// measured yet with no containers. Such a pod counts as not measured (it is
+// not moved by usage), never as an idle pod, and never crashes the
+// descheduler's usage code, whichever pods have such samples.
+func TestPlanByUsageWithEmptySamples(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	prof := loadAwareProfile(t)
+	for _, emptied := range []string{"hot-", "cool-", ""} {
+		c := hotNode(now)
+		for _, m := range c.snap.PodMetrics {
+			if strings.HasPrefix(m.Name, emptied) {
+				m.Containers = []metricsv1beta1.ContainerMetrics{}
+			}
+		}
+		p, err := planOn(ctx, loadPolicy(t, usagePolicy), prof, c.snap, Options{})
+		if err != nil {
+			t.Fatalf("samples of %q* pods empty: %v", emptied, err)
+		}
+		for _, m := range p.Moves {
+			if strings.HasPrefix(m.Name, emptied) {
+				t.Errorf("samples of %q* pods empty: %s moved by usage it has not", emptied, m.Pod)
+			}
+		}
+	}
+}
+
 // TestSpikeShorterThanTheWindowMovesNothing: n1 is hot in its newest
 // sample only; over a window that holds an earlier, cool sample, it did
 // not stay hot, and nothing moves. The newest sample alone moves a pod.

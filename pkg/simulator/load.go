@@ -42,8 +42,20 @@ func newLoads(snap *snapshot.Snapshot, window time.Duration) loads {
 	}
 	sums, counts := map[types.UID]Load{}, map[types.UID]int64{}
 	for _, pod := range snap.Pods {
-		m := l.metrics[pod.Namespace+"/"+pod.Name]
-		if m == nil || pod.UID == "" {
+		key := pod.Namespace + "/" + pod.Name
+		m := l.metrics[key]
+		if m == nil {
+			continue
+		}
+		// A sample without containers (a pod too young to be measured) is no
+		// usage known, not an idle pod; the descheduler's usage client would
+		// dereference the missing sums.
+		if m = snapshot.UsableContainers(m, pod); m == nil {
+			delete(l.metrics, key)
+			continue
+		}
+		l.metrics[key] = m
+		if pod.UID == "" {
 			continue
 		}
 		var used Load

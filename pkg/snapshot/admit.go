@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -54,7 +56,8 @@ func admit(obj object) field.ErrorList {
 			p.Spec.EphemeralContainers = nil
 			return corevalidation.ValidatePodCreate(p, podutil.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil))
 		})
-		return append(errs, validateOwners(o.ObjectMeta)...)
+		errs = append(errs, validateOwners(o.ObjectMeta)...)
+		return append(errs, validatePodResources(o)...)
 	case *v1.Node:
 		return append(validate(o, corevalidation.ValidateNode), validateCapacity(o)...)
 	case *policyv1.PodDisruptionBudget:
@@ -171,6 +174,56 @@ func validateCapacity(n *v1.Node) field.ErrorList {
 	}
 	return errs
 }
+
+// validatePodResources refuses pod resources the simulation cannot count,
+// as validateCapacity does for nodes: kube-scheduler sums requests in int64
+// millicores, so a larger value (cpu: 1e16) wraps around and reads as
+// nothing, and the pod would seem to fit an 8-CPU node. The pod's total is
+// bounded too: every container's request may be countable and their sum not.
+func validatePodResources(pod *v1.Pod) field.ErrorList {
+	var errs field.ErrorList
+	check := func(path *field.Path, list v1.ResourceList) {
+		for _, name := range slices.Sorted(maps.Keys(list)) {
+			if q := list[name]; tooLarge(q.AsApproximateFloat64()) {
+				errs = append(errs, field.Invalid(path.Key(string(name)), q.String(), fmt.Sprintf("too large: at most %d", int64(math.MaxInt64/1000))))
+			}
+		}
+	}
+	total := map[v1.ResourceName]float64{}
+	containers := func(path *field.Path, cs []v1.Container) {
+		for i, c := range cs {
+			at := path.Index(i).Child("resources")
+			check(at.Child("requests"), c.Resources.Requests)
+			check(at.Child("limits"), c.Resources.Limits)
+			for name, q := range c.Resources.Requests {
+				total[name] += q.AsApproximateFloat64()
+			}
+		}
+	}
+	containers(field.NewPath("spec", "containers"), pod.Spec.Containers)
+	containers(field.NewPath("spec", "initContainers"), pod.Spec.InitContainers)
+	check(field.NewPath("spec", "overhead"), pod.Spec.Overhead)
+	if pod.Spec.Resources != nil {
+		check(field.NewPath("spec", "resources", "requests"), pod.Spec.Resources.Requests)
+		check(field.NewPath("spec", "resources", "limits"), pod.Spec.Resources.Limits)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	for name, q := range pod.Spec.Overhead {
+		total[name] += q.AsApproximateFloat64()
+	}
+	for _, name := range slices.Sorted(maps.Keys(total)) {
+		if sum := total[name]; tooLarge(sum) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "containers[*]", "resources", "requests").Key(string(name)),
+				fmt.Sprintf("%g in all", sum), fmt.Sprintf("too large: the pod's requests sum to more than %d", int64(math.MaxInt64/1000))))
+		}
+	}
+	return errs
+}
+
+// tooLarge says whether a quantity's milli-units overflow int64.
+func tooLarge(v float64) bool { return v*1000 >= math.MaxInt64 }
 
 // Admit defaults and validates every object of a snapshot built in code
 // (a generated or replayed cluster), as Decode does for a file: the

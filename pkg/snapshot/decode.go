@@ -57,6 +57,9 @@ func Decode(name string, data []byte) (*Snapshot, error) {
 	return b.s, nil
 }
 
+// MaxItemBytes bounds one object of a snapshot as written in the file.
+const MaxItemBytes = 8 << 20
+
 // chunk is a slice of the input and the line of the file it starts on.
 type chunk struct {
 	line int
@@ -437,6 +440,13 @@ func decodeAll(items []item) []result {
 // items can be decoded in any order.
 func decodeItem(it item) result {
 	at, data := it.at, it.data
+	if len(data) > MaxItemBytes {
+		// Converting YAML takes tens of times its size in memory: one huge
+		// item (a PrometheusQuery with hundreds of thousands of samples)
+		// would take gigabytes before anything could say it is wrong.
+		return result{err: at.errorf(ident{}, "%d MiB in one object, more than the %d MiB any object of a snapshot can need "+
+			"(the API server stores at most 1.5 MiB an object; a PrometheusQuery holds one sample per node)", len(data)>>20, MaxItemBytes>>20)}
+	}
 	if it.yaml {
 		j, err := yamlToJSON(chunk{line: at.line, data: data})
 		if err != nil {
@@ -475,6 +485,12 @@ func decodeItem(it item) result {
 		return fail("a List inside a List: write its items into the outer List (kubectl get writes one List)")
 	}
 	k := kindsByName[meta.Kind]
+	if k != nil && gv.Group == "" && k.gvk.Group != "" {
+		// Not another API's kind of the same name (those have a group of
+		// their own), but the kind written without its group: ignored, the
+		// plan would go without it and never say why.
+		return fail("apiVersion: %q has no group; %s is %s", meta.APIVersion, k.gvk.Kind, k.gvk.GroupVersion())
+	}
 	if k == nil || gv.Group != k.gvk.Group {
 		return result{id: id, ignored: meta.APIVersion + "/" + meta.Kind}
 	}
@@ -573,7 +589,7 @@ func (b *builder) check(file string) error {
 	if first != nil {
 		return first
 	}
-	return b.checkMetrics(nodes)
+	return b.checkMetrics()
 }
 
 // sampledAt is the time of a usage sample, "" for other objects.
@@ -591,18 +607,41 @@ func sampledAt(obj object) string {
 
 // checkMetrics refuses usage of a node or pod the snapshot lacks: usage and
 // objects must come from the same capture, or a pod's usage would be
-// counted on a node it no longer runs on.
-func (b *builder) checkMetrics(nodes map[string]bool) error {
-	pods := make(map[string]bool, len(b.s.Pods))
-	for _, p := range b.s.Pods {
-		pods[p.Namespace+"/"+p.Name] = true
+// counted on a node it no longer runs on. It also refuses samples that do
+// not describe their object (checkNodeUsage, checkPodUsage).
+func (b *builder) checkMetrics() error {
+	nodes := make(map[string]*v1.Node, len(b.s.Nodes))
+	for _, n := range b.s.Nodes {
+		nodes[n.Name] = n
 	}
+	pods := make(map[string]*v1.Pod, len(b.s.Pods))
+	for _, p := range b.s.Pods {
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	now := time.Now()
+	var nodeSamples, podSamples int // b.metrics holds both kinds in input order, as s does each
 	for _, m := range b.metrics {
-		switch {
-		case m.id.kind == "NodeMetrics" && !nodes[m.id.name]:
-			return m.at.errorf(m.id, "node %q is not in the snapshot; the usage and the nodes must come from the same capture", m.id.name)
-		case m.id.kind == "PodMetrics" && !pods[m.id.namespace+"/"+m.id.name]:
-			return m.at.errorf(m.id, "pod %s/%s is not in the snapshot; the usage and the pods must come from the same capture", m.id.namespace, m.id.name)
+		var errs field.ErrorList
+		switch m.id.kind {
+		case "NodeMetrics":
+			sample := b.s.NodeMetrics[nodeSamples]
+			nodeSamples++
+			node := nodes[m.id.name]
+			if node == nil {
+				return m.at.errorf(m.id, "node %q is not in the snapshot; the usage and the nodes must come from the same capture", m.id.name)
+			}
+			errs = checkNodeUsage(sample, node, now)
+		case "PodMetrics":
+			sample := b.s.PodMetrics[podSamples]
+			podSamples++
+			pod := pods[m.id.namespace+"/"+m.id.name]
+			if pod == nil {
+				return m.at.errorf(m.id, "pod %s/%s is not in the snapshot; the usage and the pods must come from the same capture", m.id.namespace, m.id.name)
+			}
+			errs = checkPodUsage(sample, pod, nodes[pod.Spec.NodeName], now)
+		}
+		if len(errs) > 0 {
+			return m.at.errorf(m.id, "%s", fieldErrors(errs))
 		}
 	}
 	return nil

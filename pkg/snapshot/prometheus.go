@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -50,8 +51,23 @@ type PrometheusQuery struct {
 // PrometheusSample is one sample of an instant vector, in the HTTP API's
 // form: {"metric": {labels}, "value": [<unix time>, "<value>"]}.
 type PrometheusSample struct {
-	Metric model.Metric     `json:"metric"`
-	Value  model.SamplePair `json:"value"`
+	Metric model.Metric `json:"metric"`
+	Value  SamplePair   `json:"value"`
+}
+
+// SamplePair is a sample's [<unix time>, "<value>"]. Decoding refuses any
+// other number of elements, which model.SamplePair would drop silently.
+type SamplePair struct{ model.SamplePair }
+
+func (p *SamplePair) UnmarshalJSON(data []byte) error {
+	var parts []json.RawMessage
+	if err := json.Unmarshal(data, &parts); err != nil {
+		return err
+	}
+	if len(parts) != 2 {
+		return fmt.Errorf("want [<unix time>, \"<value>\"], got %d element(s)", len(parts))
+	}
+	return p.SamplePair.UnmarshalJSON(data)
 }
 
 // DeepCopyObject is runtime.Object's.
@@ -146,7 +162,7 @@ func ReadPrometheus(ctx context.Context, client promapi.Client, query string, no
 		if s.Histogram != nil {
 			return nil, fmt.Errorf("query %q: answered native histograms, want one number per node", query)
 		}
-		q.Result = append(q.Result, PrometheusSample{Metric: s.Metric, Value: model.SamplePair{Timestamp: s.Timestamp, Value: s.Value}})
+		q.Result = append(q.Result, PrometheusSample{Metric: s.Metric, Value: SamplePair{model.SamplePair{Timestamp: s.Timestamp, Value: s.Value}}})
 	}
 	if errs := validatePrometheusQuery(q); len(errs) > 0 {
 		return nil, fmt.Errorf("query %q: %s", query, fieldErrors(errs))

@@ -77,6 +77,10 @@ func TestDecodePrometheusQueryErrors(t *testing.T) {
 		{"histogram", list(n1, prometheusQuery("  - metric: {instance: n1}\n    histogram: [1795860000, {count: \"1\"}]\n")), []string{`unknown field "result[0].histogram"`}},
 		{"wrong version", list(n1, strings.Replace(prometheusQuery(sample("n1", "0.5")), "v1alpha1", "v1", 1)), []string{"rebalancer.dev/v1 is not supported, expected rebalancer.dev/v1alpha1"}},
 		{"duplicate", list(n1, prometheusQuery(sample("n1", "0.5")), prometheusQuery(sample("n1", "0.5"))), []string{"duplicate sample (same timestamp)"}},
+		{"three-element value", list(n1, prometheusQuery("  - metric: {instance: n1}\n    value: [1795860000, \"0.5\", \"0.9\"]\n")), []string{"(PrometheusQuery query-1)", "result[0].value", "got 3 element(s)"}},
+		{"one-element value", list(n1, prometheusQuery("  - metric: {instance: n1}\n    value: [1795860000]\n")), []string{"result[0].value", "got 1 element(s)"}},
+		{"value not a list", list(n1, prometheusQuery("  - metric: {instance: n1}\n    value: \"0.5\"\n")), []string{"result[0].value"}},
+		{"no group", list(n1, strings.Replace(prometheusQuery(sample("n1", "0.5")), "rebalancer.dev/v1alpha1", "v1alpha1", 1)), []string{"(PrometheusQuery query-1)", `apiVersion: "v1alpha1" has no group`, "rebalancer.dev/v1alpha1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := Decode("snap.yaml", []byte(tc.input))

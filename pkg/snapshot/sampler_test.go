@@ -97,7 +97,7 @@ func TestSamplerKeepsTheWindow(t *testing.T) {
 	go s.Run(ctx)
 
 	snap := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}},
-		Pods: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}}}}
+		Pods: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}}}
 	filled := make(chan error, 1)
 	go func() { filled <- s.Fill(ctx, snap) }()
 	// Fill waits until the window is covered; meanwhile the usage changes.

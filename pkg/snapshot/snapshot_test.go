@@ -388,6 +388,33 @@ func TestDecodeErrors(t *testing.T) {
 			input: list(n1, strings.Replace(web1, "cpu: 100m", "cpu: 2x", 1)),
 			want:  []string{"snap.yaml:20: items[1] (Pod default/web-1): ", "spec.containers[0].resources.requests.cpu", `"2x"`, "quantities must match"},
 		},
+		// Requests the simulation could not count: they would wrap to
+		// nothing and the pod would fit anywhere.
+		{
+			name:  "overflowing request",
+			input: list(n1, strings.Replace(web1, "cpu: 100m", "cpu: 1e16", 1)),
+			want:  []string{"(Pod default/web-1)", "spec.containers[0].resources.requests[cpu]", `"10P"`, "too large"},
+		},
+		{
+			name:  "overflowing limit",
+			input: list(n1, strings.Replace(web1, "          memory: 64Mi\n", "          memory: 64Mi\n        limits:\n          memory: 64Mi\n          example.com/foo: 1e19\n", 1)),
+			want:  []string{"(Pod default/web-1)", "spec.containers[0].resources.limits[example.com/foo]", "too large"},
+		},
+		{
+			name:  "overflowing init container",
+			input: list(n1, strings.Replace(web1, "    containers:\n", "    initContainers:\n    - image: busybox\n      name: init\n      resources:\n        requests:\n          cpu: 1e16\n    containers:\n", 1)),
+			want:  []string{"(Pod default/web-1)", "spec.initContainers[0].resources.requests[cpu]", "too large"},
+		},
+		{
+			name:  "overflowing overhead",
+			input: list(n1, strings.Replace(web1, "    nodeName: n1\n", "    nodeName: n1\n    overhead:\n      cpu: 1e16\n", 1)),
+			want:  []string{"(Pod default/web-1)", "spec.overhead[cpu]", "too large"},
+		},
+		{
+			name:  "requests that overflow in sum",
+			input: list(n1, strings.Replace(web1, "    containers:\n", "    containers:\n    - image: nginx\n      name: big\n      resources:\n        requests:\n          cpu: 5e15\n    - image: nginx\n      name: bigger\n      resources:\n        requests:\n          cpu: 5e15\n", 1)),
+			want:  []string{"(Pod default/web-1)", "requests[cpu]", "sum to more than"},
+		},
 		{
 			name:  "bad quantity in a map key with dots",
 			input: list(strings.Replace(n1, `nvidia.com/gpu: "1"`, `nvidia.com/gpu: one`, 1)),

@@ -8,9 +8,11 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
@@ -40,26 +42,51 @@ func readUsage(ctx context.Context, client kubernetes.Interface, s *Snapshot) er
 	return nil
 }
 
-// fill sets s's usage to the samples of the nodes and pods it holds.
-func fill(s *Snapshot, nodes []*metricsv1beta1.NodeMetrics, pods []*metricsv1beta1.PodMetrics) {
-	known := make(map[string]bool, len(s.Nodes)+len(s.Pods))
+// fill sets s's usage to the samples of the nodes and pods it holds, and
+// returns what it left out: samples a plan cannot stand on (see
+// checkNodeUsage), containers the pod does not have.
+func fill(s *Snapshot, nodes []*metricsv1beta1.NodeMetrics, pods []*metricsv1beta1.PodMetrics, now time.Time) []string {
+	nodeByName := make(map[string]*v1.Node, len(s.Nodes))
 	for _, n := range s.Nodes {
-		known[n.Name] = true
+		nodeByName[n.Name] = n
 	}
+	podByName := make(map[string]*v1.Pod, len(s.Pods))
 	for _, p := range s.Pods {
-		known[p.Namespace+"/"+p.Name] = true
+		podByName[p.Namespace+"/"+p.Name] = p
 	}
+	var dropped []string
 	s.NodeMetrics, s.PodMetrics = nil, nil
 	for _, m := range nodes {
-		if known[m.Name] {
-			s.NodeMetrics = append(s.NodeMetrics, m)
+		node := nodeByName[m.Name]
+		if node == nil {
+			continue
 		}
+		if errs := checkNodeUsage(m, node, now); len(errs) > 0 {
+			dropped = append(dropped, fmt.Sprintf("NodeMetrics %s: %s", m.Name, fieldErrors(errs)))
+			continue
+		}
+		s.NodeMetrics = append(s.NodeMetrics, m)
 	}
 	for _, m := range pods {
-		if known[m.Namespace+"/"+m.Name] {
-			s.PodMetrics = append(s.PodMetrics, m)
+		pod := podByName[m.Namespace+"/"+m.Name]
+		if pod == nil {
+			continue
 		}
+		if errs := checkStamp(m.Timestamp.Time, now); len(errs) > 0 {
+			dropped = append(dropped, fmt.Sprintf("PodMetrics %s/%s: %s", m.Namespace, m.Name, fieldErrors(errs)))
+			continue
+		}
+		if len(m.Containers) == 0 {
+			continue // too young to be measured: no usage known
+		}
+		usable := UsableContainers(m, pod)
+		if usable == nil {
+			dropped = append(dropped, fmt.Sprintf("PodMetrics %s/%s: none of its containers is the pod's", m.Namespace, m.Name))
+			continue
+		}
+		s.PodMetrics = append(s.PodMetrics, usable)
 	}
+	return dropped
 }
 
 func getRaw(ctx context.Context, client kubernetes.Interface, path string, into any) error {
@@ -159,8 +186,11 @@ func (s *Sampler) Fill(ctx context.Context, snap *Snapshot) error {
 		covered := !s.started.IsZero() && s.last.Sub(s.started) >= s.window
 		err, read := s.err, s.read
 		if err == nil && covered {
-			fill(snap, s.nodes, s.pods)
+			dropped := fill(snap, s.nodes, s.pods, s.now())
 			s.mu.Unlock()
+			for _, d := range dropped {
+				klog.FromContext(ctx).Info("Warning: usage sample left out", "sample", d)
+			}
 			return nil
 		}
 		s.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -98,6 +99,18 @@ func TestDecodeUsageErrors(t *testing.T) {
 		{"unknown field", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "  window:", "  windw:", 1)), []string{`unknown field "windw"`}},
 		{"duplicate", list(n1, nodeMetrics("n1", "1", "1Gi"), nodeMetrics("n1", "2", "1Gi")), []string{"duplicate sample (same timestamp)"}},
 		{"wrong version", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "v1beta1", "v1", 1)), []string{"metrics.k8s.io/v1 is not supported, expected metrics.k8s.io/v1beta1"}},
+		{"no group", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "metrics.k8s.io/v1beta1", "v1beta1", 1)), []string{"(NodeMetrics n1)", `apiVersion: "v1beta1" has no group`, "metrics.k8s.io/v1beta1"}},
+		// Usage that would read as idle, or as more than the node has.
+		{"empty usage", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "  usage:\n    cpu: 1\n    memory: 1Gi\n", "  usage: {}\n", 1)), []string{"(NodeMetrics n1)", "usage[cpu]: Required", "usage[memory]: Required"}},
+		{"no memory", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "    memory: 1Gi\n", "", 1)), []string{"(NodeMetrics n1)", "usage[memory]: Required"}},
+		{"no cpu", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "    cpu: 1\n", "", 1)), []string{"(NodeMetrics n1)", "usage[cpu]: Required"}},
+		{"node cpu beyond capacity", list(n1, nodeMetrics("n1", "400", "1Gi")), []string{"(NodeMetrics n1)", "usage[cpu]", `"400"`, "more than node n1 has (capacity 4)"}},
+		{"node memory beyond capacity", list(n1, nodeMetrics("n1", "1", "1600Gi")), []string{"(NodeMetrics n1)", "usage[memory]", "capacity 16Gi"}},
+		{"pod beyond its node", list(n1, web1, podMetrics("default", "web-1", "9", "1Gi")), []string{"(PodMetrics default/web-1)", "usage[cpu]", `"9"`, "more than node n1 has"}},
+		{"container the pod lacks", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "  - name: app\n", "  - name: sidecar\n", 1)),
+			[]string{"(PodMetrics default/web-1)", "containers[0].name", "sidecar: pod default/web-1 has no such container"}},
+		{"node sample from the future", list(n1, strings.Replace(nodeMetrics("n1", "1", "1Gi"), "2026-11-23T10:00:00Z", "2099-01-01T00:00:00Z", 1)), []string{"(NodeMetrics n1)", "timestamp", "2099-01-01T00:00:00Z", "in the future"}},
+		{"pod sample from the future", list(n1, web1, strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "2026-11-23T10:00:00Z", "2099-01-01T00:00:00Z", 1)), []string{"(PodMetrics default/web-1)", "timestamp", "in the future"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,5 +124,56 @@ func TestDecodeUsageErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeUsageWithoutContainers: metrics-server serves a pod it has not
+// measured yet with no containers; such a sample is kept and means no usage
+// known, never an idle pod.
+func TestDecodeUsageWithoutContainers(t *testing.T) {
+	empty := strings.Replace(podMetrics("default", "web-1", "1", "1Gi"), "  containers:\n  - name: app\n    usage:\n      cpu: 1\n      memory: 1Gi\n", "  containers: []\n", 1)
+	s, err := Decode("snap.yaml", []byte(list(node("n1"), pod("default", "web-1", "n1", "Running"), nodeMetrics("n1", "1", "1Gi"), empty)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.PodMetrics) != 1 || len(s.PodMetrics[0].Containers) != 0 {
+		t.Fatalf("PodMetrics = %v, want the one sample without containers", s.PodMetrics)
+	}
+	if got := UsableContainers(s.PodMetrics[0], s.Pods[0]); got != nil {
+		t.Errorf("UsableContainers of a sample without containers = %v, want nil (no usage known)", got)
+	}
+}
+
+// TestFillLeavesOutWhatCannotBePlannedOn: the live path keeps the samples a
+// file would be refused for out of the plan, and says which.
+func TestFillLeavesOutWhatCannotBePlannedOn(t *testing.T) {
+	s, err := Decode("snap.yaml", []byte(list(node("n1"), node("n2"), node("n3"), pod("default", "web-1", "n1", "Running"), pod("default", "web-2", "n1", "Running"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	samples, err := Decode("usage.yaml", []byte(list(node("n1"), node("n2"), node("n3"), pod("default", "web-1", "n1", "Running"), pod("default", "web-2", "n1", "Running"),
+		nodeMetrics("n1", "1", "1Gi"), nodeMetrics("n2", "1", "1Gi"), nodeMetrics("n3", "1", "1Gi"),
+		podMetrics("default", "web-1", "1", "1Gi"), podMetrics("default", "web-2", "1", "1Gi"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(samples.NodeMetrics[1].Usage, "memory")                  // n2: memory unknown
+	samples.NodeMetrics[2].Usage["cpu"] = resource.MustParse("400") // n3: 100 times the node
+	samples.PodMetrics[0].Containers = append(samples.PodMetrics[0].Containers, samples.PodMetrics[0].Containers[0])
+	samples.PodMetrics[0].Containers[1].Name = "gone" // web-1: one container of another pod
+	samples.PodMetrics[1].Containers = nil            // web-2: too young
+	now, _ := time.Parse(time.RFC3339, "2026-11-23T10:00:30Z")
+	dropped := fill(s, samples.NodeMetrics, samples.PodMetrics, now)
+	if len(s.NodeMetrics) != 1 || s.NodeMetrics[0].Name != "n1" {
+		t.Errorf("NodeMetrics kept = %v, want n1's alone", s.NodeMetrics)
+	}
+	if len(s.PodMetrics) != 1 || s.PodMetrics[0].Name != "web-1" || len(s.PodMetrics[0].Containers) != 1 || s.PodMetrics[0].Containers[0].Name != "app" {
+		t.Errorf("PodMetrics kept = %v, want web-1 with its container app alone", s.PodMetrics)
+	}
+	got := strings.Join(dropped, "\n")
+	for _, want := range []string{"NodeMetrics n2: usage[memory]: Required", "NodeMetrics n3: usage[cpu]"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("dropped does not say %q:\n%s", want, got)
+		}
 	}
 }
