@@ -322,8 +322,11 @@ func kindNames() string {
 
 var itemsKey = []byte("items:")
 
-// aliases matches a YAML alias (*name) or merge key where a value starts.
-var aliases = regexp.MustCompile(`(?m)(^|[:\-\[,]\s*|<<:\s*)\*[^\s,\[\]{}*/]`)
+// aliases matches a YAML alias (*name) or merge key where a value starts:
+// after "key: ", "- ", "[", "{" or ",". Block style needs the space after
+// ":" and "-"; without it (a comment's "snapshot-*.yaml") it is no alias,
+// and must not cost reading a huge List whole.
+var aliases = regexp.MustCompile(`(?m)(^\s*|[:\-]\s+|[\[{,]\s*|<<:\s*)\*[^\s,\[\]{}*/]`)
 
 // splitList cuts a List document in block style, as kubectl writes it, into its
 // header (every top-level key but items) and one chunk per item, so that items
