@@ -2,6 +2,8 @@ package simulator
 
 import (
 	"cmp"
+	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -9,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"sigs.k8s.io/descheduler/pkg/utils"
@@ -90,7 +94,9 @@ func (s *Simulator) Usage() ([]NodeUsage, error) {
 // number of nodes, largest first, whose capacity adds up to the total
 // request; the max over resources. A node's capacity is its allocatable less
 // the requests of its NodeBound pods, which run on every node anyway.
-// Cordoned nodes and nodes with NoSchedule or NoExecute taints are left out.
+// Cordoned nodes are left out, and so are nodes with NoSchedule or
+// NoExecute taints that none of the pods to place tolerates: a taint every
+// pod tolerates (a cluster's nodes all carry one) leaves the node usable.
 // Pending pods count: they need room too. When the nodes cannot hold the
 // requests at all, it is the number of nodes.
 func (s *Simulator) LowerBound() (int, error) {
@@ -100,12 +106,17 @@ func (s *Simulator) LowerBound() (int, error) {
 	}
 	capacity := map[string]v1.ResourceList{}
 	demand := map[v1.ResourceName]int64{}
+	tolerations := map[string][]v1.Toleration{} // the pods' distinct sets
 	need := func(pod *v1.Pod) {
 		for r, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 			demand[r] += value(r, q)
 		}
 		demand[v1.ResourcePods]++
+		if len(pod.Spec.Tolerations) > 0 {
+			tolerations[fmt.Sprint(pod.Spec.Tolerations)] = pod.Spec.Tolerations
+		}
 	}
+	var tainted []*v1.Node
 	for _, ni := range nodes {
 		n := ni.Node()
 		c := n.Status.Allocatable.DeepCopy()
@@ -124,13 +135,34 @@ func (s *Simulator) LowerBound() (int, error) {
 			pods.Set(pods.Value() - 1)
 			c[v1.ResourcePods] = pods
 		}
-		if usable(n) {
+		if !n.Spec.Unschedulable {
 			capacity[n.Name] = c
+			if len(placingTaints(n)) > 0 {
+				tainted = append(tainted, n)
+			}
 		}
 	}
 	for _, pod := range s.Pending() {
 		if !NodeBound(pod) {
 			need(pod)
+		}
+	}
+	tolerated := map[string]bool{} // by taint set: nodes often share theirs
+	for _, n := range tainted {
+		taints := placingTaints(n)
+		key := fmt.Sprint(taints)
+		ok, seen := tolerated[key]
+		if !seen {
+			// Comparison operators count as the scheduler may count them: a
+			// lower bound may only err low.
+			ok = slices.ContainsFunc(slices.Collect(maps.Values(tolerations)), func(tols []v1.Toleration) bool {
+				_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tols, nil, true)
+				return !untolerated
+			})
+			tolerated[key] = ok
+		}
+		if !ok {
+			delete(capacity, n.Name)
 		}
 	}
 	bound := 0
@@ -165,16 +197,16 @@ func value(r v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-func usable(n *v1.Node) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
+// placingTaints are the taints of n that keep pods that do not tolerate
+// them off it.
+func placingTaints(n *v1.Node) []v1.Taint {
+	var out []v1.Taint
 	for _, t := range n.Spec.Taints {
 		if t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute {
-			return false
+			out = append(out, t)
 		}
 	}
-	return true
+	return out
 }
 
 // Schedulable says whether a resource is one a node's allocatable holds and
