@@ -54,11 +54,14 @@ const (
 	// which balance plugins and Consolidation respect; a deschedule
 	// plugin's violation still moves it.
 	ReasonSticky = "sticky"
+	// ReasonTarget: the plan moves pods onto the pod's node, and a plan
+	// does not move pods off a node it fills (it would undo itself).
+	ReasonTarget = "target"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky, ReasonTarget}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

@@ -103,7 +103,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	// No balance move off a node the plan moves pods onto, and no move
 	// onto a node it moves pods off: a plan never undoes itself.
 	if p.balancing && p.targets[pod.Spec.NodeName] > 0 {
-		return skip(plan.ReasonLimit, fmt.Sprintf("the plan moves pods onto %s, so it does not move pods off it", pod.Spec.NodeName), errSkipped)
+		return skip(plan.ReasonTarget, fmt.Sprintf("the plan moves pods onto %s, so it does not move pods off it", pod.Spec.NodeName), errSkipped)
 	}
 	if exclude := simOpts.Exclude; len(p.sources) > 0 {
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
@@ -151,6 +153,27 @@ func tied() *cluster {
 	c.pod("team-b", "batch", "ReplicaSet", "node-12", "1", "2Gi") // on the tainted node
 	c.pdb("team-b", "web", 3)
 	return c
+}
+
+// TestNoMoveOffAFilledNode: a balance move off a node the plan moves pods
+// onto is refused with its own reason, not as a limit.
+func TestNoMoveOffAFilledNode(t *testing.T) {
+	p := runPlan(t, tied(), "binpacking", Options{MinScoreGain: 1})
+	filled := map[string]bool{}
+	for _, m := range p.Moves {
+		filled[m.Target] = true
+	}
+	if p.Summary.SkippedByReason[plan.ReasonTarget] == 0 {
+		t.Fatalf("no skip %q; skipped %v", plan.ReasonTarget, p.Summary.SkippedByReason)
+	}
+	for _, s := range p.Skipped {
+		if s.Why == plan.ReasonTarget && !strings.Contains(s.Detail, "moves pods onto") {
+			t.Errorf("skip %+v: detail does not name the filled node", s)
+		}
+		if s.Why == plan.ReasonLimit && strings.Contains(s.Detail, "moves pods onto") {
+			t.Errorf("skip %+v: a filled node reported as a limit", s)
+		}
+	}
 }
 
 // TestTiedPlansAreReproducible: a cluster of exact ties gives the same plan
