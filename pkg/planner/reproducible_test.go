@@ -159,10 +159,6 @@ func tied() *cluster {
 // onto is refused with its own reason, not as a limit.
 func TestNoMoveOffAFilledNode(t *testing.T) {
 	p := runPlan(t, tied(), "binpacking", Options{MinScoreGain: 1})
-	filled := map[string]bool{}
-	for _, m := range p.Moves {
-		filled[m.Target] = true
-	}
 	if p.Summary.SkippedByReason[plan.ReasonTarget] == 0 {
 		t.Fatalf("no skip %q; skipped %v", plan.ReasonTarget, p.Summary.SkippedByReason)
 	}
