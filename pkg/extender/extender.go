@@ -196,8 +196,9 @@ func DecodeArgs(r io.Reader) (*extenderv1.ExtenderArgs, []string, error) {
 	return &args, nodes, nil
 }
 
-// Watch feeds the book from pod events: a hinted pod that starts
-// terminating or is deleted leaves its hint; a pod that is bound consumes
+// Watch feeds the book from pod events: a pod the executor writes a hint on
+// (its eviction in flight), or that starts terminating or is deleted with
+// one, leaves its hint; a pod whose hint is taken back withdraws it; a pod that is bound consumes
 // its owner's; a pending pod that is deleted gives back the hint it claimed.
 func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, m *Metrics) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -207,9 +208,10 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 			if !ok1 || !ok2 {
 				return
 			}
-			// A pod with a grace period is marked for deletion first; its
-			// owner creates the replacement right then.
-			if oldPod.DeletionTimestamp == nil && newPod.DeletionTimestamp != nil && book.Leaving(logger, newPod) {
+			// The hint is recorded when the executor writes it, before the
+			// eviction; a pod with a grace period is marked for deletion
+			// next, and its owner creates the replacement right then.
+			if book.Updated(logger, oldPod, newPod) {
 				m.recorded.Inc()
 			}
 			if oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != "" {

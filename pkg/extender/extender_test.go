@@ -319,3 +319,47 @@ func TestAppendListIsJSON(t *testing.T) {
 		t.Fatalf("appendList = %s, want %s", got, want)
 	}
 }
+
+// TestHintKnownBeforeTheEviction forces the race seen live: the replacement
+// is scored before the extender has seen its predecessor terminate. The
+// hint the executor wrote before evicting already steers it. A hint taken
+// back (the eviction failed) steers nothing.
+func TestHintKnownBeforeTheEviction(t *testing.T) {
+	old := pod("web-a", "full", nil)
+	e := newEnv(t, old)
+	pods := e.client.CoreV1().Pods("default")
+	h := hint.Hint{Source: "full", Target: "half", PlanID: "plan-1", Time: time.Now()}
+	annotated := old.DeepCopy()
+	annotated.Annotations = h.Annotations()
+	if _, err := pods.Update(e.ctx, annotated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the hint of the eviction in flight", func() bool { return e.book.Len() == 1 })
+	// No deletion event yet: the replacement is scored now.
+	_, _, list := e.prioritize(t, argsFor(pod("web-b", "", nil), "full", "half", "empty"))
+	if got, want := scores(list), map[string]int64{"full": 0, "half": 10, "empty": 5}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("replacement scored before its predecessor terminated: %v, want %v", got, want)
+	}
+
+	// Another eviction fails: the executor takes its hint back.
+	other := pod("api-a", "full", nil)
+	other.OwnerReferences[0].UID, other.OwnerReferences[0].Name = "api-rs", "api"
+	if _, err := pods.Create(e.ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withHint := other.DeepCopy()
+	withHint.Annotations = h.Annotations()
+	if _, err := pods.Update(e.ctx, withHint, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the second hint", func() bool { return e.book.Len() == 2 })
+	if _, err := pods.Update(e.ctx, other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, "the hint to be withdrawn", func() bool { return e.book.Len() == 1 })
+	next := pod("api-b", "", nil)
+	next.OwnerReferences[0].UID, next.OwnerReferences[0].Name = "api-rs", "api"
+	if _, _, list = e.prioritize(t, argsFor(next, "full", "half")); scores(list)["half"] != 5 || scores(list)["full"] != 5 {
+		t.Fatalf("a hint taken back steered the owner's next pod: %v", list)
+	}
+}

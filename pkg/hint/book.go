@@ -128,6 +128,74 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	return true
 }
 
+// Updated follows an update of a pod, so that a hint is known before its
+// pod leaves: the executor writes the hint, then evicts, and the owner
+// creates the replacement at once; a hint recorded only when the pod is
+// seen terminating may come after the replacement was scored. So:
+//   - the hint appearing, or changing, on a pod means its eviction is in
+//     flight: it is recorded now;
+//   - the hint removed from a pod that stays means its eviction failed
+//     (the executor takes it back): the unused hint is withdrawn;
+//   - the pod marked for deletion is Leaving.
+//
+// It returns whether a hint was recorded.
+func (b *Book) Updated(logger klog.Logger, old, pod *v1.Pod) bool {
+	if old.DeletionTimestamp == nil && pod.DeletionTimestamp != nil {
+		return b.Leaving(logger, pod)
+	}
+	was, hadHint, _ := FromPod(old)
+	now, hasHint, err := FromPod(pod)
+	switch {
+	case hasHint && (!hadHint || was != now) && err == nil:
+		owner := metav1.GetControllerOf(pod)
+		if owner == nil || !b.announce(owner.UID, pod.UID, now) {
+			return false
+		}
+		logger.V(2).Info("Recorded rebalance hint of an eviction in flight", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
+			"source", now.Source, "target", now.Target, "plan", now.PlanID)
+		return true
+	case hadHint && !hasHint && pod.DeletionTimestamp == nil:
+		if b.withdraw(pod.UID) {
+			logger.V(2).Info("Withdrew the rebalance hint of a pod that stays", "pod", klog.KObj(pod), "target", was.Target, "plan", was.PlanID)
+		}
+	}
+	return false
+}
+
+// announce records the hint of a pod about to be evicted, or replaces the
+// one recorded for it before (an eviction that failed and was planned
+// again) unless a replacement used it.
+func (b *Book) announce(owner, pod types.UID, h Hint) bool {
+	b.mu.Lock()
+	for _, e := range b.byOwner[owner] {
+		if e.Pod == pod && !e.Consumed && e.Hint != h {
+			e.Hint, e.ClaimedBy, e.Sticky = h, "", false
+			e.Expires = b.clock.Now().Add(b.ttl)
+			b.mu.Unlock()
+			return true
+		}
+	}
+	b.mu.Unlock()
+	return b.record(owner, pod, h, false)
+}
+
+// withdraw forgets the unused hint of pod; it says whether there was one.
+func (b *Book) withdraw(pod types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for owner, es := range b.byOwner {
+		for i, e := range es {
+			if e.Pod == pod && !e.Consumed {
+				if b.byOwner[owner] = append(es[:i:i], es[i+1:]...); len(b.byOwner[owner]) == 0 {
+					delete(b.byOwner, owner)
+				}
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // record remembers that a pod carrying h left. It returns false when the
 // hint is stale or the pod was already recorded.
 func (b *Book) record(owner, pod types.UID, h Hint, sticky bool) bool {

@@ -141,3 +141,59 @@ func TestBookCheckpoint(t *testing.T) {
 		t.Fatalf("after Restore: %v %+v, Len %d; want old-1 free and alone", ok, e, b.Len())
 	}
 }
+
+// TestBookUpdated: the hint is known once the executor writes it, before
+// the pod is deleted; a pod that stays (its eviction failed, the hint was
+// taken back) withdraws it; the deletion that follows records nothing new.
+func TestBookUpdated(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	h := Hint{Source: "a", Target: "b", PlanID: "p", Time: t0}
+	plain := leaving("p1", "rs", nil)
+	hinted := leaving("p1", "rs", &h)
+
+	if !b.Updated(logger, plain, hinted) {
+		t.Fatal("the hint written before an eviction was not recorded")
+	}
+	if e, ok := b.Next("rs"); !ok || e.Target != "b" {
+		t.Fatalf("Next = %+v, %v: the replacement created right after the eviction finds no hint", e, ok)
+	}
+	if b.Updated(logger, hinted, hinted.DeepCopy()) {
+		t.Error("an update that leaves the hint as it was recorded it again")
+	}
+	terminating := hinted.DeepCopy()
+	terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(time.Second)}
+	if b.Updated(logger, hinted, terminating) || b.Len() != 1 {
+		t.Errorf("the deletion after the announced eviction recorded a second hint: Len %d", b.Len())
+	}
+
+	// An eviction that failed: the executor removes the hint, the pod stays.
+	other := leaving("p2", "rs2", &h)
+	if !b.Updated(logger, leaving("p2", "rs2", nil), other) {
+		t.Fatal("second hint not recorded")
+	}
+	b.Updated(logger, other, leaving("p2", "rs2", nil))
+	if _, ok := b.Next("rs2"); ok {
+		t.Error("the hint of a pod whose eviction failed still steers its owner's next pod")
+	}
+
+	// Planned again with another target: the newer hint steers.
+	again := h
+	again.Target, again.PlanID = "c", "p2"
+	b.Updated(logger, leaving("p3", "rs3", nil), leaving("p3", "rs3", &h))
+	if !b.Updated(logger, leaving("p3", "rs3", &h), leaving("p3", "rs3", &again)) {
+		t.Error("a changed hint was not recorded")
+	}
+	if e, _ := b.Next("rs3"); e.Target != "c" {
+		t.Errorf("Next target %q, want the newer hint's c", e.Target)
+	}
+
+	// A hint a replacement already took is not withdrawn or replaced.
+	if !b.Bound("rs", "replacement") {
+		t.Fatal("the replacement consumed no hint")
+	}
+	b.Updated(logger, hinted, plain)
+	if b.Len() != 2 {
+		t.Errorf("Len %d after withdrawing a consumed hint, want it kept (2)", b.Len())
+	}
+}

@@ -62,7 +62,7 @@ var (
 	registerMetrics sync.Once
 	hintsRecorded   = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: "rebalancer", Subsystem: "scheduler", Name: "hints_recorded_total",
-		Help: "Rebalance hints recorded from pods seen leaving.", StabilityLevel: metrics.ALPHA,
+		Help: "Rebalance hints recorded from pods being evicted or seen leaving.", StabilityLevel: metrics.ALPHA,
 	})
 	hintsConsumed = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: "rebalancer", Subsystem: "scheduler", Name: "hints_consumed_total",
@@ -83,13 +83,15 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 		return nil, fmt.Errorf("%s: the framework handle has no informer factory", Name)
 	}
 	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		// A pod with a grace period is marked for deletion first; its owner
-		// creates the replacement right then, before the delete event.
+		// The hint is recorded when the executor writes it, before the
+		// eviction; a pod with a grace period is marked for deletion next,
+		// and its owner creates the replacement right then, before the
+		// delete event (hint.Book.Updated).
 		UpdateFunc: func(oldObj, newObj any) {
 			oldPod, ok1 := oldObj.(*v1.Pod)
 			newPod, ok2 := newObj.(*v1.Pod)
-			if ok1 && ok2 && oldPod.DeletionTimestamp == nil && newPod.DeletionTimestamp != nil {
-				pl.PodLeaving(logger, newPod)
+			if ok1 && ok2 && pl.book.Updated(logger, oldPod, newPod) {
+				hintsRecorded.Inc()
 			}
 		},
 		DeleteFunc: func(obj any) {
