@@ -44,11 +44,14 @@ const EventDrainTimeout = "DrainTimeout"
 const DefaultDrainTimeout = 2 * time.Minute
 
 // drainGuard holds the drain taint on each node a plan empties for the time
-// it needs it: from the node's first eviction until every replacement of
-// its evicted pods is bound, or the timeout. Replacements are counted per
-// owner, as the owner's controller makes them: a node is released when each
-// owner it lost pods of has as many new pods bound as the plan had evicted
-// of it by the node's last eviction.
+// it needs it: from the node's first eviction until the plan's last
+// eviction is done and every replacement of the plan is bound, or the
+// timeout after the plan's last eviction. Not the node's own replacements
+// alone: a node released while the plan still evicts elsewhere is an empty
+// node, the first a spreading scheduler fills with the other replacements
+// (and the best any unsteered one finds). Replacements are counted per
+// owner, as the owner's controller makes them: the plan is done when each
+// owner has as many new pods bound as the plan evicted of it.
 type drainGuard struct {
 	client   kubernetes.Interface
 	metrics  *Metrics
@@ -61,21 +64,24 @@ type drainGuard struct {
 	mu sync.Mutex
 	// tainted are the nodes that carry the taint now.
 	tainted sets.Set[string]
-	// evicted counts the plan's evictions per owner; lost, per node, the
-	// owners it lost pods of.
+	// evicted counts the plan's evictions per owner; names names the
+	// owners ("Kind name") for messages.
 	evicted map[types.UID]int
-	lost    map[string]map[types.UID]string // owner → "Kind name", for messages
+	names   map[types.UID]string
 	// bound are the owners' new pods seen bound to a node.
 	bound   map[types.UID]sets.Set[types.UID]
 	waiting []drainWait
+	// evicting is true until the plan's last eviction is done: no node is
+	// released before, but on its timeout.
+	evicting bool
 	// stopWatch ends the watch of new pods, once started.
 	stopWatch context.CancelFunc
 }
 
-// drainWait is a drained node waiting for its replacements.
+// drainWait is a drained node waiting for the plan's replacements; its
+// deadline is set when the plan's evictions are done.
 type drainWait struct {
 	node     string
-	need     map[types.UID]int
 	deadline time.Time
 }
 
@@ -84,8 +90,8 @@ func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, m
 		client: client, recorder: recorder, metrics: m, planID: planID, timeout: timeout,
 		// Creation times have whole seconds.
 		since:   since.Truncate(time.Second),
-		tainted: sets.New[string](), evicted: map[types.UID]int{}, lost: map[string]map[types.UID]string{},
-		bound: map[types.UID]sets.Set[types.UID]{},
+		tainted: sets.New[string](), evicted: map[types.UID]int{}, names: map[types.UID]string{},
+		bound: map[types.UID]sets.Set[types.UID]{}, evicting: true,
 	}
 }
 
@@ -108,9 +114,9 @@ func (g *drainGuard) taint(ctx context.Context, node string) error {
 	return nil
 }
 
-// evict notes an eviction off node of a pod of owner (a pod without one has
-// no replacement to wait for).
-func (g *drainGuard) evict(ctx context.Context, node string, owner *plan.Owner) {
+// evict notes an eviction of a pod of owner (a pod without one has no
+// replacement to wait for).
+func (g *drainGuard) evict(owner *plan.Owner) {
 	if owner == nil {
 		return
 	}
@@ -118,34 +124,17 @@ func (g *drainGuard) evict(ctx context.Context, node string, owner *plan.Owner) 
 	defer g.mu.Unlock()
 	uid := types.UID(owner.UID)
 	g.evicted[uid]++
-	if g.tainted.Has(node) {
-		if g.lost[node] == nil {
-			g.lost[node] = map[types.UID]string{}
-		}
-		g.lost[node][uid] = owner.Kind + " " + owner.Name
-	}
+	g.names[uid] = owner.Kind + " " + owner.Name
 }
 
-// done is called after the node's last move of the plan: it waits for the
-// replacements of its pods, or is released at once if it lost none.
+// done is called after the node's last move of the plan: the node waits
+// for the plan to end and its replacements to be bound.
 func (g *drainGuard) done(ctx context.Context, node string) {
 	g.mu.Lock()
-	if !g.tainted.Has(node) {
-		g.mu.Unlock()
-		return
+	defer g.mu.Unlock()
+	if g.tainted.Has(node) {
+		g.waiting = append(g.waiting, drainWait{node: node})
 	}
-	need := map[types.UID]int{}
-	for owner := range g.lost[node] {
-		need[owner] = g.evicted[owner]
-	}
-	if len(need) > 0 {
-		g.waiting = append(g.waiting, drainWait{node: node, need: need, deadline: time.Now().Add(g.timeout)})
-		g.mu.Unlock()
-		g.releaseReady(ctx)
-		return
-	}
-	g.mu.Unlock()
-	g.release(ctx, node)
 }
 
 // watch watches pending pods for replacements being bound, from before the
@@ -192,19 +181,20 @@ func (g *drainGuard) watch(ctx context.Context) {
 	factory.WaitForCacheSync(syncCtx.Done())
 }
 
-// releaseReady releases the waiting nodes whose replacements are all bound,
-// and those whose time is up, with a Warning Event naming what is pending.
+// releaseReady releases every waiting node once the plan's evictions are
+// done and all its replacements are bound, and, before, those whose time is
+// up, with a Warning Event naming what is pending.
 func (g *drainGuard) releaseReady(ctx context.Context) {
 	g.mu.Lock()
 	var ready, late []drainWait
 	var pending []string
 	now := time.Now()
+	missing := g.missing()
 	g.waiting = slices.DeleteFunc(g.waiting, func(w drainWait) bool {
-		missing := g.missing(w)
 		switch {
-		case len(missing) == 0:
+		case !g.evicting && len(missing) == 0:
 			ready = append(ready, w)
-		case now.After(w.deadline):
+		case !w.deadline.IsZero() && now.After(w.deadline):
 			late = append(late, w)
 			pending = append(pending, strings.Join(missing, ", "))
 		default:
@@ -227,22 +217,30 @@ func (g *drainGuard) releaseReady(ctx context.Context) {
 	}
 }
 
-// missing describes the owners of w whose replacements are not all bound.
+// missing describes the owners whose replacements are not all bound.
 // Called with mu held.
-func (g *drainGuard) missing(w drainWait) []string {
+func (g *drainGuard) missing() []string {
 	var out []string
-	for owner, n := range w.need {
+	for owner, n := range g.evicted {
 		if got := g.bound[owner].Len(); got < n {
-			out = append(out, fmt.Sprintf("%s: %d of %d bound", g.lost[w.node][owner], got, n))
+			out = append(out, fmt.Sprintf("%s: %d of %d bound", g.names[owner], got, n))
 		}
 	}
 	slices.Sort(out)
 	return out
 }
 
-// wait returns when no node waits for replacements any more, or at once
-// when stop is closed or ctx cancelled.
+// wait is called after the plan's last eviction: it returns when no node
+// waits for replacements any more, or at once when stop is closed or ctx
+// cancelled. The timeout runs from here.
 func (g *drainGuard) wait(ctx context.Context, stop <-chan struct{}) {
+	g.mu.Lock()
+	g.evicting = false
+	deadline := time.Now().Add(g.timeout)
+	for i := range g.waiting {
+		g.waiting[i].deadline = deadline
+	}
+	g.mu.Unlock()
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {

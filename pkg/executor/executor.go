@@ -205,8 +205,8 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	e.reportRefusals(p)
 	guard := newDrainGuard(e.o.Client, e.o.Recorder, e.o.Metrics, p.ID, e.o.DrainTimeout, e.planStart)
 	defer guard.close(ctx)
-	// Each drained node is released after its last move, once its pods'
-	// replacements are bound.
+	// The drained nodes are released after the plan's last move, once all
+	// its replacements are bound.
 	lastDrain := map[string]int{}
 	for i, m := range p.Moves {
 		if m.Drain {
@@ -228,7 +228,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 		}
 		o := e.move(ctx, p, m, guard)
 		if o.reason == "" {
-			guard.evict(ctx, m.Source, m.Owner)
+			guard.evict(m.Owner)
 		}
 		e.record(ctx, p, &r, m, o)
 		if last, ok := lastDrain[m.Source]; ok && last == i {

@@ -621,26 +621,39 @@ func TestExecuteDrainGuard(t *testing.T) {
 		}
 	})
 
-	// node-a keeps its taint after its last eviction until both
-	// replacements are bound, and only until then.
-	t.Run("held until the replacements are bound", func(t *testing.T) {
+	// node-a keeps its taint after its last eviction, its own replacements
+	// bound, while the plan still evicts elsewhere and until every
+	// replacement of the plan is bound; and only until then.
+	t.Run("held for the whole plan", func(t *testing.T) {
 		f := newFixture(objects()...)
-		taintedAfter := map[string]bool{}
+		var taintedAtWeb3 bool
+		bound := make(chan struct{})
 		f.onEvict(func(ev *policyv1.Eviction) error {
-			if ev.Name == "web-3" {
-				// Evicted after node-a's last move, before web-2's
-				// replacement is bound.
-				taintedAfter["web-2"] = slices.Contains(f.taints(t, "node-a"), drainTaint)
-				f.replace(t, "web-2", "node-c")
-			}
-			if ev.Name == "web-1" {
+			switch ev.Name {
+			case "web-1":
 				f.replace(t, "web-1", "node-b")
+			case "web-2":
+				f.replace(t, "web-2", "node-c")
+			case "web-3":
+				// node-a's own replacements are bound; the plan goes on.
+				taintedAtWeb3 = slices.Contains(f.taints(t, "node-a"), drainTaint)
+				// web-3's replacement binds a little after the plan's
+				// last eviction: node-a waits for it.
+				go func() {
+					defer close(bound)
+					time.Sleep(300 * time.Millisecond)
+					if !slices.Contains(f.taints(t, "node-a"), drainTaint) {
+						t.Error("node-a untainted while web-3's replacement was pending")
+					}
+					f.replace(t, "web-3", "node-b")
+				}()
 			}
 			return nil
 		})
 		r := f.executor(nil).Execute(context.Background(), p)
-		if len(r.Evicted) != 3 || !taintedAfter["web-2"] {
-			t.Errorf("evicted %v; node-a tainted while web-2's replacement was pending: %v, want true", names(r.Evicted), taintedAfter["web-2"])
+		<-bound
+		if len(r.Evicted) != 3 || !taintedAtWeb3 {
+			t.Errorf("evicted %v; node-a tainted while the plan still evicted: %v, want true", names(r.Evicted), taintedAtWeb3)
 		}
 		if got := f.taints(t, "node-a"); !slices.Equal(got, []v1.Taint{otherTaint}) {
 			t.Errorf("node-a taints after the plan: %v, want only %v", got, otherTaint)
