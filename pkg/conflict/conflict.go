@@ -35,6 +35,10 @@ var policyDirections = map[string]Direction{
 	"LowNodeUtilization":  Spread,
 }
 
+// Packs says whether a balance plugin packs: its moves are worth making
+// only as far as they empty nodes.
+func Packs(plugin string) bool { return policyDirections[plugin] == Pack }
+
 // Result lists the conflicts (a pair that fights: refuse it) and warnings
 // (a profile that does not do what its scoring strategy suggests).
 type Result struct {

@@ -57,11 +57,15 @@ const (
 	// ReasonTarget: the plan moves pods onto the pod's node, and a plan
 	// does not move pods off a node it fills (it would undo itself).
 	ReasonTarget = "target"
+	// ReasonNoNodeFreed: a packing plugin's move whose source the plan
+	// leaves in use, or that takes the plan above the nodes in use it began
+	// with: under a packing policy it only moves the pod.
+	ReasonNoNodeFreed = "no-node-freed"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky, ReasonTarget}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky, ReasonTarget, ReasonNoNodeFreed}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -86,21 +87,58 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			}
 		}
 		if len(failed) == 0 && !retargeted {
-			return after, nil
+			churn := p.packingChurn(inUse, after)
+			if len(churn) == 0 {
+				return after, nil
+			}
+			p.drop(churn, plan.ReasonNoNodeFreed)
+			continue
 		}
 		for i, m := range p.out.Moves {
 			if _, ok := failed[i]; !ok && m.Drain && drains.Has(m.Source) {
 				failed[i] = fmt.Sprintf("the drain of %s fails: another of its pods does not land as planned", m.Source)
 			}
 		}
-		p.drop(failed)
+		p.drop(failed, "")
 	}
 }
 
-// drop takes failed moves out of the plan and records why as skips. The
-// plugins have run, so only what the replay reads (sources) is updated; the
-// budgets and limits the moves spent are not given back: the plan is final.
-func (p *planner) drop(failed map[int]string) {
+// packingChurn holds a packing plugin's moves to what packing is for: each
+// frees its source, and together they add no node. It returns the moves
+// that break it: those whose source the plan leaves in use, and, when the
+// plan ends with more nodes in use than it began, those onto a node that
+// was empty. The next replay checks what is left.
+func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsage) map[int]string {
+	inUse := map[string]bool{}
+	nBefore, nAfter := 0, 0
+	for _, u := range after {
+		inUse[u.Node] = u.InUse
+		if u.InUse {
+			nAfter++
+		}
+		if before[u.Node] {
+			nBefore++
+		}
+	}
+	churn := map[int]string{}
+	for i, m := range p.out.Moves {
+		switch {
+		case !conflict.Packs(m.Strategy):
+		case inUse[m.Source]:
+			churn[i] = fmt.Sprintf("the plan leaves %s in use: a packing move that frees no node only moves the pod", m.Source)
+		case nAfter > nBefore && !before[m.Target]:
+			churn[i] = fmt.Sprintf("the plan would end with %d nodes in use, more than the %d it began with, and %s was empty", nAfter, nBefore, m.Target)
+		}
+	}
+	return churn
+}
+
+// drop takes failed moves out of the plan and records why as skips, with
+// reason, or by default target-changed (unsteered for an anywhere move).
+// The plugins have run, so only what the replay reads (sources) is
+// updated; the budgets and limits the moves spent are not given back: the
+// plan is final.
+func (p *planner) drop(failed map[int]string, reason string) {
 	keep := 0
 	for i, m := range p.out.Moves {
 		why, ok := failed[i]
@@ -109,12 +147,16 @@ func (p *planner) drop(failed map[int]string) {
 			keep++
 			continue
 		}
-		reason := plan.ReasonTargetChanged
-		if m.Anywhere {
-			reason = plan.ReasonUnsteered
+		r := reason
+		switch {
+		case r != "":
+		case m.Anywhere:
+			r = plan.ReasonUnsteered
+		default:
+			r = plan.ReasonTargetChanged
 		}
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,
-			Scheduler: m.Scheduler, Why: reason, Detail: why})
+			Scheduler: m.Scheduler, Why: r, Detail: why})
 		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
 		p.sources[m.Source]-- // read again by the next replay's checks
 	}

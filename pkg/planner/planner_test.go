@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
@@ -669,5 +670,82 @@ func TestConsolidationOntoEmptyNodeNeedsANetSaving(t *testing.T) {
 	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
 	if len(p.Moves) != 0 {
 		t.Errorf("planned %d moves, want none: %+v", len(p.Moves), p.Moves)
+	}
+}
+
+// gpuShaped builds a random cluster shaped like a GPU fleet: nodes of 8
+// GPUs, pods asking 1 to 8 of them with CPU and memory in proportion, and a
+// few CPU-only pods, thinly spread.
+func gpuShaped(seed int64) *cluster {
+	r := rand.New(rand.NewSource(seed))
+	c := newCluster()
+	nodes := 8 + r.Intn(12)
+	for i := 0; i < nodes; i++ {
+		n := c.node(fmt.Sprintf("gpu-%02d", i), "96", "768Gi")
+		for _, l := range []v1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+			l["nvidia.com/gpu"] = resource.MustParse("8")
+		}
+	}
+	for w := 0; w < 3+r.Intn(5); w++ {
+		app := fmt.Sprintf("train%d", w)
+		gpus := 1 + r.Intn(8)
+		for i := 0; i < 1+r.Intn(4); i++ {
+			node := c.snap.Nodes[r.Intn(nodes)]
+			free := node.Status.Allocatable.Name("nvidia.com/gpu", resource.DecimalSI).Value()
+			for _, pod := range c.snap.Pods {
+				if pod.Spec.NodeName == node.Name {
+					q := pod.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"]
+					free -= q.Value()
+				}
+			}
+			if int64(gpus) > free {
+				continue
+			}
+			p := c.pod("team-a", app, "ReplicaSet", node.Name, fmt.Sprint(gpus*8), fmt.Sprintf("%dGi", gpus*64))
+			p.Spec.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse(fmt.Sprint(gpus))
+		}
+	}
+	for i := 0; i < r.Intn(6); i++ {
+		c.pod("team-b", "api", "ReplicaSet", c.snap.Nodes[r.Intn(nodes)].Name, "2", "4Gi")
+	}
+	return c
+}
+
+// TestPackingFreesNodes: under a packing policy every move a packing
+// plugin plans frees its source, and the plan never ends with more nodes in
+// use than it began, on random clusters, GPU-shaped ones among them.
+func TestPackingFreesNodes(t *testing.T) {
+	pol, _ := loadPair(t, "binpacking")
+	for _, shape := range []struct {
+		name  string
+		build func(int64) *cluster
+	}{{"fragmented", fragmented}, {"gpu", gpuShaped}} {
+		for seed := int64(1); seed <= 10; seed++ {
+			t.Run(fmt.Sprintf("%s/seed-%d", shape.name, seed), func(t *testing.T) {
+				c := shape.build(seed)
+				p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+				checkInvariants(t, c, pol, p)
+				after := map[string]int{} // pods that keep a node in use
+				for _, pod := range c.snap.Pods {
+					if !simulator.NodeBound(pod) && pod.Spec.NodeName != "" {
+						after[pod.Spec.NodeName]++
+					}
+				}
+				packingOnly := true
+				for _, m := range p.Moves {
+					after[m.Source]--
+					after[m.Target]++
+					packingOnly = packingOnly && conflict.Packs(m.Strategy)
+				}
+				for _, m := range p.Moves {
+					if conflict.Packs(m.Strategy) && after[m.Source] > 0 {
+						t.Errorf("%s (%s) leaves %s with %d pods: it frees no node", m.Pod, m.Strategy, m.Source, after[m.Source])
+					}
+				}
+				if s := p.Summary; packingOnly && s.NodesInUseAfter > s.NodesInUseBefore {
+					t.Errorf("nodes in use %d -> %d: the packing plan added nodes", s.NodesInUseBefore, s.NodesInUseAfter)
+				}
+			})
+		}
 	}
 }
