@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -106,8 +107,8 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 // the source 0 and the others 5; without one, every node 5.
 func (e *Extender) Prioritize(pod *v1.Pod, nodes []string) extenderv1.HostPriorityList {
 	rank := func(string) hint.Rank { return hint.Neutral }
-	if owner := metav1.GetControllerOf(pod); owner != nil && pod.UID != "" {
-		if entry, ok := e.book.Claim(owner.UID, pod.UID); ok {
+	if owner, ok := hint.OwnerKey(pod); ok && pod.UID != "" {
+		if entry, ok := e.book.Claim(owner, pod.UID); ok {
 			rank = entry.RankOf
 			e.metrics.steered.Inc()
 			e.logger.V(2).Info("Steering a replacement", "pod", klog.KObj(pod), "target", entry.Target, "source", entry.Source, "plan", entry.PlanID)
@@ -215,7 +216,7 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 				m.recorded.Inc()
 			}
 			if oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != "" {
-				if owner := metav1.GetControllerOf(newPod); owner != nil && book.Bound(owner.UID, newPod.UID) {
+				if owner, ok := hint.OwnerKey(newPod); ok && book.Bound(owner, newPod.UID) {
 					m.consumed.Inc()
 					logger.V(2).Info("Rebalance hint consumed", "pod", klog.KObj(newPod), "node", newPod.Spec.NodeName)
 				}
@@ -232,16 +233,16 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 			if book.Leaving(logger, pod) {
 				m.recorded.Inc()
 			}
-			if owner := metav1.GetControllerOf(pod); owner != nil && pod.Spec.NodeName == "" {
-				book.Release(owner.UID, pod.UID)
+			if owner, ok := hint.OwnerKey(pod); ok && pod.Spec.NodeName == "" {
+				book.Release(owner, pod.UID)
 			}
 		},
 	})
 	return err
 }
 
-// Strip keeps what the extender reads of a pod (identity, owner, hint
-// annotations, deletion and node), so a cluster-wide watch holds a few
+// Strip keeps what the extender reads of a pod (identity, owner and its
+// pod-template-hash, hint annotations, deletion and node), so a cluster-wide watch holds a few
 // hundred bytes per pod rather than whole pods.
 func Strip(obj any) (any, error) {
 	pod, ok := obj.(*v1.Pod)
@@ -254,9 +255,13 @@ func Strip(obj any) (any, error) {
 			annotations[k] = v
 		}
 	}
+	var labels map[string]string
+	if hash, ok := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
+		labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash} // hint.OwnerKey reads it
+	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion, Labels: labels,
 			Annotations: annotations, OwnerReferences: pod.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Spec: v1.PodSpec{NodeName: pod.Spec.NodeName},

@@ -268,8 +268,13 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	p.Annotations["other"] = "big"
 	p.Annotations[hint.StickyAnnotation] = "true"
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	p.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
+	p.OwnerReferences[0].Name = "web-5d8f"
 	out, _ := Strip(p)
 	s := out.(*v1.Pod)
+	if key, _ := hint.OwnerKey(s); key != "Deployment/default/web" || s.Labels["app"] != "" {
+		t.Fatalf("after Strip the pod's owner key is %q (labels %v), want its Deployment's and no other label", key, s.Labels)
+	}
 	got, found, err := hint.FromPod(s)
 	if !found || err != nil || got != h {
 		t.Fatalf("hint after Strip: %+v %v %v", got, found, err)

@@ -79,7 +79,7 @@ func (e *Entry) free(now time.Time) bool {
 	return !e.Consumed && e.ClaimedBy == "" && now.Before(e.Expires)
 }
 
-// Book holds the hints of pods that left, by owner UID, oldest first:
+// Book holds the hints of pods that left, by owner (OwnerKey), oldest first:
 // replacements are created in the order their predecessors left, so they
 // take the hints in that order. RebalanceHint and the extender both keep
 // their hints in one; it is safe for concurrent use.
@@ -103,6 +103,7 @@ func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
 // logged and ignored. It returns whether a hint was recorded.
 func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	owner := metav1.GetControllerOf(pod)
+	key, _ := OwnerKey(pod)
 	h, found, err := FromPod(pod)
 	switch {
 	case found && err != nil:
@@ -110,7 +111,7 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	case found && owner == nil:
 		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
 		return false
-	case found && b.record(owner.UID, pod.UID, h, false):
+	case found && b.record(key, pod.UID, h, false):
 		logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
 			"source", h.Source, "target", h.Target, "plan", h.PlanID)
 		return true
@@ -121,7 +122,7 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	if !IsSticky(pod) || owner == nil || pod.Spec.NodeName == "" {
 		return false
 	}
-	if !b.record(owner.UID, pod.UID, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
+	if !b.record(key, pod.UID, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
 		return false
 	}
 	logger.V(2).Info("Recorded sticky placement", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name, "node", pod.Spec.NodeName)
@@ -148,7 +149,8 @@ func (b *Book) Updated(logger klog.Logger, old, pod *v1.Pod) bool {
 	switch {
 	case hasHint && (!hadHint || was != now) && err == nil:
 		owner := metav1.GetControllerOf(pod)
-		if owner == nil || !b.announce(owner.UID, pod.UID, now) {
+		key, ok := OwnerKey(pod)
+		if !ok || !b.announce(key, pod.UID, now) {
 			return false
 		}
 		logger.V(2).Info("Recorded rebalance hint of an eviction in flight", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,

@@ -197,3 +197,59 @@ func TestBookUpdated(t *testing.T) {
 		t.Errorf("Len %d after withdrawing a consumed hint, want it kept (2)", b.Len())
 	}
 }
+
+// TestOwnerKey: pods of a Deployment's ReplicaSets share one key, so that a
+// rollout's pods find what the old ReplicaSet's pods left; other owners
+// keep their UID.
+func TestOwnerKey(t *testing.T) {
+	of := func(kind, name, uid, hash string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p", OwnerReferences: []metav1.OwnerReference{
+			{Kind: kind, Name: name, UID: types.UID(uid), Controller: new(true)}}}}
+		if hash != "" {
+			p.Labels = map[string]string{"pod-template-hash": hash}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want types.UID
+	}{
+		{"Deployment's ReplicaSet", of("ReplicaSet", "web-5d8f", "rs-1", "5d8f"), "Deployment/shop/web"},
+		{"its next ReplicaSet", of("ReplicaSet", "web-77aa", "rs-2", "77aa"), "Deployment/shop/web"},
+		{"ReplicaSet of its own", of("ReplicaSet", "batch", "rs-3", ""), "rs-3"},
+		{"hash not in the name", of("ReplicaSet", "web-other", "rs-4", "5d8f"), "rs-4"},
+		{"name is the hash alone", of("ReplicaSet", "-5d8f", "rs-5", "5d8f"), "rs-5"},
+		{"StatefulSet", of("StatefulSet", "db", "ss-1", ""), "ss-1"},
+	} {
+		if got, ok := OwnerKey(tc.pod); !ok || got != tc.want {
+			t.Errorf("%s: OwnerKey = %q, %v, want %q", tc.name, got, ok, tc.want)
+		}
+	}
+	if _, ok := OwnerKey(&v1.Pod{}); ok {
+		t.Error("a pod without a controller has a key")
+	}
+}
+
+// TestStickyThroughARollout: a sticky pod of a Deployment that leaves in a
+// rollout has its node taken by the new ReplicaSet's pod.
+func TestStickyThroughARollout(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	old := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-5d8f-a", UID: "old",
+		Labels:          map[string]string{"pod-template-hash": "5d8f"},
+		Annotations:     map[string]string{StickyAnnotation: "true"},
+		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-5d8f", UID: "rs-old", Controller: new(true)}}},
+		Spec: v1.PodSpec{NodeName: "node-3"}}
+	if !b.Leaving(logger, old) {
+		t.Fatal("the sticky pod's node was not recorded")
+	}
+	next := old.DeepCopy()
+	next.Name, next.UID, next.Spec.NodeName = "web-77aa-b", "new", ""
+	next.Labels["pod-template-hash"] = "77aa"
+	next.OwnerReferences[0].Name, next.OwnerReferences[0].UID = "web-77aa", "rs-new"
+	key, _ := OwnerKey(next)
+	if e, ok := b.Claim(key, next.UID); !ok || e.Target != "node-3" {
+		t.Fatalf("the rollout's pod claims %+v, %v, want node-3", e, ok)
+	}
+}

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -35,6 +38,28 @@ const StickyAnnotation = Prefix + "sticky"
 // IsSticky says whether the pod asks to return to its node (StickyAnnotation).
 func IsSticky(pod *v1.Pod) bool {
 	return pod.GetAnnotations()[StickyAnnotation] == "true"
+}
+
+// OwnerKey is the key hints are kept under for a pod: its controller's UID,
+// but for a pod of a ReplicaSet a Deployment made, the Deployment. A
+// rollout replaces the ReplicaSet, and the pods that come back belong to
+// the new one: keyed by the ReplicaSet, a sticky pod's successor from the
+// rollout would never find its node. The Deployment is read as the
+// Deployment controller names a ReplicaSet, <deployment>-<pod-template-hash>,
+// the hash being the pod's label. ok is false for a pod without a
+// controller.
+func OwnerKey(pod *v1.Pod) (key types.UID, ok bool) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return "", false
+	}
+	hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	if owner.Kind == "ReplicaSet" && hash != "" {
+		if deployment, cut := strings.CutSuffix(owner.Name, "-"+hash); cut && deployment != "" {
+			return types.UID("Deployment/" + pod.Namespace + "/" + deployment), true
+		}
+	}
+	return owner.UID, true
 }
 
 // Keys are the hint's annotation keys, every one of them.

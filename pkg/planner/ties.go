@@ -50,7 +50,7 @@ type ties struct {
 	// waiting are sources whose evictions were refused for a tied source
 	// that comes first by name; known is the same of the run before.
 	waiting, known sets.Set[string]
-	err     error
+	err            error
 }
 
 // errNotItsTurn refuses an eviction from a tied source whose turn comes in

@@ -13,8 +13,8 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -129,7 +129,7 @@ func (pl *Plugin) Name() string { return Name }
 
 // cycleState carries the hint a pod is being scheduled with, from PreScore to Reserve.
 type cycleState struct {
-	owner    metav1.OwnerReference
+	owner    types.UID // hint.OwnerKey
 	entry    hint.Entry
 	reserved bool
 }
@@ -139,15 +139,15 @@ func (s *cycleState) Clone() fwk.StateData { c := *s; return &c }
 // PreScore looks up a hint for the pod's owner; without one the plugin skips
 // Score, leaving the pod to the profile's own scoring.
 func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
-		return fwk.NewStatus(fwk.Skip)
-	}
-	e, ok := pl.book.Next(owner.UID)
+	owner, ok := hint.OwnerKey(pod)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(stateKey, &cycleState{owner: *owner, entry: e})
+	e, ok := pl.book.Next(owner)
+	if !ok {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycleState{owner: owner, entry: e})
 	return nil
 }
 
@@ -170,7 +170,7 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ 
 	if err != nil {
 		return nil // no hint in this cycle
 	}
-	pl.book.SetConsumed(s.owner.UID, s.entry.Pod, true)
+	pl.book.SetConsumed(s.owner, s.entry.Pod, true)
 	s.reserved = true
 	hintsConsumed.Inc()
 	return nil
@@ -182,7 +182,7 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	if err != nil || !s.reserved {
 		return
 	}
-	pl.book.SetConsumed(s.owner.UID, s.entry.Pod, false)
+	pl.book.SetConsumed(s.owner, s.entry.Pod, false)
 	s.reserved = false
 }
 
@@ -190,8 +190,8 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // off for a pod whose owner has a pending hint: two pods of that owner must
 // not share one scoring result, since each consumes its own hint.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if owner := metav1.GetControllerOf(pod); owner != nil {
-		if _, ok := pl.book.Next(owner.UID); ok {
+	if owner, ok := hint.OwnerKey(pod); ok {
+		if _, ok := pl.book.Next(owner); ok {
 			return nil, fwk.NewStatus(fwk.Unschedulable, "pod has a pending rebalance hint")
 		}
 	}
