@@ -5,8 +5,10 @@ package e2e
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -81,4 +83,53 @@ func TestStickyPlacement(t *testing.T) {
 		t.Errorf("the sticky pod's replacement landed on %s, planned on %s", final.Spec.NodeName, moved.Target)
 	}
 	t.Logf("tainted: sticky pod moved %s → %s, landed on %s", moved.Source, moved.Target, final.Spec.NodeName)
+}
+
+// TestStickyThroughARollout: a rollout replaces a sticky Deployment's
+// ReplicaSet; each new pod, created as an old one leaves, comes back to the
+// node the old one left, though bin-packing prefers another node.
+func TestStickyThroughARollout(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := e.nodeNames("rollout", 2)
+	home, full := nodes[0], nodes[1]
+	e.addNodes("8", home)
+	const replicas = 3
+	e.addDeploymentOf(schedulerName, "cache", replicas, resources("1", "1Gi"), map[string]string{hint.StickyAnnotation: "true"})
+	old := e.boundPods("cache", replicas)
+	e.addNodes("8", full)
+	e.fragmentedReplicaSet("filler", resources("4", "1Gi"), []string{full})
+	e.boundPods("filler", 1)
+
+	// One pod at a time, the old one first: each new pod is created once
+	// its predecessor has left.
+	deployments := client.AppsV1().Deployments(e.ns)
+	d, err := deployments.Get(e.ctx, "cache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}}
+	d.Spec.Template.Annotations["example.com/revision"] = "2"
+	if _, err := deployments.Update(e.ctx, d, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	oldHash := old[0].Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	var rolled []v1.Pod
+	e.poll("the rollout", func() (bool, error) {
+		rolled = rolled[:0]
+		for _, p := range e.boundPods("cache", replicas) {
+			if p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == oldHash {
+				return false, nil
+			}
+			rolled = append(rolled, p)
+		}
+		return true, nil
+	})
+	for _, p := range rolled {
+		if p.Spec.NodeName != home {
+			t.Errorf("after the rollout %s landed on %s, want the node its predecessor left, %s", p.Name, p.Spec.NodeName, home)
+		}
+	}
 }
