@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
@@ -40,13 +41,19 @@ func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, minScor
 // be where the hint sends it, an unsteered one's must still be its
 // scheduler's sure choice (or, for a move that holds anywhere, the pod must
 // still be unable to return to its source); and a balance move must still
-// gain at least the minimum score. It returns false and a plan reason
-// (no-fit, target-changed, low-gain) with a detail otherwise. It matches
+// gain at least the minimum score. An opt-out, or for a balance move a
+// sticky annotation, set since the plan keeps the pod. It returns false and
+// a plan reason (opt-out, sticky, no-fit, target-changed, low-gain) with a
+// detail otherwise. It matches
 // executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An opt-out set since the plan holds.
 	if why := optedOut(r.sim, pod, m.Source); why != "" {
 		return false, plan.ReasonOptOut, why
+	}
+	// So does a pod made sticky since, against a balance plugin's move.
+	if r.balance.Has(m.Strategy) && hint.IsSticky(pod) {
+		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, m.Source)
 	}
 	opts := simulator.Options{LeaveSource: m.Drain}
 	if m.Steered {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -52,5 +53,20 @@ func TestStickyPodOnATaintedNodeMoves(t *testing.T) {
 	}
 	if p.Summary.SkippedByReason[plan.ReasonSticky] == 0 {
 		t.Errorf("skips %v: want the crowded node's sticky pods skipped as sticky", p.Summary.SkippedByReason)
+	}
+}
+
+// TestRecheckHonoursALateSticky: a pod made sticky after the plan is not
+// moved by a balance plugin's move when it is rechecked; the others are.
+func TestRecheckHonoursALateSticky(t *testing.T) {
+	c, pol, profs, p := thinPlan(t)
+	if len(p.Moves) < 2 {
+		t.Fatalf("the plan has %d moves; the test needs two", len(p.Moves))
+	}
+	late := p.Moves[0]
+	makeSticky(podsByUID(c.snap)[late.UID])
+	refused := recheckAll(t, profs, pol, c.snap, p)
+	if len(refused) != 1 || !strings.HasPrefix(refused[0], late.Pod+": "+plan.ReasonSticky+": ") {
+		t.Errorf("refused %v, want %s alone, as %s", refused, late.Pod, plan.ReasonSticky)
 	}
 }
