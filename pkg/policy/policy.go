@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 
-	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -36,8 +35,16 @@ import (
 //
 //	policy.yaml: profiles[0].pluginConfig[1].args.thresholdz: unknown field
 //
+// The strict pass also refuses metricsProviders and LowNodeUtilization
+// metricsUtilization sources the descheduler does not know (it compares
+// them case-sensitively and ignores the others), and a Prometheus URL that
+// is not http(s) to a host:
+//
+//	policy.yaml: metricsProviders[0].source: unknown source "prometheus" (did you mean "Prometheus"?)
+//
 // Then it decodes, converts, defaults and validates the policy with the
-// descheduler's LoadPolicyConfig. Every error is one line starting with path.
+// descheduler's LoadPolicyConfig; its messages about metricsProviders get
+// the field they are about. Every error is one line starting with path.
 //
 // registry must be pluginregistry.PluginRegistry or a subset of it, filled by
 // descheduler.SetupPlugins: the descheduler's decoder looks args types up in
@@ -48,12 +55,13 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	if err != nil {
 		return nil, err
 	}
-	if err := checkStrict(data, registry); err != nil {
+	written, err := checkStrict(data, registry)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	p, err := descheduler.LoadPolicyConfig(path, client, argsInErrors(registry))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
+		return nil, fmt.Errorf("%s: %s", path, withFieldPaths(err, written.MetricsProviders))
 	}
 	if err := checkResources(p); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -139,7 +147,10 @@ type Query struct {
 
 // MetricsOf says which live usage the policy reads. As the descheduler
 // does, metricsCollector.enabled or a KubernetesMetrics provider reads
-// metrics.k8s.io whether or not a plugin uses it. A LowNodeUtilization
+// metrics.k8s.io whether or not a plugin uses it. A provider of a source
+// the descheduler does not know (it would ignore it) or a Prometheus
+// server without an http(s) URL to a host is an error naming the field, as
+// Load reports them for a policy it reads. A LowNodeUtilization
 // whose metricsUtilization names a source the policy does not provide is
 // an error naming both, as is one reading Prometheus by thresholds other
 // than the query's value (MetricResource): the descheduler would fail the
@@ -150,11 +161,21 @@ func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
 		m.Kubernetes = "metricsCollector.enabled"
 	}
 	for i, mp := range p.MetricsProviders {
+		at := fmt.Sprintf("metricsProviders[%d]", i)
+		if msg := sourceProblem(string(mp.Source)); msg != "" {
+			return Metrics{}, fmt.Errorf("%s.source: %s", at, msg)
+		}
 		switch mp.Source {
 		case api.KubernetesMetrics:
-			m.Kubernetes = fmt.Sprintf("metricsProviders[%d]", i)
+			m.Kubernetes = at
 		case api.PrometheusMetrics:
-			m.Prometheus, m.Server = fmt.Sprintf("metricsProviders[%d]", i), mp.Prometheus
+			if mp.Prometheus == nil || mp.Prometheus.URL == "" {
+				return Metrics{}, fmt.Errorf("%s.prometheus.url: required with source %s", at, api.PrometheusMetrics)
+			}
+			if msg := prometheusURLProblem(mp.Prometheus.URL); msg != "" {
+				return Metrics{}, fmt.Errorf("%s.prometheus.url: %s", at, msg)
+			}
+			m.Prometheus, m.Server = at, mp.Prometheus
 		}
 	}
 	for i, prof := range p.Profiles {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api/v1alpha2"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
@@ -20,17 +21,19 @@ const kind = "DeschedulerPolicy"
 
 // checkStrict decodes the policy into its versioned type and each plugin's
 // args into the plugin's args type, rejecting what the descheduler's lenient
-// decoder would drop or only notice when it builds the profiles.
-func checkStrict(data []byte, registry pluginregistry.Registry) error {
+// decoder would drop or only notice when it builds the profiles. It returns
+// the policy as written.
+func checkStrict(data []byte, registry pluginregistry.Registry) (*v1alpha2.DeschedulerPolicy, error) {
 	js, err := strictjson.Document(data, v1alpha2.SchemeGroupVersion, kind)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var p v1alpha2.DeschedulerPolicy
 	problems, err := strictjson.Decode(js, &p, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
+	problems = append(problems, checkProviders(p.MetricsProviders)...)
 	evicting := false
 	for i, prof := range p.Profiles {
 		problems = append(problems, checkProfile(i, &prof, registry)...)
@@ -43,9 +46,9 @@ func checkStrict(data []byte, registry pluginregistry.Registry) error {
 		problems = append(problems, "profiles[*].plugins: no profile enables a deschedule or balance plugin, so the policy would evict nothing")
 	}
 	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "; "))
+		return nil, errors.New(strings.Join(problems, "; "))
 	}
-	return nil
+	return &p, nil
 }
 
 // checkProfile checks one profile's pluginConfig and plugins against the
@@ -79,6 +82,9 @@ func checkProfile(i int, prof *v1alpha2.DeschedulerProfile, registry pluginregis
 				return append(problems, err.Error())
 			}
 			problems = append(problems, argProblems...)
+			if lnu, ok := args.(*nodeutilization.LowNodeUtilizationArgs); ok {
+				problems = append(problems, checkMetricsUtilization(at+".args.metricsUtilization", lnu.MetricsUtilization)...)
+			}
 		}
 	}
 

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 
@@ -17,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
+	"github.com/rebalancer-dev/rebalancer/internal/httpurl"
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
@@ -50,8 +54,11 @@ func Load(path, schedulerName string) (*config.KubeSchedulerConfiguration, *conf
 //	scheduler.yaml: profiles[0].pluginConfg: unknown field
 //
 // It decodes and defaults the file with kube-scheduler's own loader and
-// validates it with kube-scheduler's validation. Every error is one line
-// starting with path. Each profile's percentageOfNodesToScore is set to the
+// validates it with kube-scheduler's validation, which checks of an
+// extender only its weight; rebalancer's extender is also checked for an
+// http(s) urlPrefix to a host and an httpTimeout kube-scheduler can keep
+// (see checkExtender), and any other extender is refused. Every error is
+// one line starting with path. Each profile's percentageOfNodesToScore is set to the
 // one kube-scheduler applies to it (the profile's, else the file's), so a
 // profile alone says how many nodes its scheduler scores.
 //
@@ -72,15 +79,15 @@ func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
+	var problems []string
 	if err := validate(cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		problems = append(problems, err.Error())
 	}
 	for i, ext := range cfg.Extenders {
-		if err := checkExtender(ext); err != nil {
-			// The simulation models rebalancer's own extender only: with
-			// another it would predict placements the scheduler does not make.
-			return nil, fmt.Errorf("%s: extenders[%d] (urlPrefix %q): %w", path, i, ext.URLPrefix, err)
-		}
+		problems = append(problems, checkExtender(i, ext)...)
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
 	}
 	effectiveSampling(cfg)
 	return cfg, nil
@@ -123,29 +130,77 @@ func (e Extender) String() string {
 	return fmt.Sprintf("%s: extenders[%d] (urlPrefix %q)", e.File, e.Index, e.URLPrefix)
 }
 
-// checkExtender accepts rebalancer's extender only: a prioritize verb,
-// "prioritize", and nothing else it could do to a pod.
-func checkExtender(ext config.Extender) error {
-	var problems []string
+// checkExtender accepts rebalancer's extender only (the simulation models
+// it alone: with another it would predict placements the scheduler does
+// not make): a prioritize verb, "prioritize", and nothing else it could do
+// to a pod, at an http(s) URL kube-scheduler can call within a timeout.
+// kube-scheduler's validation checks only its weight.
+func checkExtender(i int, ext config.Extender) []string {
+	var verbs []string
 	if ext.PrioritizeVerb != extender.PrioritizeVerb {
-		problems = append(problems, fmt.Sprintf("prioritizeVerb %q is not %q", ext.PrioritizeVerb, extender.PrioritizeVerb))
+		verbs = append(verbs, fmt.Sprintf("prioritizeVerb %q is not %q", ext.PrioritizeVerb, extender.PrioritizeVerb))
 	}
 	for _, v := range []struct{ name, value string }{{"filterVerb", ext.FilterVerb}, {"preemptVerb", ext.PreemptVerb}, {"bindVerb", ext.BindVerb}} {
 		if v.value != "" {
-			problems = append(problems, v.name+" is set")
+			verbs = append(verbs, v.name+" is set")
 		}
 	}
 	if len(ext.ManagedResources) > 0 {
-		problems = append(problems, "managedResources is set (rebalancer's extender must see every pod)")
+		verbs = append(verbs, "managedResources is set (rebalancer's extender must see every pod)")
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("rebalancer simulates only its own extender (prioritizeVerb %q and no other verb), so its plans would not be what this scheduler does (%s); remove other extenders from the file given to rebalancer",
-			extender.PrioritizeVerb, strings.Join(problems, ", "))
+	at := fmt.Sprintf("extenders[%d]", i)
+	var problems []string
+	if len(verbs) > 0 {
+		problems = append(problems, fmt.Sprintf("%s (urlPrefix %q): rebalancer simulates only its own extender (prioritizeVerb %q and no other verb), so its plans would not be what this scheduler does (%s); remove other extenders from the file given to rebalancer",
+			at, ext.URLPrefix, extender.PrioritizeVerb, strings.Join(verbs, ", ")))
+	}
+	if msg := urlPrefixProblem(ext.URLPrefix); msg != "" {
+		problems = append(problems, at+".urlPrefix: "+msg)
+	} else if u, _ := url.Parse(ext.URLPrefix); u.Scheme == "http" {
+		// kube-scheduler takes the scheme from the URL: over http its TLS
+		// settings are not used and the extender is called in plain text.
+		if ext.EnableHTTPS {
+			problems = append(problems, fmt.Sprintf("%s.enableHTTPS: true, but urlPrefix %q is http://, which kube-scheduler calls without TLS: use https://", at, ext.URLPrefix))
+		}
+		if ext.TLSConfig != nil {
+			problems = append(problems, fmt.Sprintf("%s.tlsConfig: set, but urlPrefix %q is http://, which kube-scheduler calls without TLS: use https://", at, ext.URLPrefix))
+		}
+	}
+	switch t := ext.HTTPTimeout.Duration; {
+	case t < 0:
+		// net/http takes a negative timeout for none: a hung extender
+		// would hold every scheduling cycle.
+		problems = append(problems, fmt.Sprintf("%s.httpTimeout: %s: must not be negative (0 is kube-scheduler's default, %s)", at, t, scheduler.DefaultExtenderTimeout))
+	case t > 0 && t < minExtenderTimeout:
+		problems = append(problems, fmt.Sprintf("%s.httpTimeout: %s: below %s, less than a prioritize call can take, so kube-scheduler would skip the extender's scores while rebalancer plans with them", at, t, minExtenderTimeout))
 	}
 	if ext.Weight > math.MaxInt32 {
-		return fmt.Errorf("weight %d: rebalancer models weights up to %d", ext.Weight, math.MaxInt32)
+		problems = append(problems, fmt.Sprintf("%s.weight: %d: rebalancer models weights up to %d", at, ext.Weight, math.MaxInt32))
 	}
-	return nil
+	return problems
+}
+
+// minExtenderTimeout is the shortest httpTimeout accepted: a prioritize
+// call over 5,000 nodes takes up to about 5 ms on 2 cores, before the
+// network.
+const minExtenderTimeout = 10 * time.Millisecond
+
+// urlPrefixProblem says what is wrong with an extender's urlPrefix, or "".
+// kube-scheduler does not check it: it calls urlPrefix + "/" + verb and,
+// with ignorable set, skips an extender it cannot reach, so a bad URL
+// steers nothing while rebalancer would plan as if it did. A query or
+// fragment would swallow the verb; credentials are refused because
+// rebalancer's extender checks none and kube-scheduler names an extender
+// by its urlPrefix in its logs.
+func urlPrefixProblem(raw string) string {
+	if raw == "" {
+		return "required: the extender's http:// or https:// URL"
+	}
+	return httpurl.Problem(raw, httpurl.Rules{
+		Credentials: "which rebalancer's extender does not check and kube-scheduler logs",
+		Query:       "which kube-scheduler would append the verb to",
+		Fragment:    "which kube-scheduler would append the verb to",
+	})
 }
 
 // Schedulers loads every profile of the files: the schedulers of the

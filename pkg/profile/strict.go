@@ -2,9 +2,11 @@ package profile
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -25,6 +27,9 @@ func checkStrict(data []byte) error {
 	js, err := strictjson.Document(data, configv1.SchemeGroupVersion, kind)
 	if err != nil {
 		return err
+	}
+	if problems := checkTimeouts(js); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
 	var cfg configv1.KubeSchedulerConfiguration
 	problems, err := strictjson.Decode(js, &cfg, "")
@@ -57,6 +62,30 @@ func checkStrict(data []byte) error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// checkTimeouts parses the extenders' httpTimeout as metav1.Duration
+// does, which reports a bad duration without saying where it is.
+func checkTimeouts(js []byte) []string {
+	var cfg struct {
+		Extenders []struct {
+			HTTPTimeout json.RawMessage `json:"httpTimeout"`
+		} `json:"extenders"`
+	}
+	if json.Unmarshal(js, &cfg) != nil {
+		return nil // not the shape of one: the strict pass says why
+	}
+	var problems []string
+	for i, ext := range cfg.Extenders {
+		var s string
+		if json.Unmarshal(ext.HTTPTimeout, &s) != nil {
+			continue
+		}
+		if _, err := time.ParseDuration(s); err != nil {
+			problems = append(problems, fmt.Sprintf("extenders[%d].httpTimeout: %q: %v", i, s, err))
+		}
+	}
+	return problems
 }
 
 // checkPlugins refuses what kube-scheduler's validation lets through and
