@@ -104,7 +104,7 @@ func ReadBody(r io.Reader, want string) ([]byte, error) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, fmt.Errorf("request body larger than %d bytes", tooBig.Limit)
+			return nil, &TooLargeError{Limit: tooBig.Limit}
 		}
 		return nil, fmt.Errorf("reading the request body: %w", err)
 	}

@@ -41,9 +41,18 @@ const (
 // rebalancer can tell its own extender from another at the same address.
 const Header = "Rebalancer-Extender"
 
-// maxBody bounds a request: kube-scheduler sends node names (nodeCacheCapable)
-// or whole Node objects; 5,000 Nodes of ~16 KiB fit.
-const maxBody = 128 << 20
+// maxBody bounds a request. The largest kube-scheduler sends is a pod of
+// 3 MiB (the API server's request limit) with the names of 5,000 nodes of
+// 253 characters (1.3 MiB): the extender asks for names (nodeCacheCapable,
+// which rebalancer's scheduler-config check requires), not whole Nodes.
+// budget bounds the bodies read at once (serving.Limit): kube-scheduler
+// calls extenders one pod at a time, and a decoded body takes a few times
+// its size, well under the 512Mi the chart gives the extender beside its
+// pod cache.
+const (
+	maxBody = 5 << 20
+	budget  = 4 * maxBody
+)
 
 // score maps a hint's rank onto the extender range, 0 to 10: the target 10,
 // the source 0, every other node 5.
@@ -92,7 +101,7 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	args, nodes, err := DecodeArgs(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return fail(http.StatusBadRequest, err)
+		return fail(serving.Status(err), err)
 	}
 	list := e.Prioritize(args.Pod, nodes)
 	w.Header().Set("Content-Type", "application/json")

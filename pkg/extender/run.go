@@ -45,7 +45,7 @@ func Run(ctx context.Context, o Options) error {
 	ext := New(logger, book, pods.HasSynced, m)
 
 	mux := http.NewServeMux()
-	mux.Handle(PrioritizePath, ext)
+	mux.Handle(PrioritizePath, serving.Limit(ext, budget, maxBody))
 	serving.Probes{Ready: ext.Ready, NotReady: "the pod watch has not synced", Metrics: reg}.Register(mux)
 
 	done, err := serving.Serve(ctx, o.Serving, mux)

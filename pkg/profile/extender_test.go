@@ -169,6 +169,15 @@ func TestExtenderTimeout(t *testing.T) {
 
 // TestExtenderProblemsTogether: every problem of every extender is named in
 // one error, kube-scheduler's own (its weight) among them.
+// TestExtenderTakesNodeNames: rebalancer's extender asked for whole Nodes
+// (nodeCacheCapable false or left out) is refused: at 5,000 nodes such a
+// call is larger than the extender reads.
+func TestExtenderTakesNodeNames(t *testing.T) {
+	for _, to := range []string{"\n  nodeCacheCapable: false\n", "\n  nodeCacheCapable: False\n", "\n"} {
+		refused(t, replace(t, extenderConfig(t), "\n  nodeCacheCapable: true\n", to), []string{"extenders[0].nodeCacheCapable: false", "node names only"})
+	}
+}
+
 func TestExtenderProblemsTogether(t *testing.T) {
 	config := replace(t, extenderConfig(t), "httpTimeout: 1s", "httpTimeout: -1s")
 	config = replace(t, config, "\n  weight: 40\n", "\n  weight: 0\n")

@@ -174,6 +174,12 @@ func checkExtender(i int, ext config.Extender) []string {
 	case t > 0 && t < minExtenderTimeout:
 		problems = append(problems, fmt.Sprintf("%s.httpTimeout: %s: below %s, less than a prioritize call can take, so kube-scheduler would skip the extender's scores while rebalancer plans with them", at, t, minExtenderTimeout))
 	}
+	if !ext.NodeCacheCapable {
+		// Whole Nodes would make a call at 5,000 nodes about 80 MiB, which
+		// the extender refuses (413), and an ignorable extender's refusal
+		// is a replacement not steered.
+		problems = append(problems, fmt.Sprintf("%s.nodeCacheCapable: false: rebalancer's extender takes node names only; set nodeCacheCapable: true", at))
+	}
 	if ext.Weight > math.MaxInt32 {
 		problems = append(problems, fmt.Sprintf("%s.weight: %d: rebalancer models weights up to %d", at, ext.Weight, math.MaxInt32))
 	}

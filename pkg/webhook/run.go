@@ -26,7 +26,7 @@ func Run(ctx context.Context, o Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle(MutatePath, New(logger, o.Scheduler, NewMetrics(reg)))
+	mux.Handle(MutatePath, serving.Limit(New(logger, o.Scheduler, NewMetrics(reg)), budget, maxBody))
 	serving.Probes{Metrics: reg}.Register(mux)
 	done, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {

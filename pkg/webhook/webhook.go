@@ -37,9 +37,18 @@ const (
 	Disabled       = "disabled"
 )
 
-// maxBody bounds an AdmissionReview: the API server sends objects of at
-// most 3 MiB (its request limit), twice for updates.
-const maxBody = 7 << 20
+// maxBody bounds an AdmissionReview: the webhook is registered for pod
+// creation only, and the API server sends a created object of at most
+// 3 MiB (its request limit) with a little of the review around it. budget
+// bounds the reviews read at once (serving.Limit): a decoded review takes
+// several times its size and the chart gives the webhook 128Mi, so the
+// largest are read one at a time (16 callers at once: 83 MiB peak, against
+// 214 MiB unbounded), while reviews of common pods (a few KiB) still run
+// hundreds at a time.
+const (
+	maxBody = 4 << 20
+	budget  = maxBody
+)
 
 var podsResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
 
@@ -75,7 +84,7 @@ func (wh *Webhook) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	}
 	req, err := DecodeReview(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		return fail(http.StatusBadRequest, err)
+		return fail(serving.Status(err), err)
 	}
 	resp, result := wh.Admit(req)
 	out, err := json.Marshal(admissionv1.AdmissionReview{

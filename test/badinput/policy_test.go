@@ -28,6 +28,8 @@ func init() {
 			want: []string{"extenders[0].urlPrefix", `"http://rebalancer-extender.rebalancer-system.svc:8888/?weight=40"`, "a query", "append the verb"}},
 		badCase{name: "scheduler extender httpTimeout negative", file: "scheduler-extender-timeout-negative.yaml",
 			want: []string{"extenders[0].httpTimeout", "-1s", "must not be negative"}},
+		badCase{name: "scheduler extender given whole Nodes", file: "scheduler-extender-node-objects.yaml",
+			want: []string{"extenders[0].nodeCacheCapable", "false", "node names only"}},
 		badCase{name: "scheduler extender httpTimeout unit", file: "scheduler-extender-timeout-unit.yaml",
 			want: []string{"extenders[0].httpTimeout", `"1sec"`, `unknown unit "sec"`}},
 		// The way the README has it: the extender's file beside the
