@@ -41,7 +41,7 @@ func (c *clientFlags) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 
 func (c *clientFlags) errors() []error {
 	var errs []error
-	if c.qps <= 0 {
+	if !(c.qps > 0) { // NaN too
 		errs = append(errs, fmt.Errorf("--kube-api-qps %g: must be positive", c.qps))
 	}
 	if c.burst < 1 {
@@ -60,6 +60,9 @@ func (c *clientFlags) newClient(ctx context.Context) (kubernetes.Interface, erro
 		&clientcmd.ConfigOverrides{CurrentContext: c.context},
 	).ClientConfig()
 	if err != nil {
+		if c.context != "" {
+			return nil, fmt.Errorf("--kubeconfig %s --context %s: %w", c.kubeconfig, c.context, err)
+		}
 		return nil, fmt.Errorf("--kubeconfig %s: %w", c.kubeconfig, err)
 	}
 	cfg.UserAgent = "rebalancer/" + version.Version

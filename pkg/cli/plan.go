@@ -114,6 +114,20 @@ func (o *planOptions) flagErrors() []error {
 	if len(o.schedulerConfig) == 0 {
 		errs = append(errs, errors.New("--scheduler-config is required"))
 	}
+	errs = append(errs, checkReadable("policy", o.policy), checkReadable("snapshot", o.snapshot))
+	for _, f := range o.schedulerConfig {
+		errs = append(errs, checkReadable("scheduler-config", f))
+	}
+	if o.schedulerName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
+			errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))
+		}
+	}
+	if o.webhookConfig != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(o.webhookConfig) {
+			errs = append(errs, fmt.Errorf("--webhook-configuration %q: %s", o.webhookConfig, msg))
+		}
+	}
 	if !slices.Contains(plan.Formats, o.output) {
 		errs = append(errs, fmt.Errorf("--output %q: want one of %s", o.output, strings.Join(plan.Formats, ", ")))
 	}

@@ -3,8 +3,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"reflect"
+	"strconv"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -46,12 +49,32 @@ a pod is evicted only if the simulation places it on a better node.`,
 		if errLogging != nil {
 			return errLogging
 		}
+		if err := checkNumbers(cmd.Flags()); err != nil {
+			return err
+		}
 		cmd.SetContext(klog.NewContext(cmd.Context(), quietLibraries()))
 		return nil
 	}
 	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newExtenderCommand(), newWebhookCommand(), newVersionCommand(), newOptionsCommand())
 	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
+}
+
+// checkNumbers refuses NaN and infinities in every number flag of a
+// command, before the command's own checks (which compare, and NaN passes
+// every comparison that is false): no flag means "not a number", and those
+// without a limit take 0 for it.
+func checkNumbers(flags *pflag.FlagSet) error {
+	var errs []error
+	flags.Visit(func(f *pflag.Flag) {
+		if t := f.Value.Type(); t != "float32" && t != "float64" {
+			return
+		}
+		if v, err := strconv.ParseFloat(f.Value.String(), 64); err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			errs = append(errs, fmt.Errorf("--%s %s: want a finite number", f.Name, f.Value))
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // quietLibraries returns rebalancer's own logger and makes klog's global

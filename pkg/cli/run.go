@@ -96,7 +96,7 @@ func (o *runOptions) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if o.evictionRate < 0 {
+	if !(o.evictionRate >= 0) { // NaN too
 		errs = append(errs, fmt.Errorf("--max-evictions-per-second %g: must not be negative", o.evictionRate))
 	}
 	if o.drainTimeout <= 0 {
@@ -105,18 +105,16 @@ func (o *runOptions) validate() error {
 	if _, err := daemon.ParseWindow(o.window); err != nil {
 		errs = append(errs, err)
 	}
-	if !o.once {
-		if err := serving.CheckAddress(o.bindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--bind-address %q: %w", o.bindAddress, err))
-		}
-		if o.leaderElect {
-			for _, msg := range validation.IsDNS1123Label(o.leaseNS) {
-				errs = append(errs, fmt.Errorf("--leader-elect-resource-namespace %q: %s", o.leaseNS, msg))
-			}
-			for _, msg := range validation.IsDNS1123Subdomain(o.leaseName) {
-				errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q: %s", o.leaseName, msg))
-			}
-		}
+	// Checked whether or not this mode uses them: a wrong value is a
+	// mistake to report, not to keep for the day the mode changes.
+	if err := serving.CheckAddress(o.bindAddress); err != nil {
+		errs = append(errs, fmt.Errorf("--bind-address %q: %w", o.bindAddress, err))
+	}
+	for _, msg := range validation.IsDNS1123Label(o.leaseNS) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-namespace %q: %s", o.leaseNS, msg))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(o.leaseName) {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-name %q: %s", o.leaseName, msg))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
@@ -42,7 +43,7 @@ re-placing pods, for comparison.`,
     --scheduler-config policies/binpacking-scheduler.yaml --rounds 10 --baseline upstream --report report.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
+			if err := o.validate(cmd.Flags()); err != nil {
 				return err
 			}
 			return o.run(cmd)
@@ -50,8 +51,8 @@ re-placing pods, for comparison.`,
 	}
 	f := cmd.Flags()
 	o.addFlags(f, "")
-	// simulate is offline only.
-	for _, name := range []string{"kubeconfig", "context", "kube-api-qps", "kube-api-burst", "history-configmap", "webhook-configuration"} {
+	// simulate is offline only: validate refuses these.
+	for _, name := range liveOnly {
 		if err := f.MarkHidden(name); err != nil {
 			panic(err) // the flag is registered just above
 		}
@@ -64,13 +65,18 @@ re-placing pods, for comparison.`,
 	return cmd
 }
 
-func (o *simulateOptions) validate() error {
+// liveOnly are the flags of plan that simulate, offline only, refuses.
+var liveOnly = []string{"kubeconfig", "context", "kube-api-qps", "kube-api-burst", "history-configmap", "webhook-configuration"}
+
+func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 	errs := o.flagErrors()
 	if o.snapshot == "" {
 		errs = append(errs, errors.New("--snapshot is required"))
 	}
-	if o.kubeconfig != "" {
-		errs = append(errs, errors.New("--kubeconfig: simulate works on snapshots only (write one with `rebalancer snapshot capture`)"))
+	for _, name := range liveOnly {
+		if flags.Changed(name) {
+			errs = append(errs, fmt.Errorf("--%s: simulate works on snapshots only (write one with `rebalancer snapshot capture`)", name))
+		}
 	}
 	if o.rounds < 1 || o.rounds > 1000 {
 		errs = append(errs, fmt.Errorf("--rounds %d: must be between 1 and 1000", o.rounds))

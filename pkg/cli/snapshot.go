@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
@@ -44,7 +45,14 @@ func newSyntheticCommand() *cobra.Command {
 		Example: `  rebalancer snapshot synthetic --nodes 1000 --pods 30000 -o cluster.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(out); err != nil {
+			errs := []error{checkOutput(out)}
+			if o.Nodes < 1 || o.Nodes > synthetic.MaxNodes {
+				errs = append(errs, fmt.Errorf("--nodes %d: want 1 to %d", o.Nodes, synthetic.MaxNodes))
+			}
+			if o.Pods < 0 || o.Pods > synthetic.MaxPods {
+				errs = append(errs, fmt.Errorf("--pods %d: want 0 to %d", o.Pods, synthetic.MaxPods))
+			}
+			if err := errors.Join(errs...); err != nil {
 				return err
 			}
 			snap, err := synthetic.Generate(o)
@@ -97,6 +105,12 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			}
 			if o.At < openb.Peak {
 				errs = append(errs, fmt.Errorf("--at %d: must be a second of the trace (>= 0), or -1 for the peak", o.At))
+			}
+			errs = append(errs, checkReadable("nodes", nodesFile), checkReadable("pods", podsFile), checkReadable("scheduler-config", schedulerConfig))
+			if schedulerName != "" {
+				for _, msg := range validation.IsDNS1123Subdomain(schedulerName) {
+					errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", schedulerName, msg))
+				}
 			}
 			if err := errors.Join(errs...); err != nil {
 				return err
@@ -157,17 +171,18 @@ func newCaptureCommand() *cobra.Command {
   rebalancer snapshot capture --kubeconfig ~/.kube/config --policy policy.yaml -o cluster.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			errs := append(c.errors(), checkOutput(out), checkReadable("policy", policyFile))
 			if c.kubeconfig == "" {
-				return errors.New("--kubeconfig is required")
+				errs = append(errs, errors.New("--kubeconfig is required"))
 			}
-			if err := errors.Join(c.errors()...); err != nil {
+			if usageWindow < 0 || usageWindow > time.Hour {
+				errs = append(errs, fmt.Errorf("--usage-window %s: want 0 to 1h", usageWindow))
+			}
+			if usageInterval < time.Second || usageInterval > 10*time.Minute {
+				errs = append(errs, fmt.Errorf("--usage-interval %s: want 1s to 10m", usageInterval))
+			}
+			if err := errors.Join(errs...); err != nil {
 				return err
-			}
-			if err := checkOutput(out); err != nil {
-				return err
-			}
-			if usageWindow < 0 || usageWindow > time.Hour || usageInterval < time.Second || usageInterval > 10*time.Minute {
-				return fmt.Errorf("--usage-window %s, --usage-interval %s: want a window of 0 to 1h and an interval of 1s to 10m", usageWindow, usageInterval)
 			}
 			client, err := c.newClient(cmd.Context())
 			if err != nil {
@@ -256,6 +271,19 @@ func checkOutput(out string) error {
 		return fmt.Errorf("--output %w", err)
 	}
 	return nil
+}
+
+// checkReadable checks, before anything connects or any work is done, that
+// the file a flag names can be opened; nil for no file or standard input.
+func checkReadable(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--%s %s: %w", flag, path, unwrapPath(err))
+	}
+	return f.Close()
 }
 
 // checkWritable checks, before any work is done, that a file can be written

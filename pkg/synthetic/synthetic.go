@@ -27,8 +27,8 @@ import (
 
 // Kubernetes' scale limits, which Options may not exceed.
 const (
-	maxNodes       = 5000
-	maxPods        = 150000
+	MaxNodes       = 5000
+	MaxPods        = 150000
 	maxPodsPerNode = 110
 )
 
@@ -43,10 +43,10 @@ type Options struct {
 
 func (o Options) validate() error {
 	switch {
-	case o.Nodes < 1 || o.Nodes > maxNodes:
-		return fmt.Errorf("synthetic: Options.Nodes is %d, want 1 to %d", o.Nodes, maxNodes)
-	case o.Pods < 0 || o.Pods > maxPods:
-		return fmt.Errorf("synthetic: Options.Pods is %d, want 0 to %d", o.Pods, maxPods)
+	case o.Nodes < 1 || o.Nodes > MaxNodes:
+		return fmt.Errorf("synthetic: Options.Nodes is %d, want 1 to %d", o.Nodes, MaxNodes)
+	case o.Pods < 0 || o.Pods > MaxPods:
+		return fmt.Errorf("synthetic: Options.Pods is %d, want 0 to %d", o.Pods, MaxPods)
 	case o.Pods > maxPodsPerNode*o.Nodes:
 		return fmt.Errorf("synthetic: Options.Pods is %d, more than %d per node on %d nodes (at most %d)",
 			o.Pods, maxPodsPerNode, o.Nodes, maxPodsPerNode*o.Nodes)
