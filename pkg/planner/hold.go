@@ -42,6 +42,9 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			}
 		}
 		landed, err := p.sim.Replay(ctx, evictions, nil)
+		if err == nil {
+			err = interrupted(ctx) // a replay cut short is not a replay in which nothing fits
+		}
 		var after []simulator.NodeUsage
 		if err == nil {
 			after, err = p.sim.Usage()

@@ -109,9 +109,15 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	if rerr := sim.Revert(fork); rerr != nil && err == nil {
 		err = rerr
 	}
+	if err == nil {
+		err = interrupted(ctx)
+	}
 	var after []simulator.NodeUsage
 	if err == nil {
 		after, err = p.hold(ctx, before)
+	}
+	if err == nil {
+		err = interrupted(ctx)
 	}
 	if err != nil {
 		return nil, err
@@ -317,6 +323,18 @@ func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 		if st := r.balance(ctx, nodes); st != nil && st.Err != nil {
 			return fmt.Errorf("profile %q: %w", r.name, st.Err)
 		}
+	}
+	return nil
+}
+
+// interrupted is the error of a plan whose context ended while it was
+// made. The plugins and the simulation stop early when it does, and the
+// descheduler's plugins log a failed eviction and go on: what they leave is
+// not a plan (a replay cut short reads as one in which nothing fits), so a
+// plan made under an ended context is never returned.
+func interrupted(ctx context.Context) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("planning interrupted: %w", context.Cause(ctx))
 	}
 	return nil
 }

@@ -625,6 +625,11 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	if firstErr != nil {
 		return c, firstErr
 	}
+	if err := ctx.Err(); err != nil {
+		// Until stops at an ended context, leaving nodes unfiltered: no
+		// node found is then no answer, not "nothing fits".
+		return c, err
+	}
 	for _, ni := range feasible {
 		if ni != nil {
 			c.feasible++
