@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -119,6 +121,35 @@ func (o *runOptions) validate() error {
 	return errors.Join(errs...)
 }
 
+// checkHistoryWritable makes sure, before anything is evicted, that the
+// move history can be kept where --history-configmap says: a history that
+// cannot be written after the evictions would let the next run move the
+// same pods again. On a fresh cluster the namespace may not exist yet; the
+// API server's dry-run of creating the ConfigMap tells, with the rights the
+// rebalancer runs with, and writes nothing.
+func (o *runOptions) checkHistoryWritable(ctx context.Context, client kubernetes.Interface) error {
+	if o.history == "" {
+		return nil
+	}
+	ns, name, _ := strings.Cut(o.history, "/") // validated
+	configMaps := client.CoreV1().ConfigMaps(ns)
+	if _, err := configMaps.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		return nil // there, or unreadable: loading it says so
+	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("--history-configmap %s: namespace %q does not exist, so the moves made could not be kept: create it (kubectl create namespace %s; manifests/ and the chart do), name a ConfigMap in a namespace that exists, or give --history-configmap \"\" to keep moves in memory only (the cooldown then does not hold across runs)", o.history, ns, ns)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("--history-configmap %s: the rebalancer may not create its move history there (it needs create, get and update of ConfigMaps in %s, as manifests/rebalancer grants in its own namespace): %w", o.history, ns, err)
+	default:
+		return fmt.Errorf("--history-configmap %s: %w", o.history, err)
+	}
+}
+
 // cycleResult is what one cycle prints with -o json or yaml.
 type cycleResult struct {
 	Plan   *plan.Plan       `json:"plan"`
@@ -130,6 +161,11 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	client, err := o.newClient(ctx)
 	if err != nil {
 		return err
+	}
+	if !o.dryRun {
+		if err := o.checkHistoryWritable(ctx, client); err != nil {
+			return err
+		}
 	}
 	window, _ := daemon.ParseWindow(o.window) // validated
 	reg := prometheus.NewRegistry()

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -190,4 +192,64 @@ func TestHistoryCorruptOrDeleted(t *testing.T) {
 	if _, err := cms.Get(e.ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 		t.Error("the history disappeared")
 	}
+}
+
+// TestHistoryNamespaceMissing: on a fresh cluster, `run --once` whose move
+// history would go to a namespace that does not exist fails before it
+// evicts anything, saying what to create; `plan` keeps planning (it writes
+// nothing), and the same run with a history in memory evicts.
+func TestHistoryNamespaceMissing(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := []string{"nohist-0-" + e.name, "nohist-1-" + e.name, "nohist-2-" + e.name, "nohist-3-" + e.name}
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
+	before := e.podUIDs()
+	missing := "fresh-" + e.name
+	flag := "--history-configmap=" + missing + "/rebalancer-history"
+
+	res, stderr, err := runOnceVia(t, kubeconfig, flag)
+	if err == nil {
+		t.Fatalf("run --once with the history in a missing namespace succeeded: %+v", res.Result)
+	}
+	if !strings.Contains(stderr, `namespace "`+missing+`" does not exist`) || !strings.Contains(stderr, "kubectl create namespace "+missing) {
+		t.Errorf("the error does not say which namespace to create:\n%s", stderr)
+	}
+	if after := e.podUIDs(); !maps.Equal(before, after) {
+		t.Errorf("pods changed although the run failed: %v -> %v", before, after)
+	}
+	if _, err := client.CoreV1().Namespaces().Get(e.ctx, missing, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace %s: %v, want it still absent", missing, err)
+	}
+
+	ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
+	defer cancel()
+	p, _ := planJSON(t, ctx, "--kubeconfig", kubeconfig, flag)
+	planned := 0
+	for _, m := range p.Moves {
+		if m.Namespace == e.ns {
+			planned++
+		}
+	}
+	if planned == 0 {
+		t.Fatal("plan moves nothing here: the test shows nothing")
+	}
+	res, stderr, err = runOnceVia(t, kubeconfig, "--history-configmap=")
+	if err != nil || len(res.Result.Evicted) == 0 {
+		t.Errorf("run --once with the history in memory: %v, %d evicted\n%s", err, len(res.Result.Evicted), stderr)
+	}
+}
+
+// podUIDs maps the test namespace's pods to their UIDs.
+func (e *testEnv) podUIDs() map[string]types.UID {
+	e.t.Helper()
+	pods, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]types.UID{}
+	for _, p := range pods.Items {
+		out[p.Name] = p.UID
+	}
+	return out
 }
