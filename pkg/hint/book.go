@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -73,6 +74,9 @@ type Entry struct {
 	// Sticky: a sticky pod left without a hint; Target is the node it ran
 	// on, and there is no Source to avoid.
 	Sticky bool
+	// Requests are those of the pod that left: what its replacement needs
+	// on Target.
+	Requests v1.ResourceList
 }
 
 func (e *Entry) free(now time.Time) bool {
@@ -111,7 +115,7 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	case found && owner == nil:
 		logger.V(2).Info("Ignoring rebalance hint on a pod without a controller", "pod", klog.KObj(pod))
 		return false
-	case found && b.record(key, pod.UID, h, false):
+	case found && b.record(key, pod, h, false):
 		logger.V(2).Info("Recorded rebalance hint", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
 			"source", h.Source, "target", h.Target, "plan", h.PlanID)
 		return true
@@ -122,7 +126,7 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 	if !IsSticky(pod) || owner == nil || pod.Spec.NodeName == "" {
 		return false
 	}
-	if !b.record(key, pod.UID, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
+	if !b.record(key, pod, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
 		return false
 	}
 	logger.V(2).Info("Recorded sticky placement", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name, "node", pod.Spec.NodeName)
@@ -150,7 +154,7 @@ func (b *Book) Updated(logger klog.Logger, old, pod *v1.Pod) bool {
 	case hasHint && (!hadHint || was != now) && err == nil:
 		owner := metav1.GetControllerOf(pod)
 		key, ok := OwnerKey(pod)
-		if !ok || !b.announce(key, pod.UID, now) {
+		if !ok || !b.announce(key, pod, now) {
 			return false
 		}
 		logger.V(2).Info("Recorded rebalance hint of an eviction in flight", "pod", klog.KObj(pod), "owner", owner.Kind+"/"+owner.Name,
@@ -167,10 +171,10 @@ func (b *Book) Updated(logger klog.Logger, old, pod *v1.Pod) bool {
 // announce records the hint of a pod about to be evicted, or replaces the
 // one recorded for it before (an eviction that failed and was planned
 // again) unless a replacement used it.
-func (b *Book) announce(owner, pod types.UID, h Hint) bool {
+func (b *Book) announce(owner types.UID, pod *v1.Pod, h Hint) bool {
 	b.mu.Lock()
 	for _, e := range b.byOwner[owner] {
-		if e.Pod == pod && !e.Consumed && e.Hint != h {
+		if e.Pod == pod.UID && !e.Consumed && e.Hint != h {
 			e.Hint, e.ClaimedBy, e.Sticky = h, "", false
 			e.Expires = b.clock.Now().Add(b.ttl)
 			b.mu.Unlock()
@@ -200,7 +204,7 @@ func (b *Book) withdraw(pod types.UID) bool {
 
 // record remembers that a pod carrying h left. It returns false when the
 // hint is stale or the pod was already recorded.
-func (b *Book) record(owner, pod types.UID, h Hint, sticky bool) bool {
+func (b *Book) record(owner types.UID, pod *v1.Pod, h Hint, sticky bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -209,12 +213,37 @@ func (b *Book) record(owner, pod types.UID, h Hint, sticky bool) bool {
 	}
 	b.pruneLocked(now)
 	for _, e := range b.byOwner[owner] {
-		if e.Pod == pod {
+		if e.Pod == pod.UID {
 			return false
 		}
 	}
-	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod, Expires: now.Add(b.ttl), Sticky: sticky})
+	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod.UID, Expires: now.Add(b.ttl), Sticky: sticky,
+		Requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})})
 	return true
+}
+
+// Promised lists, by target node, the requests of the pods whose
+// replacements are still to be placed there by a rebalance hint (live and
+// not consumed): the room a scheduler keeps for them from other pods.
+// except is the hint the pod being scheduled would take itself (Next), ""
+// for none. A sticky pod's node is a preference, not a promise.
+func (b *Book) Promised(except types.UID) map[string][]v1.ResourceList {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	var out map[string][]v1.ResourceList
+	for _, es := range b.byOwner {
+		for _, e := range es {
+			if e.Consumed || e.Sticky || e.Pod == except || !now.Before(e.Expires) {
+				continue
+			}
+			if out == nil {
+				out = map[string][]v1.ResourceList{}
+			}
+			out[e.Target] = append(out[e.Target], e.Requests)
+		}
+	}
+	return out
 }
 
 // Next returns the owner's oldest live hint that no pod took yet.

@@ -317,7 +317,9 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 
 // addHintWeight adds weight to RebalanceHint's score weight in prof, as
 // kube-scheduler resolves it: an entry in plugins.score wins over one in
-// multiPoint; without either the plugin is enabled through multiPoint.
+// multiPoint. Without either, the plugin models the extender: it scores
+// and consumes hints (PreScore, Score, Reserve), but holds no room for
+// replacements, which an extender without a filter verb cannot.
 func addHintWeight(prof *config.KubeSchedulerProfile, weight int32) {
 	for _, list := range [][]config.Plugin{prof.Plugins.Score.Enabled, prof.Plugins.MultiPoint.Enabled} {
 		for i := range list {
@@ -327,7 +329,11 @@ func addHintWeight(prof *config.KubeSchedulerProfile, weight int32) {
 			}
 		}
 	}
-	prof.Plugins.MultiPoint.Enabled = append(prof.Plugins.MultiPoint.Enabled, config.Plugin{Name: rebalancehint.Name, Weight: weight})
+	hint := config.Plugin{Name: rebalancehint.Name}
+	prof.Plugins.PreScore.Enabled = append(prof.Plugins.PreScore.Enabled, hint)
+	prof.Plugins.Reserve.Enabled = append(prof.Plugins.Reserve.Enabled, hint)
+	hint.Weight = weight
+	prof.Plugins.Score.Enabled = append(prof.Plugins.Score.Enabled, hint)
 }
 
 // hintFollower is the first scheduler, in configuration order, that

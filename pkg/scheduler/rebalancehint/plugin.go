@@ -10,6 +10,8 @@ package rebalancehint
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,8 +20,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
@@ -37,16 +41,20 @@ func score(r hint.Rank) int64 {
 
 const stateKey fwk.StateKey = Name
 
-// Plugin implements PreScore, Score and Reserve.
+// Plugin implements PreFilter, Filter, PreScore, Score and Reserve.
 type Plugin struct {
 	book *hint.Book
+	// nodes is the scheduling cycle's snapshot of the nodes.
+	nodes fwk.SharedLister
 }
 
 var (
-	_ fwk.PreScorePlugin = &Plugin{}
-	_ fwk.ScorePlugin    = &Plugin{}
-	_ fwk.ReservePlugin  = &Plugin{}
-	_ fwk.SignPlugin     = &Plugin{}
+	_ fwk.PreFilterPlugin = &Plugin{}
+	_ fwk.FilterPlugin    = &Plugin{}
+	_ fwk.PreScorePlugin  = &Plugin{}
+	_ fwk.ScorePlugin     = &Plugin{}
+	_ fwk.ReservePlugin   = &Plugin{}
+	_ fwk.SignPlugin      = &Plugin{}
 )
 
 // New builds the plugin and subscribes it to pod events through the
@@ -77,11 +85,11 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 	if err != nil {
 		return nil, err
 	}
-	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration)}
 	logger := klog.FromContext(ctx).WithName(Name)
 	if h == nil || h.SharedInformerFactory() == nil {
 		return nil, fmt.Errorf("%s: the framework handle has no informer factory", Name)
 	}
+	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration), nodes: h.SnapshotSharedLister()}
 	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		// The hint is recorded when the executor writes it, before the
 		// eviction; a pod with a grace period is marked for deletion next,
@@ -126,6 +134,121 @@ func (pl *Plugin) Restore(c hint.Checkpoint) { pl.book.Restore(c) }
 
 // Name returns the plugin name.
 func (pl *Plugin) Name() string { return Name }
+
+const heldKey fwk.StateKey = Name + "/held"
+
+// held is the room promised on nodes to hinted replacements other than the
+// pod being scheduled, and that pod's requests, from PreFilter to Filter.
+// Nodes are keyed by their object in the cycle's snapshot, which the
+// NodeInfos Filter is given share (copies too): Filter runs for every node
+// and must not read each one's name.
+type held struct {
+	promised map[*v1.Node]promise
+	pod      *framework.Resource
+}
+
+// promise is the room kept on one node: the requests of the replacements
+// to come and their number.
+type promise struct {
+	requests *framework.Resource
+	pods     int
+}
+
+func (h *held) Clone() fwk.StateData { return h } // read only
+
+// PreFilter collects the room promised to hinted replacements: between an
+// eviction and the bind of its replacement, another pending pod could take
+// the target's room and push the replacement elsewhere (or back onto the
+// node being emptied). A pod's own hint promises it nothing to hold from
+// itself. With no promise, Filter is skipped.
+func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	var own types.UID
+	if owner, ok := hint.OwnerKey(pod); ok {
+		if e, ok := pl.book.Next(owner); ok && !e.Sticky {
+			own = e.Pod
+		}
+	}
+	byNode := pl.book.Promised(own)
+	if len(byNode) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if pl.nodes == nil {
+		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
+	}
+	h := &held{promised: make(map[*v1.Node]promise, len(byNode)), pod: framework.NewResource(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))}
+	for name, requests := range byNode {
+		ni, err := pl.nodes.NodeInfos().Get(name)
+		if err != nil || ni.Node() == nil {
+			continue // the target is gone: nothing to hold there
+		}
+		p := promise{requests: &framework.Resource{}, pods: len(requests)}
+		for _, r := range requests {
+			p.requests.Add(r)
+		}
+		if h.short(p, ni) != nil {
+			h.promised[ni.Node()] = p
+		}
+	}
+	if len(h.promised) == 0 {
+		// The pod fits beside every promise: Filter, which would run for
+		// every node, has nothing to refuse.
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(heldKey, h)
+	return nil, nil
+}
+
+// PreFilterExtensions: the promises do not depend on other pods.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter refuses a node whose room, less what is promised to hinted
+// replacements, no longer fits the pod: in each resource the pod asks for,
+// and in pod slots.
+func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	d, err := state.Read(heldKey)
+	if err != nil {
+		return nil
+	}
+	h := d.(*held)
+	p, ok := h.promised[nodeInfo.Node()]
+	if !ok {
+		return nil
+	}
+	what := h.short(p, nodeInfo)
+	if what == nil {
+		return nil
+	}
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s held for %d rebalanced replacement(s) to come", strings.Join(what, ", "), p.pods))
+}
+
+// short lists what the node lacks for the pod once p is kept: each
+// resource the pod asks for, and pod slots; nil when it fits.
+func (h *held) short(p promise, nodeInfo fwk.NodeInfo) []string {
+	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
+	over := func(ask, promised, requested, allocatable int64) bool {
+		return ask > 0 && requested+promised+ask > allocatable
+	}
+	var what []string
+	if len(nodeInfo.GetPods())+p.pods+1 > alloc.GetAllowedPodNumber() {
+		what = append(what, string(v1.ResourcePods))
+	}
+	if over(h.pod.MilliCPU, p.requests.MilliCPU, used.GetMilliCPU(), alloc.GetMilliCPU()) {
+		what = append(what, string(v1.ResourceCPU))
+	}
+	if over(h.pod.Memory, p.requests.Memory, used.GetMemory(), alloc.GetMemory()) {
+		what = append(what, string(v1.ResourceMemory))
+	}
+	if over(h.pod.EphemeralStorage, p.requests.EphemeralStorage, used.GetEphemeralStorage(), alloc.GetEphemeralStorage()) {
+		what = append(what, string(v1.ResourceEphemeralStorage))
+	}
+	for name, ask := range h.pod.ScalarResources {
+		if over(ask, p.requests.ScalarResources[name], used.GetScalarResources()[name], alloc.GetScalarResources()[name]) {
+			what = append(what, string(name))
+		}
+	}
+	slices.Sort(what)
+	return what
+}
 
 // cycleState carries the hint a pod is being scheduled with, from PreScore to Reserve.
 type cycleState struct {

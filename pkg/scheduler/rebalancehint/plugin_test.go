@@ -86,7 +86,7 @@ type env struct {
 	ctx    context.Context
 }
 
-func newEnv(t *testing.T, rawArgs string) *env {
+func newEnv(t testing.TB, rawArgs string) *env {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -116,6 +116,7 @@ func newEnv(t *testing.T, rawArgs string) *env {
 func (e *env) schedule(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, p *v1.Pod) string {
 	t.Helper()
 	snapshot := cache.NewSnapshot(pods, nodes)
+	e.pl.nodes = snapshot // as the scheduler's handle has it
 	fit := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		return noderesources.NewFit(ctx, &config.NodeResourcesFitArgs{ScoringStrategy: &config.ScoringStrategy{
 			Type:      config.MostAllocated,
@@ -127,7 +128,7 @@ func (e *env) schedule(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, p *v1.Pod
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 		tf.RegisterPluginAsExtensionsWithWeight(noderesources.Name, fitWeight, fit, "PreFilter", "Filter", "PreScore", "Score"),
-		tf.RegisterPluginAsExtensionsWithWeight(Name, hintWeight, self, "PreScore", "Score", "Reserve"),
+		tf.RegisterPluginAsExtensionsWithWeight(Name, hintWeight, self, "PreFilter", "Filter", "PreScore", "Score", "Reserve"),
 	}, "rebalancer-scheduler", frameworkruntime.WithSnapshotSharedLister(snapshot))
 	if err != nil {
 		t.Fatal(err)
@@ -477,4 +478,104 @@ func TestStickyNodeGoneOrFull(t *testing.T) {
 	if got := e.schedule(t, nodes, pods, sticky(pod("new", "", "2", &web))); got != "full" {
 		t.Fatalf("with its node full the pod went to %q, want the profile's %q", got, "full")
 	}
+}
+
+// announce records h for old as the plugin's pod informer does when the
+// executor writes it, before the eviction: old is still on its node.
+func announce(t *testing.T, e *env, old *v1.Pod, h hint.Hint) {
+	t.Helper()
+	if !e.pl.book.Updated(klogger(t), old, hinted(old.DeepCopy(), h)) {
+		t.Fatalf("hint of %s not recorded", old.Name)
+	}
+}
+
+// TestRoomHeldForReplacements: from the moment a hint is known until its
+// replacement is placed or the hint expires, other pods cannot take the
+// room the replacement needs on its target, in any resource or in pod
+// slots, while the replacement itself and pods that fit beside it can.
+func TestRoomHeldForReplacements(t *testing.T) {
+	// "half" (3 of 8 CPUs used) is the target of two 2-CPU replacements.
+	// MostAllocated prefers "full" (6 of 8), then "half".
+	setup := func(t *testing.T, args string) (*env, []*v1.Node, []*v1.Pod) {
+		e := newEnv(t, args)
+		nodes, pods := cluster()
+		announce(t, e, pod("w1", "full", "2", &web), toNode)
+		announce(t, e, pod("w2", "full", "2", &web), toNode)
+		return e, nodes, pods
+	}
+
+	t.Run("other pods go elsewhere until the replacements are placed", func(t *testing.T) {
+		e, nodes, pods := setup(t, "")
+		// 5 free CPUs on "half", 4 promised: a 3-CPU pod of another owner
+		// does not fit there; on "full" (2 free) neither.
+		if got := e.schedule(t, nodes, pods, pod("burst-1", "", "3", &api)); got != "empty" {
+			t.Fatalf("an unrelated 3-CPU pod went to %q, want %q: the held room was taken", got, "empty")
+		}
+		// A 1-CPU pod fits beside the promise, and on "full" first.
+		if got := e.schedule(t, nodes, pods, pod("burst-2", "", "1", nil)); got != "full" {
+			t.Fatalf("a 1-CPU pod went to %q, want %q", got, "full")
+		}
+		pods = append(pods, pod("burst-half", "half", "1", nil)) // 4 free now, all promised
+		for i, name := range []string{"r1", "r2"} {
+			got := e.schedule(t, nodes, pods, pod(name, "", "2", &web))
+			if got != "half" {
+				t.Fatalf("replacement %d went to %q, want its target %q", i+1, got, "half")
+			}
+			pods = append(pods, pod(name, got, "2", &web))
+		}
+		// Both placed: nothing is held any more.
+		if got, _ := e.pl.PreFilter(e.ctx, framework.NewCycleState(), pod("later", "", "1", &api), nil); got != nil || e.pl.book.Promised("") != nil {
+			t.Fatalf("room still held after the replacements were placed: %v", e.pl.book.Promised(""))
+		}
+	})
+
+	t.Run("a replacement is not held from its own room", func(t *testing.T) {
+		e := newEnv(t, "")
+		nodes, pods := cluster()
+		pods = append(pods, pod("filler", "half", "3", &api)) // "half": 2 CPUs free, exactly one replacement
+		announce(t, e, pod("w1", "full", "2", &web), toNode)
+		if got := e.schedule(t, nodes, pods, pod("r1", "", "2", &web)); got != "half" {
+			t.Fatalf("the replacement went to %q, want its target %q", got, "half")
+		}
+	})
+
+	t.Run("pod slots", func(t *testing.T) {
+		e := newEnv(t, "")
+		nodes, pods := cluster()
+		nodes[1].Status.Allocatable[v1.ResourcePods] = resource.MustParse("3") // "half" runs 1 pod: 2 slots, both promised
+		announce(t, e, pod("w1", "full", "100m", &web), toNode)
+		announce(t, e, pod("w2", "full", "100m", &web), toNode)
+		nodes[0] = node("full", "1") // no room on "full"
+		if got := e.schedule(t, nodes, pods, pod("tiny", "", "100m", &api)); got != "empty" {
+			t.Fatalf("a pod took a promised pod slot on %q, want %q", got, "empty")
+		}
+	})
+
+	t.Run("an expired hint holds nothing", func(t *testing.T) {
+		e, nodes, pods := setup(t, `{"hintTTL":"2m"}`)
+		e.clock.Step(2*time.Minute + time.Second)
+		if got := e.schedule(t, nodes, pods, pod("burst", "", "3", &api)); got != "half" {
+			t.Fatalf("after the hints expired a 3-CPU pod went to %q, want %q", got, "half")
+		}
+	})
+
+	t.Run("a withdrawn hint holds nothing", func(t *testing.T) {
+		e, nodes, pods := setup(t, "")
+		for _, name := range []string{"w1", "w2"} {
+			old := hinted(pod(name, "full", "2", &web), toNode)
+			e.pl.book.Updated(klogger(t), old, pod(name, "full", "2", &web)) // the eviction failed
+		}
+		if got := e.schedule(t, nodes, pods, pod("burst", "", "3", &api)); got != "half" {
+			t.Fatalf("after the hints were withdrawn a 3-CPU pod went to %q, want %q", got, "half")
+		}
+	})
+
+	t.Run("a sticky pod's node is not held", func(t *testing.T) {
+		e := newEnv(t, "")
+		nodes, pods := cluster()
+		e.pl.PodLeaving(klogger(t), sticky(pod("s", "half", "4", &web)))
+		if got := e.schedule(t, nodes, pods, pod("burst", "", "4", &api)); got != "half" {
+			t.Fatalf("a 4-CPU pod went to %q, want %q: a sticky pod's node was held", got, "half")
+		}
+	})
 }
