@@ -90,7 +90,9 @@ func (h *History) Cooldown() time.Duration {
 // Load replaces the history with the stored one, keeping the moves not
 // written yet. An in-memory history keeps what it has. It fails when the
 // store cannot be read: a caller that evicts must not go on without its
-// memory. A stored history that is not valid is reported in the log and
+// memory, and when a newer rebalancer wrote it (*NewerVersionError). A
+// stored move that is not valid is dropped with a warning, the others kept;
+// a stored history that is not valid as a whole is reported in the log and
 // replaced by a fresh one at the next Flush, which also creates a missing
 // one: a caller about to evict flushes first, so it knows before its first
 // eviction that its moves can be written.
@@ -98,7 +100,10 @@ func (h *History) Load(ctx context.Context) error {
 	if h == nil || h.store == nil {
 		return nil
 	}
-	stored, exists, err := h.store.Read(ctx)
+	stored, dropped, exists, err := h.store.Read(ctx)
+	for _, d := range dropped {
+		klog.FromContext(ctx).Info("Warning: dropped a move the history holds that is not valid; the others are kept", "configmap", h.store.String(), "move", d)
+	}
 	var corrupt *CorruptError
 	switch {
 	case errors.As(err, &corrupt):

@@ -63,33 +63,53 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return e.Err }
 
-// Read returns the stored moves and whether the ConfigMap exists; a
-// *CorruptError if it cannot be decoded.
-func (s *Store) Read(ctx context.Context) ([]Move, bool, error) {
+// NewerVersionError is a stored history written by a newer rebalancer, in
+// a format this one does not know: it neither plans from it (it cannot
+// read the moves, so the cooldown would not hold) nor writes it (it would
+// destroy them).
+type NewerVersionError struct {
+	ConfigMap string
+	Version   int
+}
+
+func (e *NewerVersionError) Error() string {
+	return fmt.Sprintf("move history ConfigMap %s, key %s: format version %d, written by a newer rebalancer; this one reads version %d and leaves it alone: upgrade this rebalancer, or give it another --history-configmap",
+		e.ConfigMap, DataKey, e.Version, formatVersion)
+}
+
+// Read returns the stored moves, what was dropped from them (Decode), and
+// whether the ConfigMap exists; a *CorruptError if it cannot be decoded, a
+// *NewerVersionError if a newer rebalancer wrote it.
+func (s *Store) Read(ctx context.Context) ([]Move, []string, bool, error) {
 	cm, err := s.configMaps.Get(ctx, s.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, false, nil
+		return nil, nil, false, nil
 	case err != nil:
-		return nil, false, fmt.Errorf("reading the move history, ConfigMap %s: %w", s, err)
+		return nil, nil, false, fmt.Errorf("reading the move history, ConfigMap %s: %w", s, err)
 	}
-	moves, err := s.decode(cm)
-	return moves, true, err
+	moves, dropped, err := s.decode(cm)
+	return moves, dropped, true, err
 }
 
-func (s *Store) decode(cm *v1.ConfigMap) ([]Move, error) {
+func (s *Store) decode(cm *v1.ConfigMap) ([]Move, []string, error) {
 	data, ok := cm.Data[DataKey]
 	if !ok {
 		if len(cm.Data) > 0 || len(cm.BinaryData) > 0 {
-			return nil, &CorruptError{ConfigMap: s.String(), Err: errors.New("missing")}
+			return nil, nil, &CorruptError{ConfigMap: s.String(), Err: errors.New("missing")}
 		}
-		return nil, nil // created empty, e.g. by the manifests
+		return nil, nil, nil // created empty, e.g. by the manifests
 	}
-	moves, err := Decode([]byte(data))
-	if err != nil {
-		return nil, &CorruptError{ConfigMap: s.String(), Err: err}
+	moves, dropped, err := Decode([]byte(data))
+	var newer *NewerVersionError
+	switch {
+	case errors.As(err, &newer):
+		newer.ConfigMap = s.String()
+		return nil, nil, newer
+	case err != nil:
+		return nil, nil, &CorruptError{ConfigMap: s.String(), Err: err}
 	}
-	return moves, nil
+	return moves, dropped, nil
 }
 
 // Append adds moves to the stored history and drops the stored moves made
@@ -109,8 +129,12 @@ func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) erro
 		case err != nil:
 			return err
 		}
-		stored, err := s.decode(cm)
-		if err != nil {
+		stored, _, err := s.decode(cm)
+		var newer *NewerVersionError
+		switch {
+		case errors.As(err, &newer):
+			return err // never overwritten
+		case err != nil:
 			stored = nil // Load reported it; the fresh history replaces it
 		}
 		data, dropped := encodeBounded(merge(stored, moves, cooled))
@@ -126,7 +150,11 @@ func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) erro
 		}
 		return err
 	})
-	if err != nil {
+	var newer *NewerVersionError
+	switch {
+	case errors.As(err, &newer):
+		return err
+	case err != nil:
 		return fmt.Errorf("writing the move history, ConfigMap %s: %w", s, err)
 	}
 	return nil
@@ -168,10 +196,10 @@ func encodeBounded(moves []Move) ([]byte, int) {
 	}
 }
 
-// stored is the format of DataKey.
+// stored is the format of DataKey; its moves are decoded one by one.
 type stored struct {
-	Version int    `json:"version"`
-	Moves   []Move `json:"moves"`
+	Version int               `json:"version"`
+	Moves   []json.RawMessage `json:"moves"`
 }
 
 // Encode renders moves as the stored JSON, one move per line so the object
@@ -191,27 +219,49 @@ func Encode(moves []Move) []byte {
 	return b.Bytes()
 }
 
-// Decode parses the stored JSON strictly: unknown fields, trailing data and
-// moves that name no owner, no valid node or no time are refused.
-func Decode(data []byte) ([]Move, error) {
+// Decode parses the stored JSON strictly. A document that is not a move
+// history (not JSON, unknown fields, trailing data, no version) is an
+// error; one of a newer format version a *NewerVersionError. Within it, a
+// move that does not decode or names no owner, no valid node or no time is
+// dropped, the others kept: one bad entry (edited by hand, written by a
+// bug) must not make the next plan forget every move. dropped says which
+// and why, for the log.
+func Decode(data []byte) (moves []Move, dropped []string, err error) {
+	// The version first, leniently: a newer format may have fields this
+	// one would refuse.
+	var v struct {
+		Version int `json:"version"`
+	}
+	if json.Unmarshal(data, &v) == nil && v.Version > formatVersion {
+		return nil, nil, &NewerVersionError{Version: v.Version}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var s stored
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("not a move history: %w", err)
+		return nil, nil, fmt.Errorf("not a move history: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("not a move history: data after the JSON object")
+		return nil, nil, errors.New("not a move history: data after the JSON object")
 	}
 	if s.Version != formatVersion {
-		return nil, fmt.Errorf("version %d: want %d", s.Version, formatVersion)
+		return nil, nil, fmt.Errorf("version %d: want %d", s.Version, formatVersion)
 	}
-	for i, m := range s.Moves {
-		if err := m.validate(); err != nil {
-			return nil, fmt.Errorf("moves[%d]: %w", i, err)
+	for i, raw := range s.Moves {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var m Move
+		err := dec.Decode(&m)
+		if err == nil {
+			err = m.validate()
 		}
+		if err != nil {
+			dropped = append(dropped, fmt.Sprintf("moves[%d]: %v", i, err))
+			continue
+		}
+		moves = append(moves, m)
 	}
-	return s.Moves, nil
+	return moves, dropped, nil
 }
 
 func (m Move) validate() error {

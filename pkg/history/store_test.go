@@ -27,7 +27,7 @@ func storedMoves(t *testing.T, client *fake.Clientset) []Move {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moves, err := Decode([]byte(cm.Data[DataKey]))
+	moves, _, err := Decode([]byte(cm.Data[DataKey]))
 	if err != nil {
 		t.Fatalf("stored history does not decode: %v\n%s", err, cm.Data[DataKey])
 	}
@@ -141,10 +141,9 @@ func TestUnreadableAndCorruptHistory(t *testing.T) {
 	}
 
 	for name, data := range map[string]map[string]string{
-		"garbage":     {DataKey: "{not json"},
-		"bad move":    {DataKey: `{"version":1,"moves":[{"owner":"u","to":"Not A Node","at":"2026-01-01T00:00:00Z"}]}`},
-		"other key":   {"something": "else"},
-		"new version": {DataKey: `{"version":2,"moves":[]}`},
+		"garbage":    {DataKey: "{not json"},
+		"other key":  {"something": "else"},
+		"no version": {DataKey: `{"moves":[]}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rebalancer-system", Name: "rebalancer-history"}, Data: data})
@@ -176,7 +175,7 @@ func TestEncodeBoundedForgetsOldestFirst(t *testing.T) {
 	if len(data) > maxBytes || dropped == 0 {
 		t.Fatalf("%d bytes, %d dropped; want at most %d bytes after dropping some", len(data), dropped, maxBytes)
 	}
-	kept, err := Decode(data)
+	kept, _, err := Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Owner: "uid-1", Workload: "StatefulSet db/pg", From: "node-a", To: "node-b", At: start, Plan: "p"},
 		{Owner: "uid-2", To: "node-c", At: start.Add(time.Second)},
 	}
-	got, err := Decode(Encode(moves))
+	got, _, err := Decode(Encode(moves))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,11 +199,98 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	for _, bad := range []string{
 		`{"version":1,"moves":[]} {}`,
 		`{"version":1,"moves":[],"extra":true}`,
-		`{"version":1,"moves":[{"owner":"","to":"n","at":"2026-01-01T00:00:00Z"}]}`,
-		`{"version":1,"moves":[{"owner":"u","to":"n"}]}`,
+		`{"version":0,"moves":[]}`,
+		`{"moves":[]}`,
 	} {
-		if _, err := Decode([]byte(bad)); err == nil {
+		if _, _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("Decode(%s): want an error", bad)
+		}
+	}
+}
+
+// TestBadMovesDroppedOthersKept: moves that are not valid, of every kind,
+// mixed with good ones, are dropped each with its index and reason; the
+// good ones are kept, loaded, and written back.
+func TestBadMovesDroppedOthersKept(t *testing.T) {
+	good := func(owner string, at time.Time) string {
+		return fmt.Sprintf(`{"owner":%q,"workload":"ReplicaSet shop/web-1","from":"node-a","to":"node-b","at":%q,"plan":"p"}`, owner, at.Format(time.RFC3339))
+	}
+	recent := time.Now().Add(-time.Minute)
+	bad := []struct{ move, why string }{
+		{`{"owner":"","to":"node-b","at":"2026-01-01T00:00:00Z"}`, "owner"},
+		{`{"owner":"u","to":"Not A Node","at":"2026-01-01T00:00:00Z"}`, "to"},
+		{`{"owner":"u","from":"node_a","to":"node-b","at":"2026-01-01T00:00:00Z"}`, "from"},
+		{`{"owner":"u","to":"node-b"}`, "at"},
+		{`{"owner":"u","to":"node-b","at":"yesterday"}`, "yesterday"},
+		{`{"owner":"u","to":"node-b","at":"2026-01-01T00:00:00Z","extra":1}`, "extra"},
+		{`{"owner":42,"to":"node-b","at":"2026-01-01T00:00:00Z"}`, "owner"},
+		{`"a move"`, "cannot unmarshal"},
+		{`null`, "owner"},
+	}
+	moves := []string{good("uid-first", recent)}
+	for _, b := range bad {
+		moves = append(moves, b.move)
+	}
+	moves = append(moves, good("uid-last", recent.Add(time.Second)))
+	data := `{"version":1,"moves":[` + strings.Join(moves, ",\n") + `]}`
+
+	kept, dropped, err := Decode([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 2 || kept[0].Owner != "uid-first" || kept[1].Owner != "uid-last" {
+		t.Errorf("kept %v, want the two good moves", kept)
+	}
+	if len(dropped) != len(bad) {
+		t.Fatalf("dropped %d: %v, want %d", len(dropped), dropped, len(bad))
+	}
+	for i, b := range bad {
+		if want := fmt.Sprintf("moves[%d]: ", i+1); !strings.HasPrefix(dropped[i], want) || !strings.Contains(dropped[i], b.why) {
+			t.Errorf("dropped[%d] = %q, want it to start with %q and say %q", i, dropped[i], want, b.why)
+		}
+	}
+
+	// Loaded, the good moves hold the cooldown; written back, only they remain.
+	ctx := context.Background()
+	client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rebalancer-system", Name: "rebalancer-history"}, Data: map[string]string{DataKey: data}})
+	h := NewStored(nil, time.Hour, NewStore(client, "rebalancer-system", "rebalancer-history"))
+	if err := h.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(h.Moves()); got != 2 {
+		t.Errorf("loaded %d moves, want 2", got)
+	}
+	h.Record(Move{Owner: "uid-new", To: "node-c"})
+	if err := h.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedMoves(t, client); len(got) != 3 {
+		t.Errorf("stored %v, want the two kept and the new one", got)
+	}
+}
+
+// TestNewerHistoryLeftAlone: a history of a newer format version is not
+// planned from (Load fails naming it and both versions) and never
+// overwritten, whether or not moves were recorded.
+func TestNewerHistoryLeftAlone(t *testing.T) {
+	ctx := context.Background()
+	for _, version := range []int{2, 17} {
+		data := fmt.Sprintf(`{"version":%d,"moves":[{"owner":"u","to":"node-b","at":"2026-01-01T00:00:00Z","weight":3}],"shards":4}`, version)
+		client := fake.NewClientset(&v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "rebalancer-system", Name: "rebalancer-history"}, Data: map[string]string{DataKey: data}})
+		h := NewStored(nil, time.Minute, NewStore(client, "rebalancer-system", "rebalancer-history"))
+		err := h.Load(ctx)
+		var newer *NewerVersionError
+		if !errors.As(err, &newer) || !strings.Contains(err.Error(), "rebalancer-system/rebalancer-history") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("format version %d", version)) || !strings.Contains(err.Error(), "reads version 1") {
+			t.Errorf("version %d: Load: %v, want a NewerVersionError naming the ConfigMap and both versions", version, err)
+		}
+		h.Record(Move{Owner: "uid-new", To: "node-c"})
+		if err := h.Flush(ctx); !errors.As(err, &newer) {
+			t.Errorf("version %d: Flush: %v, want a NewerVersionError", version, err)
+		}
+		cm, err := client.CoreV1().ConfigMaps("rebalancer-system").Get(ctx, "rebalancer-history", metav1.GetOptions{})
+		if err != nil || cm.Data[DataKey] != data {
+			t.Errorf("version %d: the newer history was changed: %v %q", version, err, cm.Data[DataKey])
 		}
 	}
 }

@@ -130,7 +130,10 @@ func readHistory(t *testing.T, e *testEnv, name string) []history.Move {
 	if err != nil {
 		t.Fatal(err)
 	}
-	moves, err := history.Decode([]byte(cm.Data[history.DataKey]))
+	moves, dropped, err := history.Decode([]byte(cm.Data[history.DataKey]))
+	if len(dropped) > 0 {
+		t.Errorf("the stored history holds moves that are not valid: %v", dropped)
+	}
 	if err != nil {
 		t.Fatalf("stored history: %v\n%s", err, cm.Data[history.DataKey])
 	}
@@ -252,4 +255,60 @@ func (e *testEnv) podUIDs() map[string]types.UID {
 		out[p.Name] = p.UID
 	}
 	return out
+}
+
+// TestHistoryBadEntriesAndNewerVersion: the built binary against a stored
+// history with one bad move among good ones keeps the good ones (their
+// cooldown holds) and warns naming the bad one; against a history of a
+// newer format it refuses to plan and leaves the ConfigMap as it was.
+func TestHistoryBadEntriesAndNewerVersion(t *testing.T) {
+	e := newTestEnv(t)
+	e.addNodes("8", "hbad-0-"+e.name, "hbad-1-"+e.name)
+	flag, name := e.historyFlag()
+	cms := client.CoreV1().ConfigMaps("rebalancer-system")
+	at := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	mixed := `{"version":1,"moves":[
+{"owner":"uid-kept-1","workload":"ReplicaSet shop/web-1","from":"node-a","to":"node-b","at":"` + at + `","plan":"p"},
+{"owner":"","to":"node-b","at":"` + at + `"},
+{"owner":"uid-kept-2","to":"node-c","at":"` + at + `"}
+]}`
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{history.DataKey: mixed}}
+	if _, err := cms.Create(e.ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cms.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	if _, stderr, err := runOnceVia(t, kubeconfig, flag); err != nil || !strings.Contains(stderr, "dropped a move the history holds") || !strings.Contains(stderr, "moves[1]") {
+		t.Errorf("run with one bad move: %v, want it to go on warning about moves[1]\n%s", err, stderr)
+	}
+	// Nothing to write this run (no move here): what is stored still holds
+	// the good moves, the bad one dropped when read.
+	stored, err := cms.Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, _, err := history.Decode([]byte(stored.Data[history.DataKey]))
+	owners := map[string]bool{}
+	for _, m := range kept {
+		owners[string(m.Owner)] = true
+	}
+	if err != nil || !owners["uid-kept-1"] || !owners["uid-kept-2"] {
+		t.Errorf("the good moves were not kept: %v %v", owners, err)
+	}
+
+	newer := `{"version":2,"moves":[],"shards":["a"]}`
+	cm, err = cms.Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{history.DataKey: newer}
+	if _, err := cms.Update(e.ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, err := runOnceVia(t, kubeconfig, flag)
+	if err == nil || !strings.Contains(stderr, "format version 2, written by a newer rebalancer") {
+		t.Errorf("run with a newer history: %v, want a refusal naming its version\n%s", err, stderr)
+	}
+	if cm, err := cms.Get(e.ctx, name, metav1.GetOptions{}); err != nil || cm.Data[history.DataKey] != newer {
+		t.Errorf("the newer history was changed: %v %q", err, cm.Data[history.DataKey])
+	}
 }
