@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,9 @@ type Options struct {
 	Address string
 	// CertFile and KeyFile: both set serves TLS, both empty plain HTTP.
 	CertFile, KeyFile string
+	// Metrics, when set, gets the certificate's expiry
+	// (rebalancer_serving_certificate_expiry_timestamp_seconds).
+	Metrics prometheus.Registerer
 }
 
 // Validate names the flag that is wrong.
@@ -39,8 +43,16 @@ func (o Options) Validate() error {
 		return errors.New("--tls-cert-file and --tls-private-key-file: give both to serve TLS, or neither to serve plain HTTP")
 	}
 	if o.CertFile != "" {
-		if _, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile); err != nil {
+		pair, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
 			return fmt.Errorf("--tls-cert-file %s, --tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
+		}
+		cert, err := x509.ParseCertificate(pair.Certificate[0])
+		if err == nil {
+			err = checkValidity(cert, time.Now())
+		}
+		if err != nil {
+			return fmt.Errorf("--tls-cert-file %s: %w", o.CertFile, err)
 		}
 	}
 	return nil
@@ -128,6 +140,9 @@ func Serve(ctx context.Context, o Options, handler http.Handler) (<-chan error, 
 		if err != nil {
 			return nil, fmt.Errorf("--tls-cert-file %s, --tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
 		}
+		watch := newCertWatch(logger, o.CertFile, content.CurrentCertKeyContent, o.Metrics)
+		content.AddListener(watch)
+		watch.check()
 		go content.Run(ctx, 1)
 		srv.TLSConfig = &tls.Config{
 			MinVersion: tls.VersionTLS12,

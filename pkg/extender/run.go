@@ -48,6 +48,7 @@ func Run(ctx context.Context, o Options) error {
 	mux.Handle(PrioritizePath, serving.Limit(ext, budget, maxBody))
 	serving.Probes{Ready: ext.Ready, NotReady: "the pod watch has not synced", Metrics: reg}.Register(mux)
 
+	o.Serving.Metrics = reg
 	done, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {
 		return err

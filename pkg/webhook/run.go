@@ -28,6 +28,7 @@ func Run(ctx context.Context, o Options) error {
 	mux := http.NewServeMux()
 	mux.Handle(MutatePath, serving.Limit(New(logger, o.Scheduler, NewMetrics(reg)), budget, maxBody))
 	serving.Probes{Metrics: reg}.Register(mux)
+	o.Serving.Metrics = reg
 	done, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {
 		return err
