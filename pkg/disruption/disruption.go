@@ -26,14 +26,26 @@ const maxDisruptedPodSize = 2000
 // Budgets are PodDisruptionBudgets as the eviction API spends them. It holds
 // copies: the caller's objects are not changed.
 type Budgets struct {
-	pdbs []*policyv1.PodDisruptionBudget
+	// byNamespace holds the PDBs of each namespace with their selectors,
+	// parsed once: every candidate pod is matched against them.
+	byNamespace map[string][]budget
+}
+
+type budget struct {
+	pdb      *policyv1.PodDisruptionBudget
+	selector labels.Selector // nil: an invalid selector, which matches no pod
 }
 
 // New returns the budgets of pdbs as they stand.
 func New(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
-	b := &Budgets{pdbs: make([]*policyv1.PodDisruptionBudget, len(pdbs))}
-	for i, pdb := range pdbs {
-		b.pdbs[i] = pdb.DeepCopy()
+	b := &Budgets{byNamespace: map[string][]budget{}}
+	for _, pdb := range pdbs {
+		pdb = pdb.DeepCopy()
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			sel = nil
+		}
+		b.byNamespace[pdb.Namespace] = append(b.byNamespace[pdb.Namespace], budget{pdb: pdb, selector: sel})
 	}
 	return b
 }
@@ -83,16 +95,9 @@ func (b *Budgets) Admit(pod *v1.Pod) (*policyv1.PodDisruptionBudget, error) {
 // missing or invalid one matches none.
 func (b *Budgets) Covering(pod *v1.Pod) []*policyv1.PodDisruptionBudget {
 	var out []*policyv1.PodDisruptionBudget
-	for _, pdb := range b.pdbs {
-		if pdb.Namespace != pod.Namespace {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil {
-			continue
-		}
-		if sel.Matches(labels.Set(pod.Labels)) {
-			out = append(out, pdb)
+	for _, bu := range b.byNamespace[pod.Namespace] {
+		if bu.selector != nil && bu.selector.Matches(labels.Set(pod.Labels)) {
+			out = append(out, bu.pdb)
 		}
 	}
 	return out
