@@ -43,6 +43,11 @@ type Simulation interface {
 	Begin() Transaction
 	// Skip records a pod the plugin would have moved and why it did not.
 	Skip(pod *v1.Pod, why, detail string)
+	// MustStay says why the planner would refuse any move of pod (a skip
+	// reason and detail), "" when it might move it.
+	MustStay(pod *v1.Pod) (why, detail string)
+	// Pin records that pod keeps its node in use, for the plan to show.
+	Pin(pod *v1.Pod, why, detail string)
 }
 
 // Transaction is a group of moves: Rollback takes them all back.
@@ -113,24 +118,35 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		return candidates[i].node.Name < candidates[j].node.Name
 	})
 
+	// A node holding a pod that may not move stays in use whatever the
+	// plan does: such nodes are preferred as targets, so that pods do not
+	// fill nodes that could have been emptied instead.
+	pinned := map[string]bool{}
+	for _, cand := range candidates {
+		if pod, why, detail := c.pinnedBy(cand.node.Name); pod != nil {
+			pinned[cand.node.Name] = true
+			c.sim.Pin(pod, why, detail)
+			c.sim.Skip(pod, why, fmt.Sprintf("%s, so node %s cannot be emptied", detail, cand.node.Name))
+			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
+		}
+	}
+
 	emptied := 0
 	for _, cand := range candidates {
 		if emptied >= int(c.args.MaxNodesPerCycle) {
 			break
 		}
 		name := cand.node.Name
-		movable, blocker, ok := c.movablePods(name)
+		if pinned[name] {
+			continue
+		}
+		movable, _, ok := c.movablePods(name)
 		if !ok {
 			continue // it took pods from a node emptied before it
 		}
-		if blocker != nil {
-			c.sim.Skip(blocker, plan.ReasonProtected, fmt.Sprintf("the evictor's filters protect it, so node %s cannot be emptied", name))
-			logger.V(3).Info("Node not consolidated: it holds a protected pod", "node", name, "pod", klog.KObj(blocker))
-			continue
-		}
 		ok, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
 			return !allowed[target] || !inUse[target] || target == name || c.overCeiling(target, pod)
-		})
+		}, func(target string) bool { return pinned[target] })
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
@@ -149,7 +165,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	// Sources are tried smallest load first, so that as many as possible fit.
 	var sources []candidate
 	for _, cand := range candidates {
-		if inUse[cand.node.Name] {
+		if inUse[cand.node.Name] && !pinned[cand.node.Name] {
 			ni, err := sim.Node(cand.node.Name)
 			if err != nil {
 				return &frameworktypes.Status{Err: err}
@@ -272,6 +288,26 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 	return emptied, nil
 }
 
+// pinnedBy returns the first pod that keeps node in use whatever the plan
+// does, and why: one the evictor's filters protect, or one the planner
+// would not move (opted out, sticky, in its cooldown, held by a PDB).
+func (c *Consolidation) pinnedBy(node string) (*v1.Pod, string, string) {
+	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil)
+	ev := c.handle.Evictor()
+	for _, p := range pods {
+		if simulator.NodeBound(p) {
+			continue
+		}
+		if !ev.Filter(p) || !ev.PreEvictionFilter(p) {
+			return p, plan.ReasonProtected, "the evictor's filters protect it"
+		}
+		if why, detail := c.sim.MustStay(p); why != "" {
+			return p, why, detail
+		}
+	}
+	return nil, "", ""
+}
+
 // movablePods lists the pods that must leave a node to empty it, biggest
 // first, or returns the first pod that may not move. ok is false when the
 // node received pods moved earlier in this plan: those cannot move again,
@@ -301,12 +337,13 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	return movable, nil, true
 }
 
-// empty moves every pod off node in one transaction. It reports false, with
-// the moves taken back, when one of them has no acceptable target.
-func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool) (bool, error) {
+// empty moves every pod off node in one transaction, onto a preferred
+// target where one is allowed (simulator.Options.Prefer). It reports false,
+// with the moves taken back, when one of them has no acceptable target.
+func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, prefer func(target string) bool) (bool, error) {
 	tx := c.sim.Begin()
 	for _, p := range pods {
-		opts := simulator.Options{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }}
+		opts := simulator.Options{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }, Prefer: prefer}
 		err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
 		if err == nil {
 			continue

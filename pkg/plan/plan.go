@@ -170,8 +170,20 @@ type Summary struct {
 	NodesInUseAfter   int            `json:"nodesInUseAfter"`
 	// NodesLowerBound is the fewest nodes the pods' requests fit on, by
 	// resources alone: no plan goes below it.
-	NodesLowerBound int         `json:"nodesLowerBound"`
-	PerNode         []NodeUsage `json:"perNode"`
+	NodesLowerBound int `json:"nodesLowerBound"`
+	// Pinned are the nodes a packing plugin found it cannot empty, each for
+	// a pod that may not move: the floor the plan packs around.
+	Pinned  []PinnedNode `json:"pinned,omitempty"`
+	PerNode []NodeUsage  `json:"perNode"`
+}
+
+// PinnedNode is a node kept in use by a pod that may not move, and why
+// (a skip reason and its detail).
+type PinnedNode struct {
+	Node   string `json:"node"`
+	Pod    string `json:"pod"`
+	Why    string `json:"why"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // NodeUsage is one node's requested CPU and memory as a percentage of its

@@ -72,6 +72,13 @@ func (p *Plan) printTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "Skipped %d: %s.\n", len(p.Skipped), strings.Join(parts, ", "))
 	}
+	if len(s.Pinned) > 0 {
+		parts := make([]string, len(s.Pinned))
+		for i, n := range s.Pinned {
+			parts[i] = fmt.Sprintf("%s (%s: %s)", n.Node, n.Pod, n.Why)
+		}
+		fmt.Fprintf(w, "Pinned in use %d: %s.\n", len(s.Pinned), strings.Join(parts, ", "))
+	}
 	if len(s.UnknownSchedulers) > 0 {
 		names := make([]string, 0, len(s.UnknownSchedulers))
 		for name := range s.UnknownSchedulers {

@@ -61,7 +61,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(plan.ReasonOptOut, why, errSkipped)
 	}
 	if p.balancing && hint.IsSticky(pod) {
-		return skip(plan.ReasonSticky, fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, pod.Spec.NodeName), errSkipped)
+		return skip(plan.ReasonSticky, stickyDetail(pod), errSkipped)
 	}
 
 	// The policy's limits and ours, in the order the descheduler checks its own.
@@ -84,20 +84,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		}
 	}
 	if p.opts.History.InCooldown(pod) {
-		return skip(plan.ReasonCooldown, fmt.Sprintf("a pod of its owner was moved onto %s less than %s ago", pod.Spec.NodeName, p.opts.History.Cooldown()), errSkipped)
+		return skip(plan.ReasonCooldown, p.cooldownDetail(pod), errSkipped)
 	}
 	// PodDisruptionBudgets as the eviction API applies them.
 	pdb, err := p.budgets.Admit(pod)
 	if err != nil {
-		detail := disruption.Reason(err)
-		if covering := p.budgets.Covering(pod); len(covering) > 1 {
-			names := make([]string, len(covering))
-			for i, c := range covering {
-				names[i] = c.Name
-			}
-			detail += " (" + strings.Join(names, ", ") + ")"
-		}
-		return skip(plan.ReasonPDB, detail, errSkipped)
+		return skip(plan.ReasonPDB, p.pdbDetail(pod, err), errSkipped)
 	}
 
 	// No balance move off a node the plan moves pods onto, and no move
@@ -183,6 +175,47 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	p.out.Moves = append(p.out.Moves, m)
 	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
 	return nil
+}
+
+// mustStay says why a balance plugin's move of pod would be refused
+// whatever the target, by the checks of judge that do not depend on the
+// plan's limits: an opt-out, a sticky pod, the cooldown, a PDB that allows
+// no disruption; "" when none. A node holding such a pod stays in use:
+// Consolidation prefers it as a target.
+func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
+	switch {
+	case optedOut(p.sim, pod, pod.Spec.NodeName) != "":
+		return plan.ReasonOptOut, optedOut(p.sim, pod, pod.Spec.NodeName)
+	case hint.IsSticky(pod):
+		return plan.ReasonSticky, stickyDetail(pod)
+	case p.opts.History.InCooldown(pod):
+		return plan.ReasonCooldown, p.cooldownDetail(pod)
+	}
+	if _, err := p.budgets.Admit(pod); err != nil {
+		return plan.ReasonPDB, p.pdbDetail(pod, err)
+	}
+	return "", ""
+}
+
+func stickyDetail(pod *v1.Pod) string {
+	return fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, pod.Spec.NodeName)
+}
+
+func (p *planner) cooldownDetail(pod *v1.Pod) string {
+	return fmt.Sprintf("a pod of its owner was moved onto %s less than %s ago", pod.Spec.NodeName, p.opts.History.Cooldown())
+}
+
+// pdbDetail says why the PDBs covering pod refuse its eviction (err).
+func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
+	detail := disruption.Reason(err)
+	if covering := p.budgets.Covering(pod); len(covering) > 1 {
+		names := make([]string, len(covering))
+		for i, c := range covering {
+			names[i] = c.Name
+		}
+		detail += " (" + strings.Join(names, ", ") + ")"
+	}
+	return detail
 }
 
 // optedOut says which annotation keeps the pod on node, on the pod or on

@@ -9,6 +9,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -127,6 +128,9 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.logger.Info("Warning: " + w)
 	}
 	p.out.Summary = summarize(state, before, after)
+	for _, n := range slices.Sorted(maps.Keys(p.pinned)) {
+		p.out.Summary.Pinned = append(p.out.Summary.Pinned, p.pinned[n])
+	}
 	p.prometheus.annotate(&p.out.Summary)
 	if p.out.Summary.NodesLowerBound, err = sim.LowerBound(); err != nil {
 		return nil, err
@@ -210,6 +214,8 @@ type planner struct {
 	out    *plan.Plan
 	// balancing is true while balance plugins run (the score-gain rule applies).
 	balancing bool
+	// pinned are the nodes a packing plugin cannot empty (Summary.Pinned).
+	pinned map[string]plan.PinnedNode
 
 	moved        sets.Set[types.UID] // pods the plan moves
 	replacements sets.Set[types.UID] // their simulated replacements
@@ -465,4 +471,16 @@ func (h *judgingHandle) Begin() consolidation.Transaction { return h.evictor.p.b
 
 func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
 	h.evictor.p.skip(h.evictor.profile, h.evictor.strategy, pod, why, detail)
+}
+
+func (h *judgingHandle) MustStay(pod *v1.Pod) (why, detail string) { return h.evictor.p.mustStay(pod) }
+
+func (h *judgingHandle) Pin(pod *v1.Pod, why, detail string) {
+	p := h.evictor.p
+	if p.pinned == nil {
+		p.pinned = map[string]plan.PinnedNode{}
+	}
+	if _, ok := p.pinned[pod.Spec.NodeName]; !ok {
+		p.pinned[pod.Spec.NodeName] = plan.PinnedNode{Node: pod.Spec.NodeName, Pod: key(pod), Why: why, Detail: detail}
+	}
 }

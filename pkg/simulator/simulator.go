@@ -429,6 +429,11 @@ type Options struct {
 	// (the executor taints a node it drains, so no scheduler puts the
 	// replacement back there).
 	LeaveSource bool
+	// Prefer, for a steered pod, picks the best of the nodes it holds true
+	// for among those the others allow, when there is one: a hint sends
+	// the replacement wherever the plan says. An unsteered scheduler makes
+	// its own choice, so it is not asked.
+	Prefer func(node string) bool
 }
 
 // Predict runs one scheduling cycle for the pod, with its own scheduler's
@@ -495,6 +500,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 		}
 	}
 	best, top, atTop := -1, int64(0), 0
+	preferred := -1
 	for i, ns := range scores {
 		if ns.Name == pred.Source && opts.LeaveSource {
 			continue
@@ -513,6 +519,12 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 		if best < 0 || better(ns, scores[best], pred.Source) {
 			best = i
 		}
+		if opts.Prefer != nil && pred.Steered && ns.Name != pred.Source && opts.Prefer(ns.Name) && (preferred < 0 || better(ns, scores[preferred], pred.Source)) {
+			preferred = i
+		}
+	}
+	if preferred >= 0 {
+		best = preferred
 	}
 	if best < 0 {
 		pred.Unschedulable = res.diagnosis
