@@ -18,17 +18,24 @@ import (
 )
 
 // Write writes a self-signed certificate for 127.0.0.1 and its key into
-// dir, and returns their paths and the certificate's PEM (the CA bundle a
-// client trusts).
+// dir, valid from an hour ago for a day, and returns their paths and the
+// certificate's PEM (the CA bundle a client trusts).
 func Write(t testing.TB, dir string) (certFile, keyFile string, caPEM []byte) {
+	t.Helper()
+	return WriteValid(t, dir, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+// WriteValid is Write with the certificate valid from notBefore to
+// notAfter, which may be past or future.
+func WriteValid(t testing.TB, dir string, notBefore, notAfter time.Time) (certFile, keyFile string, caPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: notBefore, NotAfter: notAfter,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IsCA: true, BasicConstraintsValid: true,

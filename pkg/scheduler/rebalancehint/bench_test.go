@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/go-logr/logr"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -31,17 +32,7 @@ import (
 // Filter) or not (Filter runs for every node and refuses those 50). The
 // Filter's cost is the difference to "score only".
 func BenchmarkSchedulingCycle(b *testing.B) {
-	const nodes, podsPerNode = 5000, 20
-	var ns []*v1.Node
-	var ps []*v1.Pod
-	for i := range nodes {
-		n := node(fmt.Sprintf("node-%04d", i), "64")
-		ns = append(ns, n)
-		for j := range podsPerNode {
-			ps = append(ps, pod(fmt.Sprintf("p-%d-%d", i, j), n.Name, "1", &web))
-		}
-	}
-	snapshot := cache.NewSnapshot(ps, ns)
+	snapshot := bigCluster()
 	for _, c := range []struct {
 		name     string
 		points   []string
@@ -57,7 +48,7 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 			e := newEnv(b, "")
 			ctx, pl := e.ctx, e.pl
 			pl.nodes = snapshot
-			logger := ktesting.NewLogger(b, ktesting.DefaultConfig)
+			logger := logr.Discard() // a line per hint would drown the figures
 			for i := range c.promises {
 				old := pod(fmt.Sprintf("p-%d-0", i), fmt.Sprintf("node-%04d", i), c.cpu, &api)
 				h := hint.Hint{Source: old.Spec.NodeName, Target: fmt.Sprintf("node-%04d", 4999-i%50), PlanID: "plan-1", Time: t0}
@@ -111,20 +102,10 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 // case where Filter runs at all). Compare with BenchmarkSchedulingCycle's
 // "score only".
 func BenchmarkHoldPass(b *testing.B) {
-	const nodes, podsPerNode = 5000, 20
-	var ns []*v1.Node
-	var ps []*v1.Pod
-	for i := range nodes {
-		n := node(fmt.Sprintf("node-%04d", i), "64")
-		ns = append(ns, n)
-		for j := range podsPerNode {
-			ps = append(ps, pod(fmt.Sprintf("p-%d-%d", i, j), n.Name, "1", &web))
-		}
-	}
-	snapshot := cache.NewSnapshot(ps, ns)
+	snapshot := bigCluster()
 	e := newEnv(b, "")
 	e.pl.nodes = snapshot
-	logger := ktesting.NewLogger(b, ktesting.DefaultConfig)
+	logger := logr.Discard() // a line per hint would drown the figures
 	for i := range 100 {
 		old := pod(fmt.Sprintf("p-%d-0", i), fmt.Sprintf("node-%04d", i), "22", &api)
 		h := hint.Hint{Source: old.Spec.NodeName, Target: fmt.Sprintf("node-%04d", 4999-i%50), PlanID: "plan-1", Time: t0}
@@ -150,4 +131,19 @@ func BenchmarkHoldPass(b *testing.B) {
 	if refused != 50 {
 		b.Fatalf("%d nodes refused, want the 50 full targets", refused)
 	}
+}
+
+// bigCluster is 5,000 nodes of 64 CPUs with 20 1-CPU pods each.
+func bigCluster() *cache.Snapshot {
+	const nodes, podsPerNode = 5000, 20
+	var ns []*v1.Node
+	var ps []*v1.Pod
+	for i := range nodes {
+		n := node(fmt.Sprintf("node-%04d", i), "64")
+		ns = append(ns, n)
+		for j := range podsPerNode {
+			ps = append(ps, pod(fmt.Sprintf("p-%d-%d", i, j), n.Name, "1", &web))
+		}
+	}
+	return cache.NewSnapshot(ps, ns)
 }
