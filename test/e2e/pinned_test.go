@@ -17,7 +17,8 @@ import (
 // packs every movable pod onto the three pinned nodes, which cannot be
 // emptied anyway: 7 nodes in use become 3, the lower bound plus the one
 // node the pinned pods force, every replacement on its planned target, and
-// the plan names the pinned nodes.
+// the plan names the pinned nodes. Its lower bound counts the nodes whose
+// taint the pods tolerate (KWOK's): at most the nodes in use after it.
 func TestPackingAroundPinnedPods(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
@@ -65,6 +66,12 @@ func TestPackingAroundPinnedPods(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, pinned) {
 		t.Errorf("the plan names pinned nodes %v, want %v", names, pinned)
+	}
+	// Every KWOK node carries a NoSchedule taint every pod here tolerates:
+	// the bound counts them usable. The plan's after-state is a placement,
+	// so no true lower bound exceeds its nodes in use.
+	if s := res.Plan.Summary; s.NodesLowerBound < 1 || s.NodesLowerBound > s.NodesInUseAfter {
+		t.Errorf("lower bound %d with %d nodes in use after the plan (of %d): not a lower bound", s.NodesLowerBound, s.NodesInUseAfter, s.Nodes)
 	}
 	t.Logf("%d moves, %d on target; nodes in use after: %s", len(mine), onTarget, summary)
 }

@@ -287,11 +287,23 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, node
 func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
 // Reserve consumes the hint once the pod has a node, wherever it went: the
-// owner's next replacement takes the next hint.
-func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+// owner's next replacement takes the next hint. A pod placed without
+// scoring (kube-scheduler skips PreScore and Score when one node is
+// feasible) takes its owner's next hint all the same: left unconsumed, it
+// would steer a later pod and hold room for a replacement already placed.
+func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	s, err := readState(state)
 	if err != nil {
-		return nil // no hint in this cycle
+		owner, ok := hint.OwnerKey(pod)
+		if !ok {
+			return nil
+		}
+		e, ok := pl.book.Next(owner)
+		if !ok {
+			return nil // no hint for its owner
+		}
+		s = &cycleState{owner: owner, entry: e}
+		state.Write(stateKey, s)
 	}
 	pl.book.SetConsumed(s.owner, s.entry.Pod, true)
 	s.reserved = true

@@ -579,3 +579,38 @@ func TestRoomHeldForReplacements(t *testing.T) {
 		}
 	})
 }
+
+// TestHintConsumedWithoutScoring: kube-scheduler skips PreScore and Score
+// when a single node is feasible; the replacement placed there still
+// consumes its owner's hint, which then neither steers a later pod nor
+// holds room any longer.
+func TestHintConsumedWithoutScoring(t *testing.T) {
+	e := newEnv(t, "")
+	nodes, pods := cluster()
+	announce(t, e, pod("w1", "full", "2", &web), toNode)
+	snapshot := cache.NewSnapshot(pods, nodes)
+	e.pl.nodes = snapshot
+	state := framework.NewCycleState()
+	r := pod("r1", "", "2", &web)
+	if _, s := e.pl.PreFilter(e.ctx, state, r, nil); !s.IsSuccess() && !s.IsSkip() {
+		t.Fatal(s)
+	}
+	// No PreScore: straight to Reserve on the only feasible node.
+	if s := e.pl.Reserve(e.ctx, state, r, "half"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if _, ok := e.pl.book.Next(api.UID); ok {
+		t.Fatal("test setup: another owner has a hint")
+	}
+	if _, ok := e.pl.book.Next(web.UID); ok {
+		t.Error("the hint is still free after its replacement was reserved a node")
+	}
+	if held := e.pl.book.Promised(""); len(held) != 0 {
+		t.Errorf("room still held: %v", held)
+	}
+	// Unreserve gives it back.
+	e.pl.Unreserve(e.ctx, state, r, "half")
+	if _, ok := e.pl.book.Next(web.UID); !ok {
+		t.Error("Unreserve did not give the hint back")
+	}
+}
