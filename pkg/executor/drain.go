@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,14 +23,14 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
-// DrainTaintKey is the key of the NoSchedule taint the executor puts on a
-// node a plan empties (its drain moves), from its first eviction until the
-// replacements of its pods are bound elsewhere: without it the scheduler
-// could put a replacement, or any new pod, back on the node being emptied.
-// Its value is the plan ID.
-const DrainTaintKey = "rebalancer.dev/draining"
+// DrainTaintKey is the key of the taint the executor puts on a node it
+// empties (see plan.DrainTaint).
+const DrainTaintKey = plan.DrainTaintKey
 
 // EventDrainTimeout is the reason of the Warning Event on a node whose drain
 // taint was removed while replacements of its pods were still pending.
@@ -103,7 +102,7 @@ func (g *drainGuard) taint(ctx context.Context, node string) error {
 	if done {
 		return nil
 	}
-	taint := &v1.Taint{Key: DrainTaintKey, Value: g.planID, Effect: v1.TaintEffectNoSchedule}
+	taint := ptr.To(plan.DrainTaint(g.planID))
 	if err := setDrainTaint(ctx, g.client.CoreV1().Nodes(), node, taint); err != nil {
 		return fmt.Errorf("tainting node %s: %w", node, err)
 	}

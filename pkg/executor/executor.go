@@ -208,13 +208,31 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	// The drained nodes are released after the plan's last move, once all
 	// its replacements are bound.
 	lastDrain := map[string]int{}
+	var drained []string
 	for i, m := range p.Moves {
 		if m.Drain {
+			if _, ok := lastDrain[m.Source]; !ok {
+				drained = append(drained, m.Source)
+			}
 			lastDrain[m.Source] = i
 		}
 	}
 	if len(lastDrain) > 0 {
 		guard.watch(ctx)
+	}
+	// Every node the plan empties is tainted before its first eviction:
+	// the plan counts on no replacement landing on any of them, and a
+	// replacement left to its scheduler (plan.Move.Candidates) may be
+	// scheduled before a later node's own evictions begin. A node that
+	// cannot be tainted now is tried again at its first move, which fails
+	// if it still cannot.
+	for _, node := range drained {
+		if e.stopping(ctx) {
+			break
+		}
+		if err := guard.taint(ctx, node); err != nil {
+			logger.Error(err, "Could not taint a node the plan empties; retried at its first move", "node", klog.KRef("", node))
+		}
 	}
 
 	var r Result

@@ -7,8 +7,22 @@ package plan
 import (
 	"sort"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
+
+// DrainTaintKey is the key of the NoSchedule taint the executor puts on a
+// node a plan empties (its drain moves), from its first eviction until the
+// cycle's replacements are bound: without it the scheduler could put a
+// replacement, or any new pod, back on the node being emptied. The planner
+// counts on it: a replacement cannot land on a node drained before its
+// eviction unless it tolerates the taint.
+const DrainTaintKey = "rebalancer.dev/draining"
+
+// DrainTaint is the drain taint of the plan planID (its value).
+func DrainTaint(planID string) v1.Taint {
+	return v1.Taint{Key: DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
+}
 
 // Skip reasons: why an eviction a policy plugin asked for is not in the plan.
 const (
@@ -109,8 +123,12 @@ type Move struct {
 	// node the replacement cannot return to (a violation): it holds
 	// wherever the scheduler puts the replacement, and Target is only the
 	// node it likely picks.
-	Anywhere bool   `json:"anywhere,omitempty"`
-	Source   string `json:"source"`
+	// A drain's move is Anywhere too when its scheduler, not steered, may
+	// choose among several nodes (ties, node sampling) and every one of them
+	// is a node the plan keeps in use: Candidates counts them.
+	Anywhere   bool   `json:"anywhere,omitempty"`
+	Candidates int    `json:"candidates,omitempty"`
+	Source     string `json:"source"`
 	Target   string `json:"target"`
 	// SourceScore is the source node's total score for the replacement, or
 	// nil when the replacement no longer fits there (e.g. a new taint).

@@ -38,7 +38,10 @@ func (p *Plan) printTable(w io.Writer) error {
 				scheduler += " (unsteered)"
 			}
 			target := m.Target
-			if m.Anywhere {
+			switch {
+			case m.Candidates > 0:
+				target = fmt.Sprintf("one of %d nodes in use (likely %s)", m.Candidates, m.Target)
+			case m.Anywhere:
 				target = "any node (likely " + m.Target + ")"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s → %s\t%s", m.Pod, m.Strategy, scheduler, m.Source, target, m.Requests)

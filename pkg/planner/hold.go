@@ -3,6 +3,8 @@ package planner
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,16 +33,11 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 	for _, u := range before {
 		inUse[u.Node] = u.InUse
 	}
+	// Where no replacement left to its scheduler may land.
+	stray := func(n string) bool { return p.sources[n] > 0 || !inUse[n] }
 	for {
 		fork := p.sim.Fork()
-		evictions := make([]simulator.Eviction, len(p.applied))
-		for i, a := range p.applied {
-			m := p.out.Moves[i]
-			evictions[i] = simulator.Eviction{Pod: a.obj, Hint: &hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.out.ID}}
-			if metav1.GetControllerOf(a.obj) != nil {
-				evictions[i].Replacement = simulator.NewReplacement(a.obj, a.obj.Name, a.replacement, time.Time{})
-			}
-		}
+		evictions := p.evictions()
 		landed, err := p.sim.Replay(ctx, evictions, nil)
 		if err == nil {
 			err = interrupted(ctx) // a replay cut short is not a replay in which nothing fits
@@ -66,12 +63,24 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			}
 			l := landed[i]
 			switch {
-			case l.Node == m.Target:
-				continue
 			case l.Node == "":
 				failed[i] = "with the plan's replacements pending together, no node is left for it"
 			case l.Node == m.Source:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it back on %s", m.Scheduler, m.Source)
+			case m.Drain && !m.Steered:
+				// An unsteered drain holds wherever its replacements land, so
+				// long as every node they may land on stays in use.
+				if why := strayLanding(simulator.Prediction{Node: l.Node, Certain: l.Certain, Candidates: l.Candidates}, stray); why != "" {
+					failed[i] = fmt.Sprintf("with the plan's replacements pending together and its drained nodes tainted, scheduler %q may place it elsewhere: %s", m.Scheduler, why)
+					break
+				}
+				m.Target, m.TargetScore = l.Node, l.Score
+				if !l.Certain {
+					m.Anywhere, m.Candidates = true, len(l.Candidates)
+				}
+				continue
+			case l.Node == m.Target:
+				continue
 			case m.Anywhere:
 				continue // it leaves its source: that is the move
 			case m.Steered || !l.Certain:
@@ -91,10 +100,18 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		}
 		if len(failed) == 0 && !retargeted {
 			churn := p.packingChurn(inUse, after)
-			if len(churn) == 0 {
+			if len(churn) > 0 {
+				p.drop(churn, plan.ReasonNoNodeFreed)
+				continue
+			}
+			strays, err := p.strays(ctx, stray)
+			if err != nil {
+				return nil, err
+			}
+			if len(strays) == 0 {
 				return after, nil
 			}
-			p.drop(churn, plan.ReasonNoNodeFreed)
+			p.drop(strays, plan.ReasonUnsteered)
 			continue
 		}
 		for i, m := range p.out.Moves {
@@ -104,6 +121,106 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		}
 		p.drop(failed, "")
 	}
+}
+
+// replays is how many times strays replays a plan with drains left to
+// their scheduler's choice.
+const replays = 16
+
+// strays replays the plan as kube-scheduler may carry it out, its random
+// choices drawn (ties at random, each profile's node sampling from a random
+// start of its search), replays times with fixed seeds, so the plan is the
+// same every time. It runs only for a plan with drains left to their
+// schedulers' choice (moves with Candidates). Unsteered drains hold only
+// if in every replay each of their replacements lands on a node that was
+// in use and that the plan does not empty; every other move must hold as
+// planned. It returns the moves of the drains that fail: those whose own
+// replacements strayed, or, when another move failed, every unsteered
+// drain, as only they are left to chance.
+func (p *planner) strays(ctx context.Context, stray func(node string) bool) (map[int]string, error) {
+	if !slices.ContainsFunc(p.out.Moves, func(m plan.Move) bool { return m.Candidates > 0 }) {
+		return nil, nil
+	}
+	evictions := p.evictions()
+	failed := map[int]string{}
+	for seed := range replays {
+		random := rand.New(rand.NewPCG(uint64(seed), 0))
+		fork := p.sim.Fork()
+		p.sim.StartSearches(random)
+		landed, err := p.sim.Replay(ctx, evictions, random)
+		if err == nil {
+			err = interrupted(ctx)
+		}
+		if rerr := p.sim.Revert(fork); rerr != nil && err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("replaying the plan with the schedulers' random choices: %w", err)
+		}
+		others := ""
+		for i, m := range p.out.Moves {
+			if evictions[i].Replacement == nil {
+				continue
+			}
+			l := landed[i]
+			bad := ""
+			switch {
+			case l.Node == "":
+				bad = "no node is left for it"
+			case l.Node == m.Source:
+				bad = "it goes back on " + m.Source
+			case m.Drain && !m.Steered:
+				if stray(l.Node) {
+					bad = fmt.Sprintf("it goes on %s, a node the plan empties or that was empty", l.Node)
+				}
+			case !m.Anywhere && l.Node != m.Target:
+				bad = fmt.Sprintf("it goes on %s, not %s", l.Node, m.Target)
+			}
+			switch {
+			case bad == "":
+			case m.Drain && !m.Steered:
+				failed[i] = fmt.Sprintf("in replay %d of %d with kube-scheduler's own random choices (ties, node sampling), %s", seed+1, replays, bad)
+			case others == "":
+				others = fmt.Sprintf("in replay %d of %d with kube-scheduler's own random choices (ties, node sampling), the replacement of %s fails (%s)", seed+1, replays, m.Pod, bad)
+			}
+		}
+		if others != "" {
+			for i, m := range p.out.Moves {
+				if _, ok := failed[i]; !ok && m.Drain && !m.Steered {
+					failed[i] = others
+				}
+			}
+		}
+		if len(failed) > 0 {
+			break
+		}
+	}
+	// A drain holds whole or not at all.
+	for i, m := range p.out.Moves {
+		if _, ok := failed[i]; ok || !m.Drain {
+			continue
+		}
+		for j, why := range failed {
+			if p.out.Moves[j].Drain && p.out.Moves[j].Source == m.Source {
+				failed[i] = fmt.Sprintf("the drain of %s fails: %s", m.Source, why)
+				break
+			}
+		}
+	}
+	return failed, nil
+}
+
+// evictions are the plan's moves as the cluster carries them out.
+func (p *planner) evictions() []simulator.Eviction {
+	evictions := make([]simulator.Eviction, len(p.applied))
+	for i, a := range p.applied {
+		m := p.out.Moves[i]
+		evictions[i] = simulator.Eviction{Pod: a.obj, Hint: &hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.out.ID}, Drain: m.Drain}
+		if metav1.GetControllerOf(a.obj) != nil {
+			evictions[i].Replacement = simulator.NewReplacement(a.obj, a.obj.Name, a.replacement, time.Time{})
+		}
+	}
+	return evictions
 }
 
 // packingChurn holds a packing plugin's moves to what packing is for: each

@@ -100,6 +100,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if exclude := simOpts.Exclude; len(p.sources) > 0 {
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
 	}
+	// The nodes the plan drains are tainted before its first eviction.
+	simOpts.Drained = func(n string) bool { return p.drained[n] > 0 }
 	pred, err := p.sim.Predict(ctx, pod, simOpts)
 	if errors.Is(err, simulator.ErrUnknownScheduler) {
 		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnknownScheduler,
@@ -132,11 +134,19 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	// violation), wherever it lands.
 	steered := pred.Steered && pred.Exhaustive
 	anywhere := !steered && !pred.Certain
-	if anywhere && (p.balancing || simOpts.LeaveSource || pred.SourceFeasible) {
+	// A drain need not know where each replacement lands, only that
+	// wherever the scheduler may put it is a node the plan keeps in use:
+	// the move's own target rule (Exclude) accepts every candidate.
+	packed := anywhere && simOpts.LeaveSource && !pred.Steered && simOpts.Exclude != nil &&
+		strayLanding(pred, simOpts.Exclude) == ""
+	if anywhere && !packed && (p.balancing || simOpts.LeaveSource || pred.SourceFeasible) {
 		p.unsteered[pred.Scheduler]++
 		why := "would not surely choose that node (its best nodes tie, or its best is a node this plan empties)"
 		if !pred.Exhaustive {
 			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
+		}
+		if simOpts.LeaveSource && simOpts.Exclude != nil {
+			why += ", and " + strayLanding(pred, simOpts.Exclude)
 		}
 		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnsteered,
 			fmt.Sprintf("scheduler %q does not follow rebalance hints and %s, so it may not place the replacement on %s", pred.Scheduler, why, pred.Node))
@@ -147,7 +157,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
-	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb}
+	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb,
+		drain: simOpts.LeaveSource}
 	if owner != nil {
 		a.owner = owner.UID
 	}
@@ -159,6 +170,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		Scheduler: pred.Scheduler, Steered: steered, Anywhere: anywhere,
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
 		Drain: simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
+	}
+	if packed {
+		m.Candidates = len(pred.Candidates)
 	}
 	if owner != nil {
 		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}
@@ -175,6 +189,29 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	p.out.Moves = append(p.out.Moves, m)
 	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
 	return nil
+}
+
+// strayLanding says where the replacement of a move left to its
+// scheduler's own choice might land that bad rules out, "" when nowhere:
+// bad is asked about every node the scheduler could choose.
+func strayLanding(pred simulator.Prediction, bad func(node string) bool) string {
+	candidates := pred.Candidates
+	if pred.Certain {
+		candidates = []string{pred.Node}
+	}
+	var stray []string
+	for _, n := range candidates {
+		if bad(n) {
+			stray = append(stray, n)
+		}
+	}
+	switch len(stray) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("one of the %d nodes it may choose, %s, is not a target the plan accepts (empty, emptied, or ruled out)", len(candidates), stray[0])
+	}
+	return fmt.Sprintf("%d of the %d nodes it may choose (%s first) are not targets the plan accepts (empty, emptied, or ruled out)", len(stray), len(candidates), stray[0])
 }
 
 // mustStay says why a balance plugin's move of pod would be refused

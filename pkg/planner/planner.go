@@ -88,6 +88,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		perOwner:     map[types.UID]int{},
 		sources:      map[string]int{},
 		targets:      map[string]int{},
+		drained:      map[string]int{},
 		conflicting:  map[string]sets.Set[string]{},
 		unsteered:    map[string]int{},
 		out:          &plan.Plan{ID: opts.ID},
@@ -232,6 +233,9 @@ type planner struct {
 	sources map[string]int
 	// targets counts the plan's moves onto each node.
 	targets map[string]int
+	// drained counts the plan's drain moves off each node: the executor
+	// taints those nodes.
+	drained map[string]int
 	// conflicting are, per scheduler that does not follow hints, the
 	// policy's balance plugins its profile pulls against.
 	conflicting map[string]sets.Set[string]

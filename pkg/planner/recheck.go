@@ -24,23 +24,38 @@ type Recheck struct {
 	sim     *simulator.Simulator
 	minGain int64
 	balance sets.Set[string] // the policy's balance plugins
+	// sources are the nodes the plan moves pods off; drained those of the
+	// drain moves rechecked so far, tainted by the executor since.
+	sources, drained sets.Set[string]
 }
 
-// NewRecheck rechecks moves on sim, a simulation of a fresh view of the
-// cluster, with the policy the plan was made with and its --min-score-gain.
-func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, minScoreGain int64) *Recheck {
+// NewRecheck rechecks the moves of p on sim, a simulation of a fresh view
+// of the cluster, with the policy p was made with and its --min-score-gain.
+func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, p *plan.Plan, minScoreGain int64) *Recheck {
 	balance := sets.New[string]()
 	for _, prof := range policy.Profiles {
 		balance.Insert(prof.Plugins.Balance.Enabled...)
 	}
-	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance}
+	sources := sets.New[string]()
+	for _, m := range p.Moves {
+		sources.Insert(m.Source)
+	}
+	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance, sources: sources, drained: sets.New[string]()}
+}
+
+// stray says whether a replacement left to its scheduler's choice must not
+// land on node: one the plan empties, or one not in use.
+func (r *Recheck) stray(node string) bool {
+	ni, err := r.sim.Node(node)
+	return r.sources.Has(node) || err != nil || !simulator.InUse(ni)
 }
 
 // Move rechecks one move of the live pod (which the caller found on the
 // move's source): its target must still fit; a steered move's target must
 // be where the hint sends it, an unsteered one's must still be its
 // scheduler's sure choice (or, for a move that holds anywhere, the pod must
-// still be unable to return to its source); and a balance move must still
+// still be unable to return to its source; for a drain left to its
+// scheduler, every node it may choose must still be in use and kept); and a balance move must still
 // gain at least the minimum score. An opt-out, or for a balance move a
 // sticky annotation, set since the plan keeps the pod. It returns false and
 // a plan reason (opt-out, sticky, no-fit, target-changed, low-gain) with a
@@ -55,7 +70,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	if r.balance.Has(m.Strategy) && hint.IsSticky(pod) {
 		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, m.Source)
 	}
-	opts := simulator.Options{LeaveSource: m.Drain}
+	opts := simulator.Options{LeaveSource: m.Drain, Drained: r.drained.Has}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
 		// passes the filters.
@@ -75,7 +90,9 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 		return false, plan.ReasonNoFit, why
 	case pred.Node == pred.Source:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement back on %s", pred.Scheduler, pred.Source)
-	case m.Anywhere && pred.SourceFeasible:
+	case m.Candidates > 0 && strayLanding(pred, r.stray) != "":
+		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement on a node the plan cannot have it on: %s", pred.Scheduler, strayLanding(pred, r.stray))
+	case m.Anywhere && m.Candidates == 0 && pred.SourceFeasible:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("the replacement could now return to %s", pred.Source)
 	case !m.Steered && !m.Anywhere && (pred.Node != m.Target || !pred.Certain):
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
@@ -84,6 +101,9 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	}
 	if _, err := r.sim.Move(pod, pred.Node); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))
+	}
+	if m.Drain {
+		r.drained.Insert(m.Source)
 	}
 	return true, "", ""
 }

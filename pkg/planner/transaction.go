@@ -18,6 +18,7 @@ type applied struct {
 	podName          string
 	owner            types.UID                     // "" for a pod without a controller
 	pdb              *policyv1.PodDisruptionBudget // what the eviction spends; nil: none
+	drain            bool                          // the move empties its source (plan.Move.Drain)
 }
 
 // count adds a move to the limits and budgets it spends (delta 1) or takes
@@ -33,6 +34,9 @@ func (p *planner) count(a applied, delta int) {
 	p.total = uint(int(p.total) + delta)
 	p.sources[a.node] += delta
 	p.targets[a.target] += delta
+	if a.drain {
+		p.drained[a.node] += delta
+	}
 	p.perNode[a.node] = uint(int(p.perNode[a.node]) + delta)
 	p.perNamespace[a.namespace] = uint(int(p.perNamespace[a.namespace]) + delta)
 	if a.owner != "" {

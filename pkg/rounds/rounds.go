@@ -84,8 +84,11 @@ type eviction struct {
 	pod    *v1.Pod
 	target string
 	// anywhere: the plan holds if the replacement lands anywhere but the
-	// pod's node (see plan.Move.Anywhere).
-	anywhere bool
+	// pod's node (see plan.Move.Anywhere); with packed, only on a node that
+	// was in use and that the plan does not empty (plan.Move.Candidates).
+	anywhere, packed bool
+	// drain: the executor taints the pod's node (plan.Move.Drain).
+	drain bool
 }
 
 // run holds the state carried from round to round.
@@ -168,6 +171,19 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	now := r.clock.Now()
 	pingPong := 0
+	// Where a drain left to its scheduler may land: a node in use before the
+	// round that the plan does not empty.
+	kept := map[string]bool{}
+	usage, err := r.sim.Usage()
+	if err != nil {
+		return result.Round{}, nil, err
+	}
+	for _, u := range usage {
+		kept[u.Node] = u.InUse
+	}
+	for _, e := range evictions {
+		kept[e.pod.Spec.NodeName] = false
+	}
 	replay := make([]simulator.Eviction, len(evictions))
 	for k, e := range evictions {
 		pod := e.pod
@@ -176,7 +192,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			pingPong++
 		}
 		r.lastEvicted[line] = i
-		replay[k].Pod = pod
+		replay[k].Pod, replay[k].Drain = pod, e.drain
 		owner := metav1.GetControllerOf(pod)
 		if owner == nil {
 			continue // nobody recreates it
@@ -197,7 +213,10 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		if landed[k].Node != "" && landed[k].Node == e.pod.Spec.NodeName {
 			pingPong++
 		}
-		if e.target != "" && (landed[k].Node == e.target || e.anywhere && landed[k].Node != "" && landed[k].Node != e.pod.Spec.NodeName) {
+		l := landed[k].Node
+		switch {
+		case e.target == "" || l == "":
+		case l == e.target, e.packed && kept[l], e.anywhere && !e.packed && l != e.pod.Spec.NodeName:
 			held++
 		}
 	}
@@ -244,7 +263,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 		if !ok {
 			return nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
-		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere})
+		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Candidates > 0, drain: m.Drain})
 	}
 	return out, nil
 }

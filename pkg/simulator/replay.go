@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
@@ -25,6 +26,9 @@ type Eviction struct {
 	// Replacement is the pod its owner creates in its place, unbound; nil
 	// when nobody recreates it.
 	Replacement *v1.Pod
+	// Drain says the pod leaves a node being emptied: the node carries the
+	// drain taint (plan.DrainTaint) from this eviction to the replay's end.
+	Drain bool
 }
 
 // Replay carries evictions out the way a cluster does: every pod is evicted
@@ -32,7 +36,8 @@ type Eviction struct {
 // with the pods already pending, and each is placed in kube-scheduler's
 // queue order (priority first, then the order they arrived: pods already
 // pending before the replacements, replacements in eviction order) by its
-// own scheduler. It returns where each eviction's replacement landed.
+// own scheduler. Drained nodes are tainted as the executor taints them. It
+// returns where each eviction's replacement landed.
 //
 // With random nil every placement is the prediction's (ties to the node
 // name, every feasible node scored). With a random source it is
@@ -63,6 +68,12 @@ func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *ra
 			return nil, err
 		}
 	}
+	drained := sets.New[string]()
+	for _, e := range evictions {
+		if e.Drain {
+			drained.Insert(e.Pod.Spec.NodeName)
+		}
+	}
 	queue := s.Pending()
 	index := map[*v1.Pod]int{}
 	for i, e := range evictions {
@@ -76,12 +87,12 @@ func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *ra
 	})
 	landed := make([]Landing, len(evictions))
 	for _, pod := range queue {
-		pl, err := s.place(ctx, pod, random)
+		pl, err := s.place(ctx, pod, random, drained.Has)
 		if err != nil {
 			return nil, err
 		}
 		if i, ok := index[pod]; ok && pl.bound != nil {
-			landed[i] = Landing{Node: pl.bound.Spec.NodeName, Score: pl.score, Certain: pl.certain}
+			landed[i] = Landing{Node: pl.bound.Spec.NodeName, Score: pl.score, Certain: pl.certain, Candidates: pl.candidates}
 		}
 	}
 	return landed, nil
@@ -97,6 +108,10 @@ type Landing struct {
 	// have chosen Node too: its scheduler scored every feasible node and
 	// Node alone scored highest.
 	Certain bool
+	// Candidates are the nodes a scheduler that does not follow hints may
+	// have chosen instead when not Certain (see Prediction.Candidates);
+	// with a random source they are not computed.
+	Candidates []string
 }
 
 // NewReplacement is the pod an owner creates in place of pod: the same
@@ -110,4 +125,18 @@ func NewReplacement(pod *v1.Pod, name string, uid types.UID, created time.Time) 
 	r.Spec.NodeName = ""
 	r.Status = v1.PodStatus{Phase: v1.PodPending}
 	return r
+}
+
+// StartSearches starts every scheduler's next node search at a node drawn
+// from random, as kube-scheduler's rotating search may stand at any node
+// when a plan is carried out. A Revert puts the searches back.
+func (s *Simulator) StartSearches(random *rand.Rand) {
+	nodes, err := s.snapshot.NodeInfos().List()
+	n := len(nodes)
+	if err != nil || n == 0 {
+		return // no search to start
+	}
+	for _, name := range s.names {
+		s.schedulers[name].next = random.IntN(n)
+	}
 }

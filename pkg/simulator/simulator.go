@@ -25,6 +25,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -41,6 +42,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -91,6 +93,13 @@ type Prediction struct {
 	// highest (kube-scheduler breaks ties at random). Options.Exclude does
 	// not count: the scheduler does not know it.
 	Certain bool
+	// Candidates, for a scheduler that does not follow hints when it is
+	// not Certain, are all the nodes it could choose by itself: each node
+	// that scores highest in some sample it may score (nodesToScore
+	// feasible nodes in node list order, from any start of its rotating
+	// search; all of them when it scores every feasible node), ties
+	// included. Options.Exclude does not narrow them.
+	Candidates []string
 	// Unschedulable explains an empty Node, from the filters' statuses.
 	Unschedulable string
 }
@@ -434,6 +443,11 @@ type Options struct {
 	// the replacement wherever the plan says. An unsteered scheduler makes
 	// its own choice, so it is not asked.
 	Prefer func(node string) bool
+	// Drained says which nodes carry the drain taint when the replacement
+	// is scheduled (plan.DrainTaint: the executor taints a drain's source
+	// from its first eviction to the end of the cycle). A replacement that
+	// does not tolerate it cannot go there, whatever the scores.
+	Drained func(node string) bool
 }
 
 // Predict runs one scheduling cycle for the pod, with its own scheduler's
@@ -477,7 +491,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	candidate.Spec.NodeName = ""
 	candidate.Status = v1.PodStatus{}
 
-	res, err := s.schedule(ctx, sc, candidate, nil)
+	res, err := s.schedule(ctx, sc, candidate, nil, opts.Drained)
 	if err != nil {
 		return pred, err
 	}
@@ -533,7 +547,82 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
 	pred.Exhaustive = exhaustive
 	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
+	if !pred.Certain && !pred.Steered {
+		choice := scores
+		if opts.LeaveSource {
+			choice = slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
+		}
+		pred.Candidates = sc.candidates(choice, exhaustive, res.considered)
+	}
 	return pred, nil
+}
+
+// candidates are the nodes of scores (all feasible nodes, in node list
+// order) that sc may choose by itself: the best, ties included, when it
+// scores them all (exhaustive), else each node that is best in some sample
+// of nodesToScore(considered) of them from a rotating start. Scores are
+// taken as scored with every feasible node; plugins that normalize over the
+// sample may score a sample a little differently.
+func (sc *scheduler) candidates(scores []fwk.NodePluginScores, exhaustive bool, considered int) []string {
+	window := len(scores)
+	if !exhaustive {
+		window = sc.nodesToScore(considered)
+	}
+	var out []string
+	for _, i := range winners(scores, window) {
+		out = append(out, scores[i].Name)
+	}
+	return out
+}
+
+// winners returns, in order, the indices of the scores that are highest
+// (ties included) in some window of w consecutive scores, the list taken
+// as a ring: the nodes kube-scheduler may choose when it scores the first
+// w feasible nodes from a rotating start. Each window's maximum comes from
+// one sliding window, the lowest maximum over the windows holding a score
+// from another: a score wins somewhere when it equals that.
+func winners(scores []fwk.NodePluginScores, w int) []int {
+	n := len(scores)
+	if n == 0 {
+		return nil
+	}
+	w = min(max(w, 1), n)
+	// highest[j]: the best score of the window starting at j.
+	highest := slidingBest(n, w, func(k int) int64 { return scores[k%n].TotalScore }, func(a, b int64) bool { return a >= b })
+	// lowest[i]: the lowest of highest[j] over the windows j..j+w-1 holding i,
+	// that is j from i-w+1 to i: the window ending at i+n in the ring.
+	lowest := slidingBest(2*n, w, func(k int) int64 { return highest[k%n] }, func(a, b int64) bool { return a <= b })
+	var out []int
+	for i := range n {
+		if lowest[i+n-w+1] == scores[i].TotalScore {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// slidingBest returns, for each start j in [0, n), the best of at(j) ..
+// at(j+w-1) by keeps (a monotonic queue: keeps(a, b) says a newer value a
+// makes an older b useless).
+func slidingBest(n, w int, at func(int) int64, keeps func(a, b int64) bool) []int64 {
+	out := make([]int64, n)
+	var queue []int // indices, their values in keeps order
+	for k := 0; k < n+w-1; k++ {
+		v := at(k)
+		for len(queue) > 0 && keeps(v, at(queue[len(queue)-1])) {
+			queue = queue[:len(queue)-1]
+		}
+		queue = append(queue, k)
+		if j := k - w + 1; j >= 0 {
+			for queue[0] < j {
+				queue = queue[1:]
+			}
+			if j < n {
+				out[j] = at(queue[0])
+			}
+		}
+	}
+	return out
 }
 
 // scoresAll says whether kube-scheduler, finding feasible of considered
@@ -593,8 +682,9 @@ type cycle struct {
 // schedule mirrors kube-scheduler's schedulePod with sc's profile:
 // PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
 // (with normalization) over the feasible nodes: all of them, or with random
-// set the sample kube-scheduler would score (see sample).
-func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand) (cycle, error) {
+// set the sample kube-scheduler would score (see sample). Nodes drained
+// says are tainted with the drain taint (nil: none).
+func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained func(string) bool) (cycle, error) {
 	var c cycle
 	c.state = framework.NewCycleState()
 	all, err := s.snapshot.NodeInfos().List()
@@ -629,7 +719,17 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	reasons := make([]string, len(nodes))
 	var firstErr error
 	var errOnce sync.Once
+	if drained != nil {
+		drainTaint := plan.DrainTaint("")
+		if corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
+			drained = nil
+		}
+	}
 	fw.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		if drained != nil && drained(nodes[i].Node().Name) {
+			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", plan.DrainTaintKey)
+			return
+		}
 		st := fw.RunFilterPlugins(ctx, c.state, pod, nodes[i])
 		switch {
 		case st.IsSuccess():

@@ -45,6 +45,8 @@ type state struct {
 type mark struct {
 	journal int
 	hints   map[*scheduler]hint.Checkpoint
+	// next is each scheduler's node search start (see scheduler.next).
+	next map[*scheduler]int
 }
 
 type entry struct {
@@ -158,8 +160,9 @@ type Fork struct{ depth int }
 
 // Fork opens a fork of the current state.
 func (s *Simulator) Fork() Fork {
-	m := mark{journal: len(s.journal)}
+	m := mark{journal: len(s.journal), next: map[*scheduler]int{}}
 	for _, sc := range s.schedulers {
+		m.next[sc] = sc.next
 		if sc.hints != nil {
 			if m.hints == nil {
 				m.hints = map[*scheduler]hint.Checkpoint{}
@@ -186,6 +189,9 @@ func (s *Simulator) Revert(f Fork) error {
 	m := s.close(f)
 	for sc, c := range m.hints {
 		sc.hints.Restore(c)
+	}
+	for sc, next := range m.next {
+		sc.next = next
 	}
 	undo := s.journal[m.journal:]
 	s.journal = s.journal[:m.journal]
@@ -266,7 +272,7 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 // copy; when no node fits, or the pod's scheduler is not modelled, it
 // returns nil and the reason, and the pod stays (or becomes) pending.
 func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
-	pl, err := s.place(ctx, pod, nil)
+	pl, err := s.place(ctx, pod, nil, nil)
 	return pl.bound, pl.diagnosis, err
 }
 
@@ -278,11 +284,14 @@ type placement struct {
 	// scored highest, so kube-scheduler would have chosen the same node.
 	certain bool
 	score   int64
+	// candidates: the nodes its scheduler, not steered, may have chosen
+	// instead when not certain (Prediction.Candidates); without random only.
+	candidates []string
 }
 
 // place is Place; with random set, the node is chosen as kube-scheduler
-// chooses it (see Replay).
-func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (placement, error) {
+// chooses it (see Replay); drained nodes carry the drain taint.
+func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, drained func(string) bool) (placement, error) {
 	if pod.Spec.NodeName != "" {
 		return placement{}, fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
 	}
@@ -299,7 +308,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (
 		}
 		return placement{diagnosis: err.Error()}, nil
 	}
-	c, err := s.schedule(ctx, sc, pod, random)
+	c, err := s.schedule(ctx, sc, pod, random, drained)
 	if err != nil {
 		return placement{}, err
 	}
@@ -322,7 +331,11 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand) (
 	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
 		return placement{}, err
 	}
-	return placement{bound: bound, score: score, certain: ties == 1 && sc.scoresAll(c.feasible, c.considered)}, s.sync()
+	pl := placement{bound: bound, score: score, certain: ties == 1 && sc.scoresAll(c.feasible, c.considered)}
+	if random == nil && !pl.certain && !sc.steered {
+		pl.candidates = sc.candidates(c.scores, sc.scoresAll(c.feasible, c.considered), c.considered)
+	}
+	return pl, s.sync()
 }
 
 // choose picks the node among scored ones: the best score, ties to the

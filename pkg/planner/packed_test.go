@@ -1,0 +1,186 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// unsteeredPacking is a packing profile for default-scheduler that
+// rebalancer cannot steer, as a managed cluster's scheduler: NodeResourcesFit
+// MostAllocated at weight 5, no balanced allocation, no default spread, no
+// RebalanceHint, and kube-scheduler's adaptive node sampling.
+func unsteeredPacking(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "packing-scheduler.yaml")
+	err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodeResourcesFit
+        weight: 5
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUnsteeredPackingDrainsHold: with a packing scheduler rebalancer
+// cannot steer, a drain is planned when every node its replacements may
+// land on (ties, node sampling) stays in use, whatever the scheduler
+// chooses. On clusters full of exact ties, below and above the 100 nodes
+// where kube-scheduler starts to sample, the plan empties nodes, and in 20
+// replays as kube-scheduler may carry it out (ties at random, each search
+// from a random node, seeds the planner does not use) every drained node
+// ends empty and no node that was empty is used.
+func TestUnsteeredPackingDrainsHold(t *testing.T) {
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t, unsteeredPacking(t))
+	for _, tc := range []struct {
+		name    string
+		build   func() *cluster
+		packs   bool // the plan must free nodes
+		seeds   int
+		minimum int // nodes in use after, at most
+	}{
+		{name: "thin-12", build: func() *cluster { return thinCluster(12) }, packs: true},
+		{name: "thin-12-with-empty-nodes", build: func() *cluster { return withEmpty(thinCluster(12), 6) }, packs: true},
+		{name: "thin-140-sampled", build: func() *cluster { return withEmpty(thinCluster(140), 30) }, packs: true},
+		{name: "fragmented-1", build: func() *cluster { return fragmented(1) }},
+		{name: "fragmented-2", build: func() *cluster { return fragmented(2) }},
+		{name: "fragmented-3", build: func() *cluster { return fragmented(3) }},
+		{name: "gpu-1", build: func() *cluster { return gpuShaped(1) }},
+		{name: "gpu-2", build: func() *cluster { return gpuShaped(2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.build()
+			for _, ns := range []string{"default", "kube-system", "team-a", "team-b"} {
+				c.setScheduler(ns, "default-scheduler")
+			}
+			p := planWith(t, profs, pol, c.snap)
+			checkInvariants(t, c, pol, p)
+			packed := 0
+			for _, m := range p.Moves {
+				if m.Steered {
+					t.Errorf("%s planned as steered; its scheduler does not follow hints", m.Pod)
+				}
+				if m.Candidates > 0 {
+					packed++
+					if !m.Anywhere || !m.Drain {
+						t.Errorf("%s: %d candidates but anywhere %v, drain %v", m.Pod, m.Candidates, m.Anywhere, m.Drain)
+					}
+				}
+			}
+			s := p.Summary
+			t.Logf("nodes in use %d -> %d (bound %d), %d moves, %d left to the scheduler", s.NodesInUseBefore, s.NodesInUseAfter, s.NodesLowerBound, len(p.Moves), packed)
+			if s.NodesInUseAfter > s.NodesInUseBefore {
+				t.Errorf("nodes in use %d -> %d: the plan adds nodes", s.NodesInUseBefore, s.NodesInUseAfter)
+			}
+			if tc.packs && (s.NodesInUseAfter >= s.NodesInUseBefore || packed == 0) {
+				t.Fatalf("nodes in use %d -> %d with %d moves left to the scheduler: want nodes freed by drains whose replacements may land on any of several nodes", s.NodesInUseBefore, s.NodesInUseAfter, packed)
+			}
+			replayAsTheScheduler(t, c, p, 20)
+		})
+	}
+}
+
+// withEmpty adds n empty nodes, named to sort among the others, so that a
+// replacement that strays finds one.
+func withEmpty(c *cluster, n int) *cluster {
+	for i := range n {
+		c.node(fmt.Sprintf("node-%02d-spare", i), "8", "32Gi")
+	}
+	return c
+}
+
+// replayAsTheScheduler carries p out on a simulation of c as kube-scheduler
+// may, replays times, and requires every drained node to end empty and
+// every node in use after to have been in use before.
+func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
+	t.Helper()
+	if len(p.Moves) == 0 {
+		return
+	}
+	profs := schedulers(t, unsteeredPacking(t))
+	ctx, sim := simulation(t, profs, c.snap)
+	byUID := podsByUID(c.snap)
+	before, err := sim.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse := map[string]bool{}
+	for _, u := range before {
+		inUse[u.Node] = u.InUse
+	}
+	for seed := range replays {
+		random := rand.New(rand.NewPCG(uint64(1000+seed), 7))
+		fork := sim.Fork()
+		sim.StartSearches(random)
+		var evictions []simulator.Eviction
+		for i, m := range p.Moves {
+			pod := byUID[m.UID]
+			e := simulator.Eviction{Pod: pod, Drain: m.Drain}
+			if metav1.GetControllerOf(pod) != nil {
+				e.Replacement = simulator.NewReplacement(pod, fmt.Sprintf("%s-new", pod.Name), types.UID(fmt.Sprintf("new-%d", i)), time.Time{})
+			}
+			evictions = append(evictions, e)
+		}
+		landed, err := sim.Replay(ctx, evictions, random)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := sim.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range p.Moves {
+			if evictions[i].Replacement != nil && landed[i].Node == "" {
+				t.Errorf("replay %d: %s's replacement is pending", seed, m.Pod)
+			}
+		}
+		for _, u := range after {
+			if u.InUse && !inUse[u.Node] {
+				t.Errorf("replay %d: %s was empty and is in use after the plan", seed, u.Node)
+			}
+		}
+		for _, m := range p.Moves {
+			if !m.Drain {
+				continue
+			}
+			for _, u := range after {
+				if u.Node == m.Source && u.InUse {
+					t.Errorf("replay %d: %s was drained and is still in use", seed, m.Source)
+				}
+			}
+		}
+		if err := sim.Revert(fork); err != nil {
+			t.Fatal(err)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}

@@ -1,0 +1,120 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestPackingWithAnUnsteeredScheduler: kube-scheduler itself (the control
+// plane's binary, no extender, no RebalanceHint) runs a packing profile as
+// a managed cluster's scheduler would: NodeResourcesFit MostAllocated at
+// weight 5, no balanced allocation, no default spread. Its pods sit two to
+// a node on identical nodes, so it breaks every tie at random and
+// rebalancer cannot know which node it picks. Three `run --once` with the
+// shipped bin-packing policy drain nodes anyway, as sets: each replacement
+// may land on any of several nodes, all in use and kept. Nodes in use fall,
+// no replacement lands on a node it left or on a node that was empty, and
+// every drained node ends empty.
+func TestPackingWithAnUnsteeredScheduler(t *testing.T) {
+	e := newTestEnv(t)
+	schedName := "packing-" + e.name
+	config := filepath.Join(t.TempDir(), "packing-scheduler.yaml")
+	err := os.WriteFile(config, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: %s
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodeResourcesFit
+        weight: 5
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+`, filepath.Join(filepath.Dir(kubeconfig), "kube-scheduler.kubeconfig"), schedName), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, "kube-scheduler", "--config="+config, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", freePort(t)), "-v=2")
+
+	nodes := e.nodeNames("pk", 8)
+	e.addNodes("8", nodes...)
+	e.addNodes("8", e.nodeNames("pk-spare", 2)...) // empty: no replacement may go there
+	e.fragmentedReplicaSetOf(schedName, "web", resources("1", "1Gi"), nodes)
+	e.fragmentedReplicaSetOf(schedName, "api", resources("1", "1Gi"), nodes)
+	count := func() (pods []v1.Pod, inUse map[string]int) {
+		pods = append(e.boundPods("web", len(nodes)), e.boundPods("api", len(nodes))...)
+		inUse, _ = perNode(pods)
+		return pods, inUse
+	}
+	pods, inUse := count()
+	start := len(inUse)
+	args := []string{"--policy", e.narrowedPolicy(), "--scheduler-config", config}
+	for run := 1; run <= 3; run++ {
+		res := runOnce(t, args...)
+		drained := map[string]bool{}
+		left := 0
+		for _, m := range res.Plan.Moves {
+			if m.Namespace != e.ns {
+				continue
+			}
+			if m.Steered || m.Scheduler != schedName {
+				t.Errorf("run %d: %s planned steered %v by %q; want unsteered moves by %q", run, m.Pod, m.Steered, m.Scheduler, schedName)
+			}
+			if m.Drain {
+				drained[m.Source] = true
+			}
+			if m.Candidates > 0 {
+				left++
+			}
+		}
+		for _, s := range res.Result.Skipped {
+			if s.Move.Namespace == e.ns {
+				t.Errorf("run %d: %s not carried out: %s %s", run, s.Move.Pod, s.Reason, s.Detail)
+			}
+		}
+		before := uidsOf(pods)
+		was := inUse
+		pods, inUse = count()
+		_, summary := perNode(pods)
+		t.Logf("run %d: %d nodes drained (%d moves left to the scheduler's choice); nodes in use %d -> %d: %s", run, len(drained), left, len(was), len(inUse), summary)
+		for _, p := range pods {
+			switch {
+			case before[string(p.UID)]:
+			case drained[p.Spec.NodeName]:
+				t.Errorf("run %d: replacement %s landed on %s, a node the plan drained", run, p.Name, p.Spec.NodeName)
+			case was[p.Spec.NodeName] == 0:
+				t.Errorf("run %d: replacement %s landed on %s, a node that was empty", run, p.Name, p.Spec.NodeName)
+			}
+		}
+		if len(inUse) > len(was) {
+			t.Errorf("run %d: nodes in use %d -> %d", run, len(was), len(inUse))
+		}
+		if run == 1 && (len(drained) == 0 || left == 0) {
+			t.Fatalf("run 1 drained %d nodes with %d moves left to the scheduler; skipped %v; warnings %q",
+				len(drained), left, res.Plan.Summary.SkippedByReason, res.Plan.Warnings)
+		}
+	}
+	// 16 pods of 1 CPU on nodes of 8: 2 nodes at the least.
+	if len(inUse) >= start || len(inUse) > 3 {
+		t.Errorf("nodes in use %d -> %d after three runs, want at most 4", start, len(inUse))
+	}
+}
