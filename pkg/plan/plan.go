@@ -129,7 +129,7 @@ type Move struct {
 	Anywhere   bool   `json:"anywhere,omitempty"`
 	Candidates int    `json:"candidates,omitempty"`
 	Source     string `json:"source"`
-	Target   string `json:"target"`
+	Target     string `json:"target"`
 	// SourceScore is the source node's total score for the replacement, or
 	// nil when the replacement no longer fits there (e.g. a new taint).
 	SourceScore *int64 `json:"sourceScore"`
