@@ -21,6 +21,7 @@ import (
 type simulateOptions struct {
 	planOptions
 	rounds   int
+	replays  int
 	baseline string
 	report   string
 	interval time.Duration
@@ -59,6 +60,7 @@ re-placing pods, for comparison.`,
 	}
 	f.StringVar(&o.snapshot, "snapshot", "", "snapshot file to simulate on")
 	f.IntVar(&o.rounds, "rounds", 10, "rounds to simulate")
+	f.IntVar(&o.replays, "replays", 0, "also carry each round's plan out this many times with the schedulers' random choices (ties, node sampling) drawn anew, and count the replays in which every drained node ends empty and no empty node is used")
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
 	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as `run --interval`")
@@ -80,6 +82,9 @@ func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 	}
 	if o.rounds < 1 || o.rounds > 1000 {
 		errs = append(errs, fmt.Errorf("--rounds %d: must be between 1 and 1000", o.rounds))
+	}
+	if o.replays < 0 || o.replays > 1000 {
+		errs = append(errs, fmt.Errorf("--replays %d: must be between 0 and 1000", o.replays))
 	}
 	if o.baseline != "" && o.baseline != rounds.Upstream {
 		errs = append(errs, fmt.Errorf("--baseline %q: the only baseline is %q", o.baseline, rounds.Upstream))
@@ -110,7 +115,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 			"queries", len(in.Metrics.Queries))
 	}
 	opts := rounds.Options{
-		Strategy: rounds.Rebalancer, Rounds: o.rounds,
+		Strategy: rounds.Rebalancer, Rounds: o.rounds, Replays: o.replays,
 		Planner:  o.plannerOptions(nil),
 		Interval: o.interval, Cooldown: o.cooldown,
 		Steering: o.simOptions(in),

@@ -60,6 +60,11 @@ type Options struct {
 	// the replacements (ties between equal best nodes, node sampling), so
 	// that a run is repeatable.
 	Seed uint64
+	// Replays is how many times each round's plan is also carried out, on
+	// a copy of the cluster, with other seeds (each search from a random
+	// node): how often the plan holds whatever the schedulers choose
+	// (Round.Replays). 0: none.
+	Replays int
 }
 
 func (o Options) validate() error {
@@ -74,6 +79,9 @@ func (o Options) validate() error {
 	}
 	if o.Cooldown < 0 {
 		return fmt.Errorf("cooldown %v: must not be negative", o.Cooldown)
+	}
+	if o.Replays < 0 {
+		return fmt.Errorf("replays %d: must not be negative", o.Replays)
 	}
 	return nil
 }
@@ -204,6 +212,10 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		}
 		replay[k].Replacement = r.replacement(pod, now)
 	}
+	replays, replaysHeld, err := r.replays(ctx, i, replay, evictions)
+	if err != nil {
+		return result.Round{}, nil, err
+	}
 	landed, err := r.sim.Replay(ctx, replay, r.random)
 	if err != nil {
 		return result.Round{}, nil, err
@@ -222,10 +234,58 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	round, nodes, err := r.measure(i)
 	round.Evictions, round.PingPong, round.Held = len(evictions), pingPong, held
+	round.Replays, round.ReplaysHeld = replays, replaysHeld
 	if r.o.Strategy == Rebalancer {
 		round.PlanAccuracy = result.Accuracy(held, len(evictions))
 	}
 	return round, nodes, err
+}
+
+// replays carries round i's evictions out Options.Replays times on forks of
+// the cluster, with seeds of their own, and counts the replays that hold
+// the plan: every node it drains ends empty and no node that was empty is
+// used.
+func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, evictions []eviction) (n, held int, err error) {
+	if r.o.Strategy != Rebalancer || r.o.Replays == 0 || len(evictions) == 0 {
+		return 0, 0, nil
+	}
+	before, err := r.sim.Usage()
+	if err != nil {
+		return 0, 0, err
+	}
+	inUse := map[string]bool{}
+	for _, u := range before {
+		inUse[u.Node] = u.InUse
+	}
+	for _, e := range evictions {
+		if e.drain {
+			inUse[e.pod.Spec.NodeName] = false // must end empty
+		}
+	}
+	for k := range r.o.Replays {
+		random := rand.New(rand.NewPCG(r.o.Seed, uint64(i)<<32|uint64(k+1)))
+		fork := r.sim.Fork()
+		r.sim.StartSearches(random)
+		_, err := r.sim.Replay(ctx, replay, random)
+		var after []simulator.NodeUsage
+		if err == nil {
+			after, err = r.sim.Usage()
+		}
+		if rerr := r.sim.Revert(fork); rerr != nil && err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		ok := true
+		for _, u := range after {
+			ok = ok && (!u.InUse || inUse[u.Node])
+		}
+		if ok {
+			held++
+		}
+	}
+	return r.o.Replays, held, nil
 }
 
 // plan asks the strategy which pods to evict this round; the simulation

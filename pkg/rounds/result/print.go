@@ -42,6 +42,9 @@ func (c *Comparison) printTable(w io.Writer) error {
 		if res.PlanAccuracy != nil {
 			held = fmt.Sprintf(", plan held for %s of moves", percent(res.PlanAccuracy))
 		}
+		if t.Replays > 0 {
+			held += fmt.Sprintf(", %d of %d seeded replays held every plan", t.ReplaysHeld, t.Replays)
+		}
 		fmt.Fprintf(tw, "%d evictions, %d ping-pong%s, %s\n\n", t.Evictions, t.PingPong, held, converged)
 	}
 	return tw.Flush()
@@ -54,6 +57,8 @@ func (r *Result) Totals() Round {
 		t.Evictions += x.Evictions
 		t.PingPong += x.PingPong
 		t.Held += x.Held
+		t.Replays += x.Replays
+		t.ReplaysHeld += x.ReplaysHeld
 	}
 	if n := len(r.Rounds); n > 0 {
 		last := r.Rounds[n-1]

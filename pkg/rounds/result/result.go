@@ -38,6 +38,12 @@ type Round struct {
 	// Evictions in percent (nil when nothing was planned).
 	Held         int      `json:"held"`
 	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
+	// Replays counts the times the round's plan was also carried out with
+	// the schedulers' random choices drawn anew (ties, node sampling), and
+	// ReplaysHeld those in which every node it drains ended empty and no
+	// node that was empty was used (rounds.Options.Replays).
+	Replays     int `json:"replays,omitempty"`
+	ReplaysHeld int `json:"replaysHeld,omitempty"`
 	// NodesInUse counts nodes running at least one pod that is not bound to
 	// its node (DaemonSet and mirror pods do not keep a node in use).
 	NodesInUse int `json:"nodesInUse"`
