@@ -92,8 +92,8 @@ type eviction struct {
 	pod    *v1.Pod
 	target string
 	// anywhere: the plan holds if the replacement lands anywhere but the
-	// pod's node (see plan.Move.Anywhere); with packed, only on a node that
-	// was in use and that the plan does not empty (plan.Move.Candidates).
+	// pod's node (see plan.Move.Anywhere); packed (an unsteered drain): if
+	// it lands on a node that was in use and that the plan does not empty.
 	anywhere, packed bool
 	// drain: the executor taints the pod's node (plan.Move.Drain).
 	drain bool
@@ -323,7 +323,9 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 		if !ok {
 			return nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
-		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Candidates > 0, drain: m.Drain})
+		// An unsteered drain holds wherever its replacements land in nodes
+		// the plan keeps (see planner's hold).
+		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Drain && !m.Steered, drain: m.Drain})
 	}
 	return out, nil
 }

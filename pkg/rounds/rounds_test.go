@@ -212,3 +212,72 @@ func deref(p *float64) float64 {
 	}
 	return *p
 }
+
+// TestUnsteeredPackingRoundsHoldInEveryReplay: the shipped bin-packing
+// policy with a packing profile that does not follow hints (the shipped one
+// without RebalanceHint) and kube-scheduler's adaptive node sampling, on a
+// synthetic cluster of more than 100 nodes full of ties: the rounds free
+// nodes, never add one, with no ping-pong, and every round's plan holds in
+// each of its seeded replays.
+func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "packing.yaml")
+	err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: rebalancer-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: NodeResourcesFit
+        weight: 5
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints: []
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prof, err := profile.Load(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, _ := loadPair(t, "binpacking")
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 120, Pods: 1200, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := options(Rebalancer, 3)
+	opts.Replays = 5
+	res, err := Run(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tot := res.Totals()
+	t.Logf("nodes in use %d -> %d, %d evictions, %d ping-pong, %d of %d replays held", res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions, tot.PingPong, tot.ReplaysHeld, tot.Replays)
+	if tot.Evictions == 0 || tot.NodesInUse >= res.Rounds[0].NodesInUse {
+		t.Fatalf("nodes in use %d -> %d with %d evictions: want nodes freed", res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions)
+	}
+	for i := 1; i < len(res.Rounds); i++ {
+		r := res.Rounds[i]
+		if r.NodesInUse > res.Rounds[i-1].NodesInUse {
+			t.Errorf("round %d: nodes in use %d -> %d", i, res.Rounds[i-1].NodesInUse, r.NodesInUse)
+		}
+		if r.Evictions > 0 && (r.Replays != 5 || r.ReplaysHeld != r.Replays) {
+			t.Errorf("round %d: %d of %d replays held the plan", i, r.ReplaysHeld, r.Replays)
+		}
+		if r.PlanAccuracy != nil && *r.PlanAccuracy != 100 {
+			t.Errorf("round %d: plan held for %.1f%% of moves", i, *r.PlanAccuracy)
+		}
+	}
+	if tot.PingPong != 0 {
+		t.Errorf("%d ping-pong", tot.PingPong)
+	}
+}

@@ -32,9 +32,9 @@ type Round struct {
 	PingPong int `json:"pingPong"`
 	// Held counts the evictions whose replacement landed where the plan
 	// said: on its target, or for a move planned to hold anywhere
-	// (plan.Move.Anywhere) off its source, and for a drain left to its
-	// scheduler (plan.Move.Candidates) on a node that was in use and that
-	// the plan does not empty. PlanAccuracy is Held over
+	// (plan.Move.Anywhere) off its source, and for a drain of a scheduler
+	// that does not follow hints on a node that was in use and that the
+	// plan does not empty. PlanAccuracy is Held over
 	// Evictions in percent (nil when nothing was planned).
 	Held         int      `json:"held"`
 	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
