@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,6 +182,37 @@ func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
 		}
 		if t.Failed() {
 			return
+		}
+	}
+}
+
+// TestRecheckUnsteeredDrains: an unsteered packing plan, rechecked move by
+// move on the cluster as it was planned, holds whole. On a cluster that has
+// since gained a small empty node, one the scheduler would now choose for
+// the replacements (a pod fills more of it), its drains are refused: their
+// replacements could land on a node that was empty.
+func TestRecheckUnsteeredDrains(t *testing.T) {
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t, unsteeredPacking(t))
+	c := thinCluster(12)
+	for _, ns := range []string{"kube-system", "team-a", "team-b"} {
+		c.setScheduler(ns, "default-scheduler")
+	}
+	p := planWith(t, profs, pol, c.snap)
+	if countMoves(p, func(m plan.Move) bool { return m.Candidates > 0 }) == 0 {
+		t.Fatalf("no move left to the scheduler's choice in %d moves", len(p.Moves))
+	}
+	if refused := recheckAll(t, profs, pol, c.snap, p); len(refused) > 0 {
+		t.Errorf("rechecked on the cluster it was planned on, %d of %d moves refused: %q", len(refused), len(p.Moves), refused)
+	}
+	c.node("small-new", "2", "4Gi")
+	refused := recheckAll(t, profs, pol, c.snap, p)
+	if len(refused) == 0 {
+		t.Fatal("with a new empty node the scheduler prefers, no move refused")
+	}
+	for _, r := range refused {
+		if !strings.Contains(r, "small-new") || !strings.Contains(r, plan.ReasonTargetChanged) {
+			t.Errorf("refused for another reason: %s", r)
 		}
 	}
 }

@@ -24,8 +24,8 @@ type Recheck struct {
 	sim     *simulator.Simulator
 	minGain int64
 	balance sets.Set[string] // the policy's balance plugins
-	// sources are the nodes the plan moves pods off; drained those of the
-	// drain moves rechecked so far, tainted by the executor since.
+	// sources are the nodes the plan moves pods off; drained those it
+	// empties, which the executor taints before its first eviction.
 	sources, drained sets.Set[string]
 }
 
@@ -36,11 +36,14 @@ func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, p *plan
 	for _, prof := range policy.Profiles {
 		balance.Insert(prof.Plugins.Balance.Enabled...)
 	}
-	sources := sets.New[string]()
+	sources, drained := sets.New[string](), sets.New[string]()
 	for _, m := range p.Moves {
 		sources.Insert(m.Source)
+		if m.Drain {
+			drained.Insert(m.Source)
+		}
 	}
-	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance, sources: sources, drained: sets.New[string]()}
+	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance, sources: sources, drained: drained}
 }
 
 // stray says whether a replacement left to its scheduler's choice must not
@@ -54,8 +57,8 @@ func (r *Recheck) stray(node string) bool {
 // move's source): its target must still fit; a steered move's target must
 // be where the hint sends it, an unsteered one's must still be its
 // scheduler's sure choice (or, for a move that holds anywhere, the pod must
-// still be unable to return to its source; for a drain left to its
-// scheduler, every node it may choose must still be in use and kept); and a balance move must still
+// still be unable to return to its source; for an unsteered drain, every
+// node its scheduler may choose must still be in use and kept); and a balance move must still
 // gain at least the minimum score. An opt-out, or for a balance move a
 // sticky annotation, set since the plan keeps the pod. It returns false and
 // a plan reason (opt-out, sticky, no-fit, target-changed, low-gain) with a
@@ -90,9 +93,12 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 		return false, plan.ReasonNoFit, why
 	case pred.Node == pred.Source:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement back on %s", pred.Scheduler, pred.Source)
-	case m.Candidates > 0 && strayLanding(pred, r.stray) != "":
+	case m.Drain && !m.Steered && strayLanding(pred, r.stray) != "":
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement on a node the plan cannot have it on: %s", pred.Scheduler, strayLanding(pred, r.stray))
-	case m.Anywhere && m.Candidates == 0 && pred.SourceFeasible:
+	case m.Drain && !m.Steered:
+		// An unsteered drain holds wherever the replacement lands, among
+		// nodes the plan keeps in use.
+	case m.Anywhere && pred.SourceFeasible:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("the replacement could now return to %s", pred.Source)
 	case !m.Steered && !m.Anywhere && (pred.Node != m.Target || !pred.Certain):
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
@@ -101,9 +107,6 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	}
 	if _, err := r.sim.Move(pod, pred.Node); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))
-	}
-	if m.Drain {
-		r.drained.Insert(m.Source)
 	}
 	return true, "", ""
 }
