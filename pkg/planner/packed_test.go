@@ -3,7 +3,6 @@ package planner
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,36 +16,9 @@ import (
 )
 
 // unsteeredPacking is a packing profile for default-scheduler that
-// rebalancer cannot steer, as a managed cluster's scheduler: NodeResourcesFit
-// MostAllocated at weight 5, no balanced allocation, no default spread, no
-// RebalanceHint, and kube-scheduler's adaptive node sampling.
-func unsteeredPacking(t *testing.T) string {
-	path := filepath.Join(t.TempDir(), "packing-scheduler.yaml")
-	err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: NodeResourcesFit
-        weight: 5
-      disabled:
-      - name: NodeResourcesBalancedAllocation
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-  - name: PodTopologySpread
-    args:
-      defaultingType: List
-      defaultConstraints: []
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path
+// rebalancer cannot steer, as a managed cluster's scheduler runs it.
+func unsteeredPacking(*testing.T) string {
+	return filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml")
 }
 
 // TestUnsteeredPackingDrainsHold: with a packing scheduler rebalancer

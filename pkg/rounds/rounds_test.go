@@ -220,35 +220,11 @@ func deref(p *float64) float64 {
 // nodes, never add one, with no ping-pong, and every round's plan holds in
 // each of its seeded replays.
 func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "packing.yaml")
-	err := os.WriteFile(path, []byte(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: rebalancer-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: NodeResourcesFit
-        weight: 5
-      disabled:
-      - name: NodeResourcesBalancedAllocation
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-  - name: PodTopologySpread
-    args:
-      defaultingType: List
-      defaultConstraints: []
-`), 0o600)
+	_, prof, err := profile.Load(filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, prof, err := profile.Load(path, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	prof.SchedulerName = "rebalancer-scheduler" // the synthetic pods' scheduler
 	pol, _ := loadPair(t, "binpacking")
 	snap, err := synthetic.Generate(synthetic.Options{Nodes: 120, Pods: 1200, Seed: 5})
 	if err != nil {

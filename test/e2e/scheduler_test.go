@@ -31,7 +31,13 @@ import (
 // from the file only, so it is set there; edit may change more.
 func schedulerConfig(t *testing.T, policy string, edit func(cfg map[string]any)) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "policies", policy))
+	return schedulerConfigFrom(t, filepath.Join(repoRoot, "policies", policy), edit)
+}
+
+// schedulerConfigFrom is schedulerConfig for a configuration file anywhere.
+func schedulerConfigFrom(t *testing.T, file string, edit func(cfg map[string]any)) string {
+	t.Helper()
+	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +53,7 @@ func schedulerConfig(t *testing.T, policy string, edit func(cfg map[string]any))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), policy)
+	path := filepath.Join(t.TempDir(), filepath.Base(file))
 	if err := os.WriteFile(path, out, 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -24,35 +23,12 @@ import (
 func TestPackingWithAnUnsteeredScheduler(t *testing.T) {
 	e := newTestEnv(t)
 	schedName := "packing-" + e.name
-	config := filepath.Join(t.TempDir(), "packing-scheduler.yaml")
-	err := os.WriteFile(config, fmt.Appendf(nil, `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-  plugins:
-    multiPoint:
-      enabled:
-      - name: NodeResourcesFit
-        weight: 5
-      disabled:
-      - name: NodeResourcesBalancedAllocation
-  pluginConfig:
-  - name: NodeResourcesFit
-    args:
-      scoringStrategy:
-        type: MostAllocated
-  - name: PodTopologySpread
-    args:
-      defaultingType: List
-      defaultConstraints: []
-`, filepath.Join(filepath.Dir(kubeconfig), "kube-scheduler.kubeconfig"), schedName), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// As the control plane's own kube-scheduler, under a name of its own.
+	config := schedulerConfigFrom(t, filepath.Join(repoRoot, "test", "testdata", "unsteered-packing-scheduler.yaml"), func(cfg map[string]any) {
+		cfg["clientConnection"] = map[string]any{"kubeconfig": filepath.Join(filepath.Dir(kubeconfig), "kube-scheduler.kubeconfig")}
+		cfg["leaderElection"] = map[string]any{"leaderElect": false}
+		cfg["profiles"].([]any)[0].(map[string]any)["schedulerName"] = schedName
+	})
 	startProcess(t, "kube-scheduler", "--config="+config, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", freePort(t)), "-v=2")
 
 	nodes := e.nodeNames("pk", 8)
