@@ -600,6 +600,40 @@ func TestExecuteDrainGuard(t *testing.T) {
 		}
 	})
 
+	t.Run("taints every node the plan empties before its first eviction", func(t *testing.T) {
+		// A replacement of an earlier move may be scheduled before a later
+		// node's own evictions begin; the plan counts on that node being no
+		// choice for it.
+		f := newFixture(append(objects(), newNode("node-d"), newPod("web-4", "node-d"))...)
+		var firstSeen map[string][]v1.Taint
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			if firstSeen == nil {
+				firstSeen = map[string][]v1.Taint{"node-a": f.taints(t, "node-a"), "node-d": f.taints(t, "node-d")}
+			}
+			f.replace(t, ev.Name, "node-b")
+			return nil
+		})
+		p := newPlan(newMove("web-3", "node-c", "node-b"), consolidate("web-1", "node-a", "node-b"),
+			consolidate("web-2", "node-a", "node-c"), consolidate("web-4", "node-d", "node-b"))
+
+		r := f.executor(nil).Execute(context.Background(), p)
+
+		if len(r.Evicted) != 4 {
+			t.Fatalf("evicted %v, skipped %v; want all four", names(r.Evicted), reasons(r))
+		}
+		if got, want := firstSeen["node-a"], []v1.Taint{otherTaint, drainTaint}; !slices.Equal(got, want) {
+			t.Errorf("node-a taints at the plan's first eviction: %v, want %v", got, want)
+		}
+		if got, want := firstSeen["node-d"], []v1.Taint{drainTaint}; !slices.Equal(got, want) {
+			t.Errorf("node-d taints at the plan's first eviction: %v, want %v", got, want)
+		}
+		for node, want := range map[string][]v1.Taint{"node-a": {otherTaint}, "node-d": nil} {
+			if got := f.taints(t, node); !slices.Equal(got, want) {
+				t.Errorf("%s taints after the plan: %v, want %v", node, got, want)
+			}
+		}
+	})
+
 	// The fake ignores contexts, so this checks that the release runs after a
 	// cancellation, not that its calls outlive it.
 	t.Run("untaints after a cancellation", func(t *testing.T) {
