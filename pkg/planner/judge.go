@@ -145,7 +145,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		if !pred.Exhaustive {
 			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
 		}
-		if simOpts.LeaveSource && simOpts.Exclude != nil {
+		if simOpts.LeaveSource && simOpts.Exclude != nil && !pred.Steered {
 			why += ", and " + strayLanding(pred, simOpts.Exclude)
 		}
 		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnsteered,
@@ -198,6 +198,9 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 	candidates := pred.Candidates
 	if pred.Certain {
 		candidates = []string{pred.Node}
+	}
+	if len(candidates) == 0 {
+		return "the nodes it may choose are not known"
 	}
 	var stray []string
 	for _, n := range candidates {

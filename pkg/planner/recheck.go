@@ -58,8 +58,8 @@ func (r *Recheck) stray(node string) bool {
 // be where the hint sends it, an unsteered one's must still be its
 // scheduler's sure choice (or, for a move that holds anywhere, the pod must
 // still be unable to return to its source; for an unsteered drain, every
-// node its scheduler may choose must still be in use and kept); and a balance move must still
-// gain at least the minimum score. An opt-out, or for a balance move a
+// node its scheduler may choose must still be in use and kept); and a
+// balance move must still gain at least the minimum score. An opt-out, or for a balance move a
 // sticky annotation, set since the plan keeps the pod. It returns false and
 // a plan reason (opt-out, sticky, no-fit, target-changed, low-gain) with a
 // detail otherwise. It matches
