@@ -66,6 +66,7 @@ var accepted = map[string]string{
 	"--usage-window=0s":            "the newest sample alone",
 	"--cooldown=0s":                "no cooldown",
 	"--min-score-gain=0":           "any higher score",
+	"simulate --replays=0":         "no replays (the default)",
 	"run --interval=0s":            "no interval (the default; --once here)",
 	"snapshot synthetic --pods=0":  "an empty cluster",
 	"snapshot synthetic --seed=-1": "any seed",
