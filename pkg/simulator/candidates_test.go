@@ -10,47 +10,41 @@ import (
 )
 
 // TestWinnersAreEveryNodeASampleCanChoose: winners finds exactly the
-// scores that are highest (ties included) in some window of w consecutive
-// scores of the ring, checked against trying every window, on random score
-// lists full of ties.
+// scores that are highest (ties included) in some sample of n of them, on
+// random score lists full of ties. Sound: the best of any random sample is
+// among them. Complete: each one is the best of a sample built for it (it
+// and the lowest others).
 func TestWinnersAreEveryNodeASampleCanChoose(t *testing.T) {
 	random := rand.New(rand.NewPCG(1, 2))
 	for trial := range 2000 {
-		n := 1 + random.IntN(30)
-		w := 1 + random.IntN(n+3) // windows larger than the ring too
-		scores := make([]fwk.NodePluginScores, n)
+		size := 1 + random.IntN(30)
+		n := 1 + random.IntN(size+3) // samples larger than the list too
+		scores := make([]fwk.NodePluginScores, size)
+		totals := make([]int64, size)
 		for i := range scores {
-			scores[i] = fwk.NodePluginScores{Name: fmt.Sprintf("node-%02d", i), TotalScore: int64(random.IntN(1 + random.IntN(6)))}
+			totals[i] = int64(random.IntN(1 + random.IntN(6)))
+			scores[i] = fwk.NodePluginScores{Name: fmt.Sprintf("node-%02d", i), TotalScore: totals[i]}
 		}
-		want := map[int]bool{}
-		width := min(w, n)
-		for start := range n {
-			best := scores[start].TotalScore
-			for k := range width {
-				best = max(best, scores[(start+k)%n].TotalScore)
-			}
-			for k := range width {
-				if scores[(start+k)%n].TotalScore == best {
-					want[(start+k)%n] = true
+		got := winners(scores, n)
+		if !slices.IsSorted(got) || len(got) == 0 {
+			t.Fatalf("trial %d: winners %v: want some, in order", trial, got)
+		}
+		k := min(n, size)
+		for range 50 {
+			sample := random.Perm(size)[:k]
+			best := slices.MaxFunc(sample, func(a, b int) int { return int(totals[a] - totals[b]) })
+			for _, i := range sample {
+				if totals[i] == totals[best] && !slices.Contains(got, i) {
+					t.Fatalf("trial %d: scores %v, samples of %d: %d is best of %v but not a winner %v", trial, totals, n, i, sample, got)
 				}
 			}
 		}
-		got := winners(scores, w)
-		if !slices.IsSorted(got) {
-			t.Fatalf("trial %d: winners %v not in order", trial, got)
-		}
-		var wantList []int
-		for i := range n {
-			if want[i] {
-				wantList = append(wantList, i)
+		for _, i := range got {
+			others := slices.Delete(slices.Clone(totals), i, i+1)
+			slices.Sort(others)
+			if k > 1 && others[k-2] > totals[i] {
+				t.Fatalf("trial %d: scores %v, samples of %d: %d is a winner but no sample holding it has it best", trial, totals, n, i)
 			}
-		}
-		if !slices.Equal(got, wantList) {
-			totals := make([]int64, n)
-			for i, s := range scores {
-				totals[i] = s.TotalScore
-			}
-			t.Fatalf("trial %d: scores %v, window %d: winners %v, want %v", trial, totals, w, got, wantList)
 		}
 	}
 }

@@ -95,10 +95,9 @@ type Prediction struct {
 	Certain bool
 	// Candidates, for a scheduler that does not follow hints when it is
 	// not Certain, are all the nodes it could choose by itself: each node
-	// that scores highest in some sample it may score (nodesToScore
-	// feasible nodes in node list order, from any start of its rotating
-	// search; all of them when it scores every feasible node), ties
-	// included. Options.Exclude does not narrow them.
+	// that scores highest, ties included, in some sample of feasible nodes
+	// it may score (all of them when it scores every feasible node, else any
+	// nodesToScore of them). Options.Exclude does not narrow them.
 	Candidates []string
 	// Unschedulable explains an empty Node, from the filters' statuses.
 	Unschedulable string
@@ -557,69 +556,43 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	return pred, nil
 }
 
-// candidates are the nodes of scores (all feasible nodes, in node list
-// order) that sc may choose by itself: the best, ties included, when it
-// scores them all (exhaustive), else each node that is best in some sample
-// of nodesToScore(considered) of them from a rotating start. Scores are
-// taken as scored with every feasible node; plugins that normalize over the
-// sample may score a sample a little differently.
+// candidates are the nodes of scores (all feasible nodes) that sc may
+// choose by itself: the best, ties included, when it scores them all
+// (exhaustive), else each node that is best in some sample of
+// nodesToScore(considered) of them. kube-scheduler takes its sample from a
+// rotating start in its own node order, which depends on when each node
+// joined its cache and is not known here: any sample of that size is
+// assumed possible. Scores are taken as scored with every feasible node;
+// plugins that normalize over the sample may score a sample a little
+// differently.
 func (sc *scheduler) candidates(scores []fwk.NodePluginScores, exhaustive bool, considered int) []string {
-	window := len(scores)
+	sample := len(scores)
 	if !exhaustive {
-		window = sc.nodesToScore(considered)
+		sample = sc.nodesToScore(considered)
 	}
 	var out []string
-	for _, i := range winners(scores, window) {
+	for _, i := range winners(scores, sample) {
 		out = append(out, scores[i].Name)
 	}
 	return out
 }
 
 // winners returns, in order, the indices of the scores that are highest
-// (ties included) in some window of w consecutive scores, the list taken
-// as a ring: the nodes kube-scheduler may choose when it scores the first
-// w feasible nodes from a rotating start. Each window's maximum comes from
-// one sliding window, the lowest maximum over the windows holding a score
-// from another: a score wins somewhere when it equals that.
-func winners(scores []fwk.NodePluginScores, w int) []int {
-	n := len(scores)
-	if n == 0 {
-		return nil
+// (ties included) in some sample of n of them: a score is, when at least
+// n-1 others are not above it.
+func winners(scores []fwk.NodePluginScores, n int) []int {
+	sorted := make([]int64, len(scores))
+	for i, s := range scores {
+		sorted[i] = s.TotalScore
 	}
-	w = min(max(w, 1), n)
-	// highest[j]: the best score of the window starting at j.
-	highest := slidingBest(n, w, func(k int) int64 { return scores[k%n].TotalScore }, func(a, b int64) bool { return a >= b })
-	// lowest[i]: the lowest of highest[j] over the windows j..j+w-1 holding i,
-	// that is j from i-w+1 to i: the window ending at i+n in the ring.
-	lowest := slidingBest(2*n, w, func(k int) int64 { return highest[k%n] }, func(a, b int64) bool { return a <= b })
+	slices.Sort(sorted)
+	n = min(max(n, 1), len(scores))
 	var out []int
-	for i := range n {
-		if lowest[i+n-w+1] == scores[i].TotalScore {
+	for i, s := range scores {
+		// How many scores, this one included, are not above it.
+		notAbove, _ := slices.BinarySearch(sorted, s.TotalScore+1)
+		if notAbove >= n {
 			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// slidingBest returns, for each start j in [0, n), the best of at(j) ..
-// at(j+w-1) by keeps (a monotonic queue: keeps(a, b) says a newer value a
-// makes an older b useless).
-func slidingBest(n, w int, at func(int) int64, keeps func(a, b int64) bool) []int64 {
-	out := make([]int64, n)
-	var queue []int // indices, their values in keeps order
-	for k := 0; k < n+w-1; k++ {
-		v := at(k)
-		for len(queue) > 0 && keeps(v, at(queue[len(queue)-1])) {
-			queue = queue[:len(queue)-1]
-		}
-		queue = append(queue, k)
-		if j := k - w + 1; j >= 0 {
-			for queue[0] < j {
-				queue = queue[1:]
-			}
-			if j < n {
-				out[j] = at(queue[0])
-			}
 		}
 	}
 	return out
