@@ -73,7 +73,7 @@ func rebalancerJSON(t *testing.T, kc string, out any, args ...string) {
 	t.Helper()
 	stdout, stderr, err := rebalancerOutput(kc, args...)
 	if err != nil {
-		t.Fatalf("rebalancer %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		t.Fatalf("rebalancer %s: %v\nstderr:\n%s\nstdout (%d bytes):\n%.2000s", strings.Join(args, " "), err, stderr, len(stdout), stdout)
 	}
 	if err := json.Unmarshal(stdout, out); err != nil {
 		t.Fatalf("rebalancer %s: output is not JSON: %v\n%s", args[0], err, stdout)
