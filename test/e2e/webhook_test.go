@@ -110,6 +110,14 @@ func TestWebhookOptIn(t *testing.T) {
 		}
 	}
 	e.labelNamespace(webhook.Enabled)
+	// kube-apiserver matches the webhook's namespaceSelector against its
+	// own cache of namespaces, which sees the label a moment later.
+	e.poll("kube-apiserver to see the namespace opted in", func() (bool, error) {
+		probe := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: e.ns},
+			Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}
+		got, err := client.CoreV1().Pods(e.ns).Create(e.ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && got.Spec.SchedulerName == "rebalancer-scheduler", nil
+	})
 
 	for _, c := range []struct {
 		ns, name, scheduler string
