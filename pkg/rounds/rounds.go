@@ -212,7 +212,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		}
 		replay[k].Replacement = r.replacement(pod, now)
 	}
-	replays, replaysHeld, err := r.replays(ctx, i, replay, evictions)
+	replays, replaysHeld, err := r.replays(ctx, i, replay, evictions, usage)
 	if err != nil {
 		return result.Round{}, nil, err
 	}
@@ -242,16 +242,12 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 }
 
 // replays carries round i's evictions out Options.Replays times on forks of
-// the cluster, with seeds of their own, and counts the replays that hold
+// the cluster (before is its usage), with seeds of their own, and counts the replays that hold
 // the plan: every node it drains ends empty and no node that was empty is
 // used.
-func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, evictions []eviction) (n, held int, err error) {
+func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, evictions []eviction, before []simulator.NodeUsage) (n, held int, err error) {
 	if r.o.Strategy != Rebalancer || r.o.Replays == 0 || len(evictions) == 0 {
 		return 0, 0, nil
-	}
-	before, err := r.sim.Usage()
-	if err != nil {
-		return 0, 0, err
 	}
 	inUse := map[string]bool{}
 	for _, u := range before {

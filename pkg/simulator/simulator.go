@@ -93,8 +93,9 @@ type Prediction struct {
 	// highest (kube-scheduler breaks ties at random). Options.Exclude does
 	// not count: the scheduler does not know it.
 	Certain bool
-	// Candidates, for a scheduler that does not follow hints when it is
-	// not Certain, are all the nodes it could choose by itself: each node
+	// Candidates, for a drain's pod (Options.LeaveSource) whose scheduler
+	// does not follow hints, when it is not Certain, are all the nodes it
+	// could choose by itself: each node
 	// that scores highest, ties included, in some sample of feasible nodes
 	// it may score (all of them when it scores every feasible node, else any
 	// nodesToScore of them). Options.Exclude does not narrow them.
@@ -546,7 +547,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
 	pred.Exhaustive = exhaustive
 	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
-	if !pred.Certain && !pred.Steered {
+	if !pred.Certain && !pred.Steered && opts.LeaveSource {
 		choice := scores
 		if opts.LeaveSource {
 			choice = slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
