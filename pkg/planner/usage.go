@@ -18,12 +18,8 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/metricscollector"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
-
-// MaxUsageAge is how much older than the newest sample a node's usage may
-// be: older, it no longer describes the pods the node runs now.
-// metrics-server samples every 15 s by default (--metric-resolution).
-const MaxUsageAge = 5 * time.Minute
 
 // usageSource is where the descheduler's plugins read usage from during a
 // plan: metrics.k8s.io as the simulation's current state would serve it.
@@ -75,7 +71,7 @@ func (u *usageSource) collector(ctx context.Context) *metricscollector.MetricsCo
 }
 
 // check refuses to plan by usage that is missing or stale: every node the
-// plugins look at must have been sampled, within MaxUsageAge of the newest
+// plugins look at must have been sampled, within snapshot.MaxUsageAge of the newest
 // sample. reads names the policy's field that asks for the usage.
 func (u *usageSource) check(nodes []*v1.Node, reads string) error {
 	var missing []string
@@ -101,13 +97,13 @@ func (u *usageSource) check(nodes []*v1.Node, reads string) error {
 	}
 	var stale []string
 	for name, at := range sampled {
-		if newest.Sub(at) > MaxUsageAge {
+		if newest.Sub(at) > snapshot.MaxUsageAge {
 			stale = append(stale, fmt.Sprintf("%s (sampled %s before the newest)", name, newest.Sub(at).Round(time.Second)))
 		}
 	}
 	if len(stale) > 0 {
 		slices.Sort(stale)
-		return fmt.Errorf("%s: the usage of %d node(s) is stale, older than %s: %s", reads, len(stale), MaxUsageAge, abbreviated(stale))
+		return fmt.Errorf("%s: the usage of %d node(s) is stale, older than %s: %s", reads, len(stale), snapshot.MaxUsageAge, abbreviated(stale))
 	}
 	return nil
 }

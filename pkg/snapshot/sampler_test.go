@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,10 @@ type metricsServer struct {
 	status int
 	served int
 	nodes  []string
+	// leftOut names nodes left out of the next node lists, as
+	// metrics-server leaves out a node whose last scrape failed: each
+	// answer decrements the count.
+	leftOut map[string]int
 }
 
 func (m *metricsServer) set(cpu string, at time.Time) {
@@ -48,6 +53,10 @@ func (m *metricsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case NodeMetricsPath:
 		l := metricsv1beta1.NodeMetricsList{}
 		for _, n := range m.nodes {
+			if m.leftOut[n] > 0 {
+				m.leftOut[n]--
+				continue
+			}
 			l.Items = append(l.Items, metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: n}, Timestamp: metav1.NewTime(m.at),
 				Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse(m.cpu), v1.ResourceMemory: resource.MustParse("1Gi")}})
 		}
@@ -146,4 +155,70 @@ func TestSamplerReportsMetricsServerDown(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "metrics.k8s.io is not served; install metrics-server") {
 		t.Errorf("Fill without metrics.k8s.io: %v", err)
 	}
+}
+
+func TestSamplerWaitsForANodeLeftOut(t *testing.T) {
+	at := time.Now()
+	ms := &metricsServer{nodes: []string{"n1", "n2"}, leftOut: map[string]int{"n2": 1}}
+	ms.set("1", at)
+	snap := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}}
+	s := NewSampler(clientFor(t, ms), time.Millisecond, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go s.Run(ctx)
+	if err := s.Fill(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if names := sampledNodes(snap); names != "n1 n2" {
+		t.Errorf("sampled %q after a read that left n2 out, want both nodes: Fill reads once more", names)
+	}
+
+	// A node left out of later reads keeps its newest sample.
+	ms.mu.Lock()
+	ms.leftOut["n2"] = 1 << 30
+	ms.mu.Unlock()
+	ms.set("2", at.Add(15*time.Second))
+	for {
+		s.mu.Lock()
+		reads := s.reads
+		s.mu.Unlock()
+		if reads > 10 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	snap.NodeMetrics = nil
+	if err := s.Fill(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if names := sampledNodes(snap); names != "n1 n2" {
+		t.Errorf("sampled %q while metrics-server leaves n2 out, want n2's newest sample kept", names)
+	}
+
+	// A node metrics-server never reports is left to the plan to refuse,
+	// after one more read.
+	snap.Nodes = append(snap.Nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"}})
+	s = NewSampler(clientFor(t, ms), time.Millisecond, 0)
+	go s.Run(ctx)
+	if err := s.Fill(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	reads := s.reads
+	s.mu.Unlock()
+	if reads < 2 {
+		t.Errorf("Fill returned after %d read(s) with n3 unsampled, want one more", reads)
+	}
+	if names := sampledNodes(snap); names != "n1" {
+		t.Errorf("sampled %q from a new sampler while n2 is left out, want n1", names)
+	}
+}
+
+func sampledNodes(snap *Snapshot) string {
+	var names []string
+	for _, m := range snap.NodeMetrics {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), " ")
 }

@@ -16,6 +16,11 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
+// MaxUsageAge is how much older than the newest sample a node's usage may
+// be: older, it no longer describes the pods the node runs now.
+// metrics-server samples every 15 s by default (--metric-resolution).
+const MaxUsageAge = 5 * time.Minute
+
 // Paths of the usage metrics.k8s.io serves, as `kubectl get --raw` reads them.
 const (
 	NodeMetricsPath = "/apis/metrics.k8s.io/v1beta1/nodes"
@@ -121,6 +126,7 @@ type Sampler struct {
 	last    time.Time // the latest good read
 	nodes   []*metricsv1beta1.NodeMetrics
 	pods    []*metricsv1beta1.PodMetrics
+	reads   int   // good reads so far
 	err     error // of the last read
 	read    chan struct{}
 	done    chan struct{}
@@ -159,33 +165,55 @@ func (s *Sampler) sample(ctx context.Context) {
 		if s.started.IsZero() {
 			s.started = now
 		}
-		// metrics-server answers with the same sample until it scrapes
-		// again: keep one of each.
-		seen := map[string]bool{}
-		kept := s.nodes[:0]
-		for _, m := range append(s.nodes, got.NodeMetrics...) {
-			key := m.Name + "@" + m.Timestamp.UTC().Format(time.RFC3339Nano)
-			if !seen[key] && now.Sub(m.Timestamp.Time) <= s.window+s.interval {
-				seen[key] = true
-				kept = append(kept, m)
-			}
-		}
-		s.nodes, s.pods = kept, got.PodMetrics
+		s.reads++
+		s.nodes, s.pods = keepSamples(append(s.nodes, got.NodeMetrics...), now, s.window+s.interval), got.PodMetrics
 	}
 	close(s.read)
 	s.read = make(chan struct{})
 }
 
+// keepSamples keeps one of each node's samples (metrics-server answers
+// with the same sample until it scrapes again) taken within window of now,
+// and each node's newest however old, up to MaxUsageAge: metrics-server
+// leaves a node out of its answer while the node's last scrape failed, and
+// its newest sample still describes it better than none.
+func keepSamples(samples []*metricsv1beta1.NodeMetrics, now time.Time, window time.Duration) []*metricsv1beta1.NodeMetrics {
+	newest := map[string]*metricsv1beta1.NodeMetrics{}
+	for _, m := range samples {
+		if n := newest[m.Name]; n == nil || m.Timestamp.After(n.Timestamp.Time) {
+			newest[m.Name] = m
+		}
+	}
+	seen := map[string]bool{}
+	var kept []*metricsv1beta1.NodeMetrics
+	for _, m := range samples {
+		key := m.Name + "@" + m.Timestamp.UTC().Format(time.RFC3339Nano)
+		age := now.Sub(m.Timestamp.Time)
+		if !seen[key] && (age <= window || newest[m.Name] == m && age <= MaxUsageAge) {
+			seen[key] = true
+			kept = append(kept, m)
+		}
+	}
+	return kept
+}
+
 // Fill adds to snap the samples of the last window of the nodes and pods
 // snap holds, once sampling has covered the window (it waits as long,
-// after a start). The last read's error, such as metrics-server not
-// answering, is returned: usage that cannot be read now is not planned on.
+// after a start). When some of snap's nodes have no sample yet, it waits
+// for one more read: metrics-server leaves out a node whose last scrape
+// failed, and a node it has just started to scrape. The last read's error,
+// such as metrics-server not answering, is returned: usage that cannot be
+// read now is not planned on.
 func (s *Sampler) Fill(ctx context.Context, snap *Snapshot) error {
+	waitFor := 0 // the read that may fill the gaps
 	for {
 		s.mu.Lock()
 		covered := !s.started.IsZero() && s.last.Sub(s.started) >= s.window
 		err, read := s.err, s.read
-		if err == nil && covered {
+		if err == nil && covered && waitFor == 0 && s.unsampled(snap) > 0 {
+			waitFor = s.reads + 1
+		}
+		if err == nil && covered && s.reads >= waitFor {
 			dropped := fill(snap, s.nodes, s.pods, s.now())
 			s.mu.Unlock()
 			for _, d := range dropped {
@@ -205,4 +233,19 @@ func (s *Sampler) Fill(ctx context.Context, snap *Snapshot) error {
 		case <-read:
 		}
 	}
+}
+
+// unsampled counts snap's nodes without a sample; s.mu is held.
+func (s *Sampler) unsampled(snap *Snapshot) int {
+	sampled := make(map[string]bool, len(s.nodes))
+	for _, m := range s.nodes {
+		sampled[m.Name] = true
+	}
+	n := 0
+	for _, node := range snap.Nodes {
+		if !sampled[node.Name] {
+			n++
+		}
+	}
+	return n
 }
