@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"syscall"
@@ -258,8 +259,20 @@ func child(sub string, args []string) error {
 	count := fs.Int("count", 300, "predictions")
 	dir := fs.String("dir", "", "openb trace directory")
 	rounds := fs.Int("rounds", 10, "rounds")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx := klog.NewContext(context.Background(), klog.NewKlogr())
 	var m measurement
@@ -318,6 +331,7 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 		if err != nil {
 			return measurement{}, err
 		}
+		fmt.Fprintln(os.Stderr, "SCHEDULE", simulator.ScheduleCalls.Load())
 		return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves)}, nil
 	case "upstream":
 		r, err := upstream.Run(ctx, upstream.Policy(pol), snap)

@@ -278,7 +278,7 @@ func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
 		prof := withoutNodeFit(prof)
-		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(rbpolicy.Registry(), prof.Name),
+		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(rbpolicy.Registry(), prof.Name, state.Pods),
 			frameworkprofile.WithClientSet(client),
 			frameworkprofile.WithSharedInformerFactory(factory),
 			frameworkprofile.WithPodEvictor(unused),
@@ -387,8 +387,9 @@ func (p *planner) podsOnNode(node string, filter podutil.FilterFunc) ([]*v1.Pod,
 }
 
 // judgingRegistry is the plugin registry with every builder handed a handle
-// whose evictor is the planner's judge.
-func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile string) pluginregistry.Registry {
+// whose evictor is the planner's judge; a plugin that can find nothing to
+// evict among the cluster's pods is not run (see idle).
+func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile string, pods []*v1.Pod) pluginregistry.Registry {
 	out := make(pluginregistry.Registry, len(registry))
 	for name, u := range registry {
 		build := u.PluginBuilder
@@ -400,6 +401,9 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile stri
 			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})
 			if err != nil {
 				return nil, err
+			}
+			if d, ok := pl.(frameworktypes.DeschedulePlugin); ok && nothingToEvict(name, pods) {
+				return idle{d}, nil
 			}
 			return inOrder(pl, j), nil
 		}

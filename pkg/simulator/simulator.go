@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -124,6 +125,10 @@ type scheduler struct {
 	// next is where this scheduler's next node search starts, as
 	// kube-scheduler's nextStartNodeIndex (Replay with a random source only).
 	next int
+	// hintDecides: RebalanceHint's lead over every other node, times its
+	// weight, is more than all the profile's other scores can add up to,
+	// so a hinted target that passes the filters wins (see hinted).
+	hintDecides bool
 }
 
 // Simulator is the one simulated cluster: the nodes and pods of a snapshot in
@@ -289,12 +294,17 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		if sc.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
 			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 		}
+		var hintWeight, others int64
 		for _, pl := range sc.framework.ListPlugins().Score.Enabled {
 			if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
 				sc.steered = true
 				sc.extender = int64(pl.Weight) <= extWeight
+				hintWeight = int64(pl.Weight)
+			} else {
+				others += int64(pl.Weight)
 			}
 		}
+		sc.hintDecides = sc.steered && hintWeight*rebalancehint.Lead() > others*fwk.MaxScore
 		s.schedulers[prof.SchedulerName] = sc
 		s.names = append(s.names, prof.SchedulerName)
 	}
@@ -651,6 +661,53 @@ type cycle struct {
 	// diagnosis says why no node was feasible.
 	diagnosis string
 	state     *framework.CycleState
+	// hinted: the pod's hint alone decided (see hinted); scores holds its
+	// target alone, unscored, and feasible is not counted.
+	hinted bool
+}
+
+// hinted is schedule for a pod whose hint decides its node: when sc's
+// RebalanceHint outweighs every other score (hintDecides), sc scores every
+// node it considers, and the hinted target passes PreFilter and the
+// filters, the target scores highest of all feasible nodes whatever the
+// other plugins say, so only the target is filtered and nothing scored.
+// ok is false when it cannot tell: schedule then runs the whole cycle.
+func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drained func(string) bool) (c cycle, ok bool, err error) {
+	if !sc.hintDecides {
+		return c, false, nil
+	}
+	target := sc.hints.Target(pod)
+	if target == "" || drained != nil && drained(target) {
+		return c, false, nil
+	}
+	ni, err := s.snapshot.NodeInfos().Get(target)
+	if err != nil {
+		return c, false, nil // gone: the whole cycle says where it goes
+	}
+	c.state = framework.NewCycleState()
+	preRes, status, _ := sc.framework.RunPreFilterPlugins(ctx, c.state, pod)
+	if !status.IsSuccess() {
+		return c, false, nil
+	}
+	all, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		return c, false, err
+	}
+	c.considered = len(all)
+	if !preRes.AllNodes() {
+		if !preRes.NodeNames.Has(target) {
+			return c, false, nil
+		}
+		c.considered = len(preRes.NodeNames) // an upper bound: names may include nodes that do not exist
+	}
+	if sc.nodesToScore(c.considered) < c.considered {
+		return c, false, nil // the target may be left out of the sample scored
+	}
+	if !sc.framework.RunFilterPlugins(ctx, c.state, pod, ni).IsSuccess() {
+		return c, false, nil
+	}
+	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
+	return c, true, nil
 }
 
 // schedule mirrors kube-scheduler's schedulePod with sc's profile:
@@ -658,7 +715,10 @@ type cycle struct {
 // (with normalization) over the feasible nodes: all of them, or with random
 // set the sample kube-scheduler would score (see sample). Nodes drained
 // says are tainted with the drain taint (nil: none).
+var ScheduleCalls, ScheduleNodes atomic.Int64
+
 func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained func(string) bool) (cycle, error) {
+	ScheduleCalls.Add(1)
 	var c cycle
 	c.state = framework.NewCycleState()
 	all, err := s.snapshot.NodeInfos().List()

@@ -283,7 +283,7 @@ type placement struct {
 	// certain: the pod's scheduler scored every feasible node and one
 	// scored highest, so kube-scheduler would have chosen the same node.
 	certain bool
-	score   int64
+	score   int64 // 0 when the hint alone decided (see hinted)
 	// candidates: the nodes its scheduler, not steered, may have chosen
 	// instead when not certain (Prediction.Candidates); without random only.
 	candidates []string
@@ -308,7 +308,10 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 		}
 		return placement{diagnosis: err.Error()}, nil
 	}
-	c, err := s.schedule(ctx, sc, pod, random, drained)
+	c, hinted, err := s.hinted(ctx, sc, pod, drained)
+	if err == nil && !hinted {
+		c, err = s.schedule(ctx, sc, pod, random, drained)
+	}
 	if err != nil {
 		return placement{}, err
 	}
@@ -331,7 +334,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
 		return placement{}, err
 	}
-	pl := placement{bound: bound, score: score, certain: ties == 1 && sc.scoresAll(c.feasible, c.considered)}
+	pl := placement{bound: bound, score: score, certain: ties == 1 && (c.hinted || sc.scoresAll(c.feasible, c.considered))}
 	if random == nil && !pl.certain && !sc.steered {
 		pl.candidates = sc.candidates(c.scores, sc.scoresAll(c.feasible, c.considered), c.considered)
 	}

@@ -255,7 +255,7 @@ func (d document) items(at location) ([]item, error) {
 	}
 	// An alias may point at an anchor in another item: only the whole
 	// document resolves it.
-	if header, entries, ok := splitList(d.chunk); ok && !aliases.Match(d.data) {
+	if header, entries, ok := splitList(d.chunk); ok && !hasAlias(d.data) {
 		if j, err := yaml.YAMLToJSONStrict(header); err == nil {
 			return listItems(at, j, entries)
 		}
@@ -322,11 +322,41 @@ func kindNames() string {
 
 var itemsKey = []byte("items:")
 
-// aliases matches a YAML alias (*name) or merge key where a value starts:
-// after "key: ", "- ", "[", "{" or ",". Block style needs the space after
-// ":" and "-"; without it (a comment's "snapshot-*.yaml") it is no alias,
-// and must not cost reading a huge List whole.
-var aliases = regexp.MustCompile(`(?m)(^\s*|[:\-]\s+|[\[{,]\s*|<<:\s*)\*[^\s,\[\]{}*/]`)
+// hasAlias says whether data holds a YAML alias (*name) or merge key where
+// a value starts: "*" at a line's start or after "key: ", "- ", "[", "{",
+// "," or "<<:" (spaces allowed after the last four), followed by a name
+// character. Block style needs the space after ":" and "-"; without it (a
+// comment's "snapshot-*.yaml") it is no alias, and must not cost reading
+// a huge List whole. A scan rather than a regular expression: it runs over
+// the whole file, hundreds of megabytes for a large cluster.
+func hasAlias(data []byte) bool {
+	space := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }
+	for i := bytes.IndexByte(data, '*'); i >= 0; {
+		if i+1 < len(data) && !space(data[i+1]) && !bytes.ContainsRune([]byte(",[]{}*/"), rune(data[i+1])) {
+			j := i - 1
+			for j >= 0 && space(data[j]) {
+				j--
+			}
+			gap := data[j+1 : i]
+			switch {
+			case j < 0 || bytes.IndexByte(gap, '\n') >= 0: // at a line's start
+				return true
+			case (data[j] == ':' || data[j] == '-') && len(gap) > 0:
+				return true
+			case data[j] == '[' || data[j] == '{' || data[j] == ',':
+				return true
+			case data[j] == ':' && j >= 2 && data[j-2] == '<' && data[j-1] == '<':
+				return true
+			}
+		}
+		next := bytes.IndexByte(data[i+1:], '*')
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
+}
 
 // splitList cuts a List document in block style, as kubectl writes it, into its
 // header (every top-level key but items) and one chunk per item, so that items

@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -858,5 +860,23 @@ func TestLoadStdin(t *testing.T) {
 	}
 	if _, err := read("apiVersion: v1\nkind: List\nitems: []\n"); err == nil || !strings.HasPrefix(err.Error(), "stdin: ") {
 		t.Errorf("error %v, want one naming stdin", err)
+	}
+}
+
+// TestHasAliasIsTheGrammar: hasAlias finds an alias exactly where YAML
+// lets one start, written as a regular expression, on many random
+// strings of the characters that matter.
+func TestHasAliasIsTheGrammar(t *testing.T) {
+	grammar := regexp.MustCompile(`(?m)(^\s*|[:\-]\s+|[\[{,]\s*|<<:\s*)\*[^\s,\[\]{}*/]`)
+	const chars = " \t\n\r\f\v:-[{,<*a/}]#"
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 300000 {
+		b := make([]byte, r.IntN(12))
+		for i := range b {
+			b[i] = chars[r.IntN(len(chars))]
+		}
+		if got, want := hasAlias(b), grammar.Match(b); got != want {
+			t.Fatalf("hasAlias(%q) = %v, want %v", b, got, want)
+		}
 	}
 }

@@ -39,6 +39,25 @@ func score(r hint.Rank) int64 {
 	return fwk.MinScore + int64(r)*(fwk.MaxScore-fwk.MinScore)/int64(hint.Prefer)
 }
 
+// Lead is the least by which the plugin's score of a hinted target exceeds
+// its score of any other node.
+func Lead() int64 { return score(hint.Prefer) - score(hint.Neutral) }
+
+// Target is the node the plugin's Score ranks first for pod: the target of
+// the hint its owner's next replacement takes, as PreScore finds it; ""
+// when the pod has none.
+func (pl *Plugin) Target(pod *v1.Pod) string {
+	owner, ok := hint.OwnerKey(pod)
+	if !ok {
+		return ""
+	}
+	e, ok := pl.book.Next(owner)
+	if !ok {
+		return ""
+	}
+	return e.Target
+}
+
 const stateKey fwk.StateKey = Name
 
 // Plugin implements PreFilter, Filter, PreScore, Score and Reserve.
