@@ -101,7 +101,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
 	}
 	// The nodes the plan drains are tainted before its first eviction.
-	simOpts.Drained = func(n string) bool { return p.drained[n] > 0 }
+	simOpts.Drained = p.drainedNodes
 	pred, err := p.sim.Predict(ctx, pod, simOpts)
 	if errors.Is(err, simulator.ErrUnknownScheduler) {
 		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnknownScheduler,

@@ -89,6 +89,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		sources:      map[string]int{},
 		targets:      map[string]int{},
 		drained:      map[string]int{},
+		drainedNodes: sets.New[string](),
 		conflicting:  map[string]sets.Set[string]{},
 		unsteered:    map[string]int{},
 		out:          &plan.Plan{ID: opts.ID},
@@ -234,8 +235,9 @@ type planner struct {
 	// targets counts the plan's moves onto each node.
 	targets map[string]int
 	// drained counts the plan's drain moves off each node: the executor
-	// taints those nodes.
-	drained map[string]int
+	// taints those nodes, drainedNodes.
+	drained      map[string]int
+	drainedNodes sets.Set[string]
 	// conflicting are, per scheduler that does not follow hints, the
 	// policy's balance plugins its profile pulls against.
 	conflicting map[string]sets.Set[string]

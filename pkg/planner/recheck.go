@@ -73,7 +73,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	if r.balance.Has(m.Strategy) && hint.IsSticky(pod) {
 		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, m.Source)
 	}
-	opts := simulator.Options{LeaveSource: m.Drain, Drained: r.drained.Has}
+	opts := simulator.Options{LeaveSource: m.Drain, Drained: r.drained}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
 		// passes the filters.

@@ -36,6 +36,11 @@ func (p *planner) count(a applied, delta int) {
 	p.targets[a.target] += delta
 	if a.drain {
 		p.drained[a.node] += delta
+		if p.drained[a.node] > 0 {
+			p.drainedNodes.Insert(a.node)
+		} else {
+			p.drainedNodes.Delete(a.node)
+		}
 	}
 	p.perNode[a.node] = uint(int(p.perNode[a.node]) + delta)
 	p.perNamespace[a.namespace] = uint(int(p.perNamespace[a.namespace]) + delta)

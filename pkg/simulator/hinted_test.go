@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -82,6 +84,88 @@ func hintedCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
 		for i, m := range moves {
 			out[i] = Eviction{Pod: m.pod, Drain: m.drain, Hint: &hint.Hint{Source: m.pod.Spec.NodeName, Target: m.target, PlanID: "p"},
 				Replacement: NewReplacement(m.pod, m.pod.Name+"-new", m.pod.UID+"-new", time.Time{})}
+		}
+		return out
+	}
+}
+
+// TestSampledSearchStopsEarly: with node sampling, the filters stop once
+// they have found the nodes kube-scheduler scores, as its own do; on
+// random clusters and searches every replacement lands where it lands
+// when every node is filtered, and the next search starts at the same node.
+func TestSampledSearchStopsEarly(t *testing.T) {
+	prof := profile(t, "binpacking-scheduler.yaml")
+	prof.PercentageOfNodesToScore = ptrTo[int32](20)
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			snap, evictions := sampledCluster(seed)
+			var landed [2][]Landing
+			var next [2]int
+			for i, all := range []bool{false, true} {
+				_, ctx := ktesting.NewTestContext(t)
+				s, err := New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sc := s.schedulers[prof.SchedulerName]
+				sc.filterAll = all
+				random := rand.New(rand.NewPCG(seed, 7))
+				s.StartSearches(random)
+				if landed[i], err = s.Replay(context.Background(), evictions(), random); err != nil {
+					t.Fatal(err)
+				}
+				next[i] = sc.next
+			}
+			placed := 0
+			for i := range landed[0] {
+				if got, want := landed[0][i].Node, landed[1][i].Node; got != want {
+					t.Errorf("replacement %d: landed on %q, on %q with every node filtered", i, got, want)
+				}
+				if landed[0][i].Node != "" {
+					placed++
+				}
+			}
+			if next[0] != next[1] {
+				t.Errorf("next search starts at node %d, at %d with every node filtered", next[0], next[1])
+			}
+			if placed == 0 {
+				t.Error("nothing placed: the test shows nothing")
+			}
+		})
+	}
+}
+
+// sampledCluster is a random cluster of 150 to 300 nodes, some tainted or
+// full, and the evictions of a random plan over it, without hints.
+func sampledCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
+	r := rand.New(rand.NewPCG(seed, 3))
+	snap := &snapshot.Snapshot{}
+	n := 150 + r.IntN(150)
+	for i := range n {
+		nd := node(fmt.Sprintf("n%03d", i), "8")
+		if r.IntN(5) == 0 {
+			nd.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+		}
+		snap.Nodes = append(snap.Nodes, nd)
+	}
+	cpus := []string{"1", "2", "3", "4"}
+	for i := range 2 * n {
+		p := pod(fmt.Sprintf("p%04d", i), snap.Nodes[r.IntN(n)].Name, cpus[r.IntN(len(cpus))])
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
+		snap.Pods = append(snap.Pods, p)
+	}
+	var moved []*v1.Pod
+	var drain []bool
+	for _, p := range snap.Pods {
+		if r.IntN(10) == 0 {
+			moved = append(moved, p)
+			drain = append(drain, r.IntN(3) == 0)
+		}
+	}
+	return snap, func() []Eviction {
+		out := make([]Eviction, len(moved))
+		for i, p := range moved {
+			out[i] = Eviction{Pod: p, Drain: drain[i], Replacement: NewReplacement(p, p.Name+"-new", p.UID+"-new", time.Time{})}
 		}
 		return out
 	}

@@ -24,6 +24,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -129,6 +130,9 @@ type scheduler struct {
 	// weight, is more than all the profile's other scores can add up to,
 	// so a hinted target that passes the filters wins (see hinted).
 	hintDecides bool
+	// filterAll filters every node even where kube-scheduler stops early
+	// (tests compare the two).
+	filterAll bool
 }
 
 // Simulator is the one simulated cluster: the nodes and pods of a snapshot in
@@ -453,11 +457,12 @@ type Options struct {
 	// the replacement wherever the plan says. An unsteered scheduler makes
 	// its own choice, so it is not asked.
 	Prefer func(node string) bool
-	// Drained says which nodes carry the drain taint when the replacement
-	// is scheduled (plan.DrainTaint: the executor taints a drain's source
-	// from its first eviction to the end of the cycle). A replacement that
-	// does not tolerate it cannot go there, whatever the scores.
-	Drained func(node string) bool
+	// Drained are the nodes that carry the drain taint when the
+	// replacement is scheduled (plan.DrainTaint: the executor taints the
+	// nodes a plan empties before its first eviction, to the end of the
+	// cycle). A replacement that does not tolerate it cannot go there,
+	// whatever the scores.
+	Drained sets.Set[string]
 }
 
 // Predict runs one scheduling cycle for the pod, with its own scheduler's
@@ -664,6 +669,9 @@ type cycle struct {
 	// hinted: the pod's hint alone decided (see hinted); scores holds its
 	// target alone, unscored, and feasible is not counted.
 	hinted bool
+	// partial: with node sampling, the filters stopped once they had found
+	// the nodes to score, as kube-scheduler's do; feasible counts those.
+	partial bool
 }
 
 // hinted is schedule for a pod whose hint decides its node: when sc's
@@ -672,12 +680,12 @@ type cycle struct {
 // filters, the target scores highest of all feasible nodes whatever the
 // other plugins say, so only the target is filtered and nothing scored.
 // ok is false when it cannot tell: schedule then runs the whole cycle.
-func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drained func(string) bool) (c cycle, ok bool, err error) {
+func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drained sets.Set[string]) (c cycle, ok bool, err error) {
 	if !sc.hintDecides {
 		return c, false, nil
 	}
 	target := sc.hints.Target(pod)
-	if target == "" || drained != nil && drained(target) {
+	if target == "" || drained.Has(target) {
 		return c, false, nil
 	}
 	ni, err := s.snapshot.NodeInfos().Get(target)
@@ -717,7 +725,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 // says are tainted with the drain taint (nil: none).
 var ScheduleCalls, ScheduleNodes atomic.Int64
 
-func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained func(string) bool) (cycle, error) {
+func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (cycle, error) {
 	ScheduleCalls.Add(1)
 	var c cycle
 	c.state = framework.NewCycleState()
@@ -753,14 +761,22 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	reasons := make([]string, len(nodes))
 	var firstErr error
 	var errOnce sync.Once
-	if drained != nil {
+	// The drained nodes, by node: a few among thousands, looked up for
+	// every node filtered.
+	var tainted map[*v1.Node]bool
+	if len(drained) > 0 {
 		drainTaint := plan.DrainTaint("")
-		if corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
-			drained = nil
+		if !corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
+			tainted = make(map[*v1.Node]bool, len(drained))
+			for name := range drained {
+				if ni, err := s.snapshot.NodeInfos().Get(name); err == nil {
+					tainted[ni.Node()] = true
+				}
+			}
 		}
 	}
-	fw.Parallelizer().Until(ctx, len(nodes), func(i int) {
-		if drained != nil && drained(nodes[i].Node().Name) {
+	filter := func(i int) {
+		if len(tainted) > 0 && tainted[nodes[i].Node()] {
 			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", plan.DrainTaintKey)
 			return
 		}
@@ -773,7 +789,27 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		default:
 			errOnce.Do(func() { firstErr = st.AsError() })
 		}
-	}, "Filter")
+	}
+	n, want := len(nodes), sc.nodesToScore(len(nodes))
+	if random == nil || want >= n || sc.filterAll {
+		fw.Parallelizer().Until(ctx, n, filter, "Filter")
+	} else {
+		// kube-scheduler stops filtering once it has found the feasible
+		// nodes it scores, walking from where its last search stopped
+		// (sample then keeps the same nodes): chunk by chunk, in that order.
+		walked := 0
+		for walked < n && c.feasible < want && firstErr == nil && ctx.Err() == nil {
+			chunk := min(want, n-walked)
+			fw.Parallelizer().Until(ctx, chunk, func(k int) { filter((sc.next + walked + k) % n) }, "Filter")
+			for k := range chunk {
+				if feasible[(sc.next+walked+k)%n] != nil {
+					c.feasible++
+				}
+			}
+			walked += chunk
+		}
+		c.partial = walked < n
+	}
 	if firstErr != nil {
 		return c, firstErr
 	}
@@ -782,9 +818,12 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		// node found is then no answer, not "nothing fits".
 		return c, err
 	}
-	for _, ni := range feasible {
-		if ni != nil {
-			c.feasible++
+	if !c.partial {
+		c.feasible = 0
+		for _, ni := range feasible {
+			if ni != nil {
+				c.feasible++
+			}
 		}
 	}
 	if random != nil && len(nodes) > 0 {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -291,7 +292,7 @@ type placement struct {
 
 // place is Place; with random set, the node is chosen as kube-scheduler
 // chooses it (see Replay); drained nodes carry the drain taint.
-func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, drained func(string) bool) (placement, error) {
+func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (placement, error) {
 	if pod.Spec.NodeName != "" {
 		return placement{}, fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
 	}
@@ -334,7 +335,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	if err := s.bind(entry{pod: bound, seq: e.seq}); err != nil {
 		return placement{}, err
 	}
-	pl := placement{bound: bound, score: score, certain: ties == 1 && (c.hinted || sc.scoresAll(c.feasible, c.considered))}
+	pl := placement{bound: bound, score: score, certain: ties == 1 && (c.hinted || !c.partial && sc.scoresAll(c.feasible, c.considered))}
 	if random == nil && !pl.certain && !sc.steered {
 		pl.candidates = sc.candidates(c.scores, sc.scoresAll(c.feasible, c.considered), c.considered)
 	}
