@@ -16,6 +16,10 @@ func main() {
 	// in any phase: connecting, syncing, planning or evicting.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	err := cli.NewRootCommand().ExecuteContext(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Whatever failed, it failed because the command was told to stop.
+		err = fmt.Errorf("interrupted (%v): %w", context.Cause(ctx), err)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
