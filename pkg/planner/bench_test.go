@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
@@ -55,4 +58,37 @@ func peakRSSMiB() float64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkPlanWithHistory measures the plan of BenchmarkPlan at 500 nodes
+// with a move history of a given length (moves of the cluster's own
+// owners, within the cooldown): plan time must not grow with it.
+//
+//	go test ./pkg/planner/ -run '^$' -bench PlanWithHistory -benchtime 1x
+func BenchmarkPlanWithHistory(b *testing.B) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 500, Pods: 30 * 500, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, prof := loadPair(b, "binpacking")
+	for _, length := range []int{0, 1500, 6000} {
+		b.Run(fmt.Sprintf("moves=%d", length), func(b *testing.B) {
+			h := history.New(nil, time.Hour)
+			for i := range length {
+				pod := snap.Pods[(i*7919)%len(snap.Pods)]
+				owner := metav1.GetControllerOf(pod)
+				if owner == nil {
+					continue
+				}
+				h.Record(history.Move{Owner: owner.UID, From: "elsewhere", To: snap.Nodes[(i*31)%len(snap.Nodes)].Name})
+			}
+			_, ctx := ktesting.NewTestContext(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := planOn(ctx, pol, prof, snap, Options{MinScoreGain: 1, History: h}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
