@@ -269,7 +269,7 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		if err != nil {
 			return err
 		}
-		o.recheck.set(planner.NewRecheck(sim, in.Policy, p, o.minScoreGain))
+		o.recheck.set(planner.NewRecheck(sim, p, o.minScoreGain))
 		defer o.recheck.set(nil)
 	}
 	res := ex.Execute(ctx, p)

@@ -137,6 +137,11 @@ type Move struct {
 	// Drain marks a move that is part of emptying its source node: the
 	// executor keeps new pods off that node while it carries them out.
 	Drain bool `json:"drain,omitempty"`
+	// Balance marks a balance plugin's move: it must gain the minimum
+	// score over its source, and a sticky pod stays. With Drain and
+	// Steered, it is the intent a move is checked by again before its
+	// eviction.
+	Balance bool `json:"balance,omitempty"`
 	// Requests are the pod's requests; Usage, when the snapshot has the
 	// cluster's usage, what the pod uses (its own measurement, or with
 	// UsageEstimated the mean of its owner's measured pods, or its

@@ -116,41 +116,15 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 			fmt.Sprintf("scheduler %q does not follow rebalance hints and its profile pulls against %s", pred.Scheduler, strategy))
 		return errSkipped
 	}
-	switch {
-	case pred.Node == "":
-		return skip(plan.ReasonNoFit, pred.Unschedulable, errSkipped)
-	case pred.Node == pred.Source:
-		return skip(plan.ReasonSameNode, fmt.Sprintf("the scheduler profile would place the replacement back on %s (score %d)", pred.Source, pred.Score), errSkipped)
-	// A drain's gain is the node it empties, not each pod's score: a pod
-	// may land on a node that scores less than the one being emptied.
-	case p.balancing && !simOpts.LeaveSource && pred.SourceFeasible && pred.Score-pred.SourceScore < p.opts.MinScoreGain:
-		return skip(plan.ReasonLowGain, fmt.Sprintf("%s scores %d, only %d above %s (minimum gain %d)",
-			pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, p.opts.MinScoreGain), errSkipped)
-	}
-	// A steered move goes where the hint says. Otherwise the scheduler
-	// chooses, and the move is planned only if it holds whatever the
-	// choice: the scheduler surely picks this node, or the gain is leaving
-	// a node the replacement cannot return to (a deschedule plugin's
-	// violation), wherever it lands.
-	steered := pred.Steered && pred.Exhaustive
-	anywhere := !steered && !pred.Certain
-	// A drain need not know where each replacement lands, only that
-	// wherever the scheduler may put it is a node the plan keeps in use:
-	// the move's own target rule (Exclude) accepts every candidate.
-	packed := anywhere && simOpts.LeaveSource && !pred.Steered && simOpts.Exclude != nil &&
-		strayLanding(pred, simOpts.Exclude) == ""
-	if anywhere && !packed && (p.balancing || simOpts.LeaveSource || pred.SourceFeasible) {
+	v := decide(pred, intent{balance: p.balancing, drain: simOpts.LeaveSource}, simOpts.Exclude, p.opts.MinScoreGain)
+	switch v.reason {
+	case "":
+	case plan.ReasonUnsteered:
 		p.unsteered[pred.Scheduler]++
-		why := "would not surely choose that node (its best nodes tie, or its best is a node this plan empties)"
-		if !pred.Exhaustive {
-			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
-		}
-		if simOpts.LeaveSource && simOpts.Exclude != nil && !pred.Steered {
-			why += ", and " + strayLanding(pred, simOpts.Exclude)
-		}
-		p.skipFor(profile, strategy, pod, pred.Scheduler, plan.ReasonUnsteered,
-			fmt.Sprintf("scheduler %q does not follow rebalance hints and %s, so it may not place the replacement on %s", pred.Scheduler, why, pred.Node))
+		p.skipFor(profile, strategy, pod, pred.Scheduler, v.reason, v.detail)
 		return errSkipped
+	default:
+		return skip(v.reason, v.detail, errSkipped)
 	}
 
 	replacement, err := p.sim.Move(pod, pred.Node)
@@ -167,12 +141,10 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	m := plan.Move{
 		Pod: key(pod), Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
-		Scheduler: pred.Scheduler, Steered: steered, Anywhere: anywhere,
+		Scheduler: pred.Scheduler, Steered: v.steered, Anywhere: v.anywhere, Candidates: v.candidates,
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
-		Drain: simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
-	}
-	if packed {
-		m.Candidates = len(pred.Candidates)
+		Drain:   simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
+		Balance: p.balancing,
 	}
 	if owner != nil {
 		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}

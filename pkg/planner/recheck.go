@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -23,19 +22,14 @@ import (
 type Recheck struct {
 	sim     *simulator.Simulator
 	minGain int64
-	balance sets.Set[string] // the policy's balance plugins
 	// sources are the nodes the plan moves pods off; drained those it
 	// empties, which the executor taints before its first eviction.
 	sources, drained sets.Set[string]
 }
 
 // NewRecheck rechecks the moves of p on sim, a simulation of a fresh view
-// of the cluster, with the policy p was made with and its --min-score-gain.
-func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, p *plan.Plan, minScoreGain int64) *Recheck {
-	balance := sets.New[string]()
-	for _, prof := range policy.Profiles {
-		balance.Insert(prof.Plugins.Balance.Enabled...)
-	}
+// of the cluster, with the --min-score-gain p was made with.
+func NewRecheck(sim *simulator.Simulator, p *plan.Plan, minScoreGain int64) *Recheck {
 	sources, drained := sets.New[string](), sets.New[string]()
 	for _, m := range p.Moves {
 		sources.Insert(m.Source)
@@ -43,7 +37,7 @@ func NewRecheck(sim *simulator.Simulator, policy *api.DeschedulerPolicy, p *plan
 			drained.Insert(m.Source)
 		}
 	}
-	return &Recheck{sim: sim, minGain: minScoreGain, balance: balance, sources: sources, drained: drained}
+	return &Recheck{sim: sim, minGain: minScoreGain, sources: sources, drained: drained}
 }
 
 // stray says whether a replacement left to its scheduler's choice must not
@@ -54,23 +48,22 @@ func (r *Recheck) stray(node string) bool {
 }
 
 // Move rechecks one move of the live pod (which the caller found on the
-// move's source): its target must still fit; a steered move's target must
-// be where the hint sends it, an unsteered one's must still be its
-// scheduler's sure choice (or, for a move that holds anywhere, the pod must
-// still be unable to return to its source; for an unsteered drain, every
-// node its scheduler may choose must still be in use and kept); and a
-// balance move must still gain at least the minimum score. An opt-out, or for a balance move a
-// sticky annotation, set since the plan keeps the pod. It returns false and
-// a plan reason (opt-out, sticky, no-fit, target-changed, low-gain) with a
-// detail otherwise. It matches
-// executor.Options.Validate.
+// move's source) by the rule that planned it (decide), on the cluster as it
+// is now: a steered move's target must still pass the filters, an
+// unsteered one must still be its scheduler's sure choice, a drain's
+// replacement must still land only on nodes the plan keeps in use, a
+// balance move must still gain the minimum score. An opt-out, or for a
+// balance move a sticky annotation, set since the plan keeps the pod. It
+// returns false and a plan reason (opt-out, sticky, no-fit, target-changed
+// for a replacement that would now go elsewhere, low-gain) with a detail
+// otherwise. It matches executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An opt-out set since the plan holds.
 	if why := optedOut(r.sim, pod, m.Source); why != "" {
 		return false, plan.ReasonOptOut, why
 	}
 	// So does a pod made sticky since, against a balance plugin's move.
-	if r.balance.Has(m.Strategy) && hint.IsSticky(pod) {
+	if m.Balance && hint.IsSticky(pod) {
 		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, m.Source)
 	}
 	opts := simulator.Options{LeaveSource: m.Drain, Drained: r.drained}
@@ -85,25 +78,15 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 		return false, plan.ReasonUnknownScheduler, err.Error()
 	case err != nil:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("cannot simulate the move again: %v", err)
-	case pred.Node == "" || m.Steered && pred.Node != m.Target:
-		why := pred.Unschedulable
-		if why == "" {
-			why = fmt.Sprintf("%s no longer fits it", m.Target)
-		}
-		return false, plan.ReasonNoFit, why
-	case pred.Node == pred.Source:
-		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement back on %s", pred.Scheduler, pred.Source)
-	case m.Drain && !m.Steered && strayLanding(pred, r.stray) != "":
-		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would now place the replacement on a node the plan cannot have it on: %s", pred.Scheduler, strayLanding(pred, r.stray))
-	case m.Drain && !m.Steered:
-		// An unsteered drain holds wherever the replacement lands, among
-		// nodes the plan keeps in use.
-	case m.Anywhere && pred.SourceFeasible:
-		return false, plan.ReasonTargetChanged, fmt.Sprintf("the replacement could now return to %s", pred.Source)
-	case !m.Steered && !m.Anywhere && (pred.Node != m.Target || !pred.Certain):
-		return false, plan.ReasonTargetChanged, fmt.Sprintf("scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
-	case r.balance.Has(m.Strategy) && !m.Drain && pred.SourceFeasible && pred.Score-pred.SourceScore < r.minGain:
-		return false, plan.ReasonLowGain, fmt.Sprintf("%s now scores %d, only %d above %s (minimum gain %d)", pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, r.minGain)
+	}
+	v := decide(pred, intent{balance: m.Balance, drain: m.Drain, planned: &m}, r.stray, r.minGain)
+	switch v.reason {
+	case "":
+	case plan.ReasonSameNode, plan.ReasonUnsteered:
+		// Where the replacement goes is no longer where the plan has it.
+		return false, plan.ReasonTargetChanged, v.detail
+	default:
+		return false, v.reason, v.detail
 	}
 	if _, err := r.sim.Move(pod, pred.Node); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))

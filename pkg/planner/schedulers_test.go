@@ -276,7 +276,7 @@ func TestPlanIsItsReplay(t *testing.T) {
 func recheckAll(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot, p *plan.Plan) []string {
 	t.Helper()
 	ctx, sim := simulation(t, profs, snap)
-	r := NewRecheck(sim, pol, p, 1)
+	r := NewRecheck(sim, p, 1)
 	byUID := podsByUID(snap)
 	var refused []string
 	for _, m := range p.Moves {

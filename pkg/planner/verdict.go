@@ -1,0 +1,100 @@
+package planner
+
+import (
+	"fmt"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// intent is what a move is for, which decides what its replacement's
+// placement must give it.
+type intent struct {
+	// balance: a balance plugin's move, which must gain the minimum score
+	// over its source.
+	balance bool
+	// drain: the pod must leave its node, which the plan empties; where it
+	// lands matters only in that it is a node the plan keeps in use.
+	drain bool
+	// planned is the move as planned when it is checked again before it is
+	// carried out (nil while planning): it must still hold as the plan
+	// made it, steered to its target or surely placed there.
+	planned *plan.Move
+}
+
+// verdict is the decision on a move: accepted when reason is "", with the
+// kind of move it is; else one of plan's reasons and a detail.
+type verdict struct {
+	reason, detail string
+	// steered: the replacement follows a hint to the target. anywhere:
+	// its scheduler chooses, and the move holds wherever it lands.
+	steered, anywhere bool
+	// candidates counts the nodes a drain's replacement left to its
+	// scheduler may land on, when it is not certain of one.
+	candidates int
+}
+
+// decide is the one rule that accepts a move, from the prediction of where
+// its replacement goes (made with the drained nodes tainted and, for a
+// planned steered move, every node but its target excluded), while
+// planning and before each eviction. stray says which nodes a drain's
+// replacement must not land on (emptied by the plan, or not in use); nil
+// when nothing is known of them, and then no drain is left to its
+// scheduler's choice.
+func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGain int64) verdict {
+	refuse := func(reason, format string, args ...any) verdict {
+		return verdict{reason: reason, detail: fmt.Sprintf(format, args...)}
+	}
+	m := in.planned
+	switch {
+	case pred.Node == "":
+		return verdict{reason: plan.ReasonNoFit, detail: pred.Unschedulable}
+	case m != nil && m.Steered && pred.Node != m.Target:
+		return refuse(plan.ReasonNoFit, "%s no longer fits it", m.Target)
+	case pred.Node == pred.Source:
+		return refuse(plan.ReasonSameNode, "the scheduler profile would place the replacement back on %s (score %d)", pred.Source, pred.Score)
+	// A drain's gain is the node it empties, not each pod's score: a pod
+	// may land on a node that scores less than the one being emptied.
+	case in.balance && !in.drain && pred.SourceFeasible && pred.Score-pred.SourceScore < minGain:
+		return refuse(plan.ReasonLowGain, "%s scores %d, only %d above %s (minimum gain %d)",
+			pred.Node, pred.Score, pred.Score-pred.SourceScore, pred.Source, minGain)
+	}
+	// A steered move goes where the hint says. Otherwise the scheduler
+	// chooses, and the move holds only whatever the choice: the scheduler
+	// surely picks this node, or the gain is leaving a node the replacement
+	// cannot return to (a deschedule plugin's violation), wherever it lands.
+	v := verdict{steered: pred.Steered && pred.Exhaustive}
+	v.anywhere = !v.steered && !pred.Certain
+	unsteered := func(and string) verdict {
+		why := "would not surely choose that node (its best nodes tie, or its best is a node this plan empties)"
+		if !pred.Exhaustive {
+			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
+		}
+		return refuse(plan.ReasonUnsteered, "scheduler %q does not follow rebalance hints and %s%s, so it may not place the replacement on %s", pred.Scheduler, why, and, pred.Node)
+	}
+	// A drain need not know where each replacement lands, only that
+	// wherever its scheduler may put it is a node the plan keeps in use.
+	leftToScheduler := in.drain && !pred.Steered && stray != nil
+	if leftToScheduler {
+		if where := strayLanding(pred, stray); where != "" {
+			return unsteered(", and " + where)
+		}
+		if v.anywhere {
+			v.candidates = len(pred.Candidates)
+		}
+	}
+	if v.anywhere && !leftToScheduler && (in.balance || in.drain || pred.SourceFeasible) {
+		return unsteered("")
+	}
+	if m == nil {
+		return v
+	}
+	// Checked again, the move must still be the one planned.
+	switch {
+	case m.Steered && !v.steered:
+		return refuse(plan.ReasonUnsteered, "scheduler %q no longer scores every node, so the hint may not bring the replacement to %s", pred.Scheduler, m.Target)
+	case !m.Steered && !m.Anywhere && !m.Drain && (pred.Node != m.Target || !pred.Certain):
+		return refuse(plan.ReasonTargetChanged, "scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
+	}
+	return v
+}
