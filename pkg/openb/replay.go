@@ -71,6 +71,9 @@ func (s Stats) String() string {
 		s.At, s.Created, s.Deleted, s.Running, s.Pending)
 }
 
+// progressEvery is how often a replay logs how far it has come.
+const progressEvery = 10 * time.Second
+
 // Import replays the trace and returns the cluster it leaves at opts.At.
 //
 // Each pod becomes a pod of namespace openb owned by a ReplicaSet of its own
@@ -148,9 +151,13 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		bound[i] = b
 		return true, nil
 	}
+	start, reported := time.Now(), time.Now()
 	for n, e := range events {
-		if n%100_000 == 0 && n > 0 {
-			logger.Info("Replaying the trace", "events", n, "of", len(events), "running", len(bound), "waiting", len(waiting))
+		// A long trace shows how far it has come, whatever its speed.
+		if time.Since(reported) >= progressEvery {
+			reported = time.Now()
+			logger.Info("Replaying the trace", "events", n, "of", len(events), "running", len(bound), "waiting", len(waiting),
+				"eventsPerSecond", int(float64(n)/time.Since(start).Seconds()))
 		}
 		if !e.delete {
 			stats.Created++
