@@ -17,15 +17,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 
 	"github.com/rebalancer-dev/rebalancer/internal/httpurl"
-	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
@@ -75,7 +73,7 @@ func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 	if err := checkStrict(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	cfg, err := options.LoadConfigFromFile(liblog.Quiet(klog.Background()), path)
+	cfg, err := decodeConfig(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", path, strictjson.OneLine(err))
 	}
@@ -90,6 +88,23 @@ func LoadConfig(path string) (*config.KubeSchedulerConfiguration, error) {
 		return nil, fmt.Errorf("%s: %s", path, strings.Join(problems, "; "))
 	}
 	effectiveSampling(cfg)
+	return cfg, nil
+}
+
+// decodeConfig decodes and defaults a KubeSchedulerConfiguration as
+// kube-scheduler's loader (options.LoadConfigFromFile) does, from the bytes
+// already read and checked: the file is read once, within its size limit.
+func decodeConfig(data []byte) (*config.KubeSchedulerConfiguration, error) {
+	obj, gvk, err := schedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg, ok := obj.(*config.KubeSchedulerConfiguration)
+	if !ok {
+		return nil, fmt.Errorf("couldn't decode as KubeSchedulerConfiguration, got %s", gvk)
+	}
+	// As kube-scheduler's loader: conversion clears it.
+	cfg.APIVersion = gvk.GroupVersion().String()
 	return cfg, nil
 }
 
