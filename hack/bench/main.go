@@ -331,7 +331,6 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 		if err != nil {
 			return measurement{}, err
 		}
-		fmt.Fprintln(os.Stderr, "SCHEDULE", simulator.ScheduleCalls.Load())
 		return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves)}, nil
 	case "upstream":
 		r, err := upstream.Run(ctx, upstream.Policy(pol), snap)

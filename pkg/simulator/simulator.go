@@ -19,7 +19,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -721,12 +720,9 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 // schedule mirrors kube-scheduler's schedulePod with sc's profile:
 // PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
 // (with normalization) over the feasible nodes: all of them, or with random
-// set the sample kube-scheduler would score (see sample). Nodes drained
-// says are tainted with the drain taint (nil: none).
-var ScheduleCalls, ScheduleNodes atomic.Int64
-
+// set the sample kube-scheduler would score (see sample). The drained
+// nodes carry the drain taint (none when empty).
 func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (cycle, error) {
-	ScheduleCalls.Add(1)
 	var c cycle
 	c.state = framework.NewCycleState()
 	all, err := s.snapshot.NodeInfos().List()
