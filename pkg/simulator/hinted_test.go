@@ -65,7 +65,10 @@ func hintedCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
 	cpus := []string{"500m", "1", "2", "3"}
 	for i := range 4 * n {
 		p := pod(fmt.Sprintf("p%03d", i), snap.Nodes[r.IntN(n)].Name, cpus[r.IntN(len(cpus))])
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
+		// Owners of three pods: their replacements take the owner's hints
+		// in turn.
+		rs := fmt.Sprintf("rs%d", i/3)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: ptrTo(true)}}
 		snap.Pods = append(snap.Pods, p)
 	}
 	type move struct {
