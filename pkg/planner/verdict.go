@@ -47,9 +47,9 @@ func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGa
 	}
 	m := in.planned
 	switch {
-	case pred.Node == "":
+	case pred.Node == "" && (pred.Unschedulable != "" || m == nil):
 		return verdict{reason: plan.ReasonNoFit, detail: pred.Unschedulable}
-	case m != nil && m.Steered && pred.Node != m.Target:
+	case m != nil && m.Steered && pred.Node != m.Target, m != nil && pred.Node == "":
 		return refuse(plan.ReasonNoFit, "%s no longer fits it", m.Target)
 	case pred.Node == pred.Source:
 		return refuse(plan.ReasonSameNode, "the scheduler profile would place the replacement back on %s (score %d)", pred.Source, pred.Score)

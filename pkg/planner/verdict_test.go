@@ -49,7 +49,7 @@ func TestDecide(t *testing.T) {
 		{"unsteered drain that may land on an empty node", tied("t", "empty"), intent{drain: true}, emptied, plan.ReasonUnsteered, "", "empty, emptied, or ruled out"},
 		{"unsteered drain, its landings unknown", tied("t", "u"), intent{drain: true}, nil, plan.ReasonUnsteered, "", "would not surely choose"},
 		{"rechecked: unsteered drain now sure of a drained node", certain("drained"), intent{drain: true, planned: &plan.Move{Source: "src", Drain: true, Anywhere: true}}, emptied, plan.ReasonUnsteered, "", "drained"},
-		{"rechecked: steered target full", with(steered, func(p *simulator.Prediction) { p.Node = ""; p.Unschedulable = "" }), intent{planned: hinted}, nil, plan.ReasonNoFit, "", ""},
+		{"rechecked: steered target full", with(steered, func(p *simulator.Prediction) { p.Node = ""; p.Unschedulable = "" }), intent{planned: hinted}, nil, plan.ReasonNoFit, "", "t no longer fits"},
 		{"rechecked: steered target now another", with(steered, func(p *simulator.Prediction) { p.Node = "u" }), intent{planned: hinted}, nil, plan.ReasonNoFit, "", "t no longer fits"},
 		{"rechecked: steered, scheduler now samples", with(steered, func(p *simulator.Prediction) { p.Exhaustive = false }), intent{planned: hinted}, nil, plan.ReasonUnsteered, "", "no longer scores every node"},
 		{"rechecked: steered holds", steered, intent{planned: hinted}, nil, "", "steered", ""},
