@@ -28,9 +28,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/cli"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
@@ -70,14 +72,17 @@ func main() {
 
 // Results is bench-results.json.
 type Results struct {
-	Plan                map[string]PlanResult `json:"plan"`
-	PredictionsPerS5000 float64               `json:"predictions_per_s_5000"`
-	HintOverheadPct     float64               `json:"hint_overhead_pct"`
-	HintOverheadHinted  float64               `json:"hint_overhead_hinted_pct"`
-	Openb               OpenbResult           `json:"openb"`
-	Commands            map[string]string     `json:"commands"`
-	Machine             string                `json:"machine"`
-	Notes               []string              `json:"notes"`
+	Plan map[string]PlanResult `json:"plan"`
+	// PlanFile is `rebalancer plan --snapshot` on the 5,000-node synthetic
+	// file: the path users run, decoding and admission included.
+	PlanFile            PlanFileResult    `json:"plan_file_5000"`
+	PredictionsPerS5000 float64           `json:"predictions_per_s_5000"`
+	HintOverheadPct     float64           `json:"hint_overhead_pct"`
+	HintOverheadHinted  float64           `json:"hint_overhead_hinted_pct"`
+	Openb               OpenbResult       `json:"openb"`
+	Commands            map[string]string `json:"commands"`
+	Machine             string            `json:"machine"`
+	Notes               []string          `json:"notes"`
 }
 
 // PlanResult compares one plan of ours with one upstream cycle.
@@ -88,6 +93,13 @@ type PlanResult struct {
 	UpstreamRSSMiB    float64 `json:"upstream_rss_mib"`
 	Moves             int     `json:"moves"`
 	UpstreamEvictions int     `json:"upstream_evictions"`
+}
+
+// PlanFileResult is one `rebalancer plan --snapshot` of a snapshot file.
+type PlanFileResult struct {
+	Seconds float64 `json:"s"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Moves   int     `json:"moves"`
 }
 
 // OpenbResult compares 10 simulated rounds on the openb trace.
@@ -146,7 +158,21 @@ func parent(out, openbDir string, sizes []string) error {
 			Moves: ours.Count, UpstreamEvictions: up.Count,
 		}
 	}
-	m, err := run("predictions_per_s_5000", "predict", "--nodes", "5000", "--count", "300")
+	dir, err := os.MkdirTemp("", "bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "cluster.yaml")
+	if _, err := run("snapshot_file_5000", "snapshot-file", "--nodes", "5000", "--out", file); err != nil {
+		return err
+	}
+	m, err := run("plan_file_5000", "plan-file", "--snapshot", file)
+	if err != nil {
+		return err
+	}
+	res.PlanFile = PlanFileResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count}
+	m, err = run("predictions_per_s_5000", "predict", "--nodes", "5000", "--count", "300")
 	if err != nil {
 		return err
 	}
@@ -164,6 +190,7 @@ func parent(out, openbDir string, sizes []string) error {
 	res.Notes = []string{
 		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
+		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak.",
 		"openb: the default pod list replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair.",
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
@@ -216,7 +243,8 @@ func printTable(r Results) {
 		p := r.Plan[n]
 		fmt.Fprintf(tw, "%s nodes\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", n, p.OursS, p.UpstreamS, p.OursRSSMiB, p.UpstreamRSSMiB, p.Moves, p.UpstreamEvictions)
 	}
-	fmt.Fprintf(tw, "\npredictions/s at 5000 nodes\t%.0f\n", r.PredictionsPerS5000)
+	fmt.Fprintf(tw, "\nrebalancer plan --snapshot, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\n", r.PlanFile.Seconds, r.PlanFile.RSSMiB, r.PlanFile.Moves)
+	fmt.Fprintf(tw, "predictions/s at 5000 nodes\t%.0f\n", r.PredictionsPerS5000)
 	fmt.Fprintf(tw, "RebalanceHint overhead, pods without a hint\t%.2f %%\n", r.HintOverheadPct)
 	fmt.Fprintf(tw, "RebalanceHint overhead, hinted pods\t%.2f %%\n", r.HintOverheadHinted)
 	o := r.Openb
@@ -259,6 +287,8 @@ func child(sub string, args []string) error {
 	count := fs.Int("count", 300, "predictions")
 	dir := fs.String("dir", "", "openb trace directory")
 	rounds := fs.Int("rounds", 10, "rounds")
+	out := fs.String("out", "", "snapshot file to write")
+	file := fs.String("snapshot", "", "snapshot file to plan")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -280,6 +310,10 @@ func child(sub string, args []string) error {
 	switch sub {
 	case "plan":
 		m, err = benchPlan(ctx, *nodes, *impl)
+	case "snapshot-file":
+		err = writeSnapshotFile(*nodes, *out)
+	case "plan-file":
+		m, err = benchPlanFile(ctx, *file)
 	case "predict":
 		m, err = benchPredict(ctx, *nodes, *count)
 	case "hint":
@@ -304,6 +338,44 @@ func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeS
 	}
 	pol, prof, err := loadPair()
 	return snap, pol, prof, err
+}
+
+// writeSnapshotFile writes the synthetic cluster of the plan benchmark to
+// out, as `rebalancer snapshot synthetic` does.
+func writeSnapshotFile(nodes int, out string) error {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := snap.Encode(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// benchPlanFile runs `rebalancer plan --snapshot file` with the shipped
+// bin-packing pair, in this process, as users run it: reading the files,
+// decoding and admitting the snapshot, planning, printing JSON.
+func benchPlanFile(ctx context.Context, file string) (measurement, error) {
+	var out bytes.Buffer
+	root := cli.NewRootCommand()
+	root.SetOut(&out)
+	root.SetArgs([]string{"plan", "--snapshot", file, "--policy", policyFile, "--scheduler-config", schedulerFile, "-o", "json"})
+	start := time.Now()
+	if err := root.ExecuteContext(ctx); err != nil {
+		return measurement{}, err
+	}
+	seconds := time.Since(start).Seconds()
+	var p plan.Plan
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil {
+		return measurement{}, fmt.Errorf("reading the plan: %w", err)
+	}
+	return measurement{Seconds: seconds, Count: len(p.Moves)}, nil
 }
 
 func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
