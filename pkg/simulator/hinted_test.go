@@ -53,24 +53,9 @@ func TestHintedPlacementIsTheFullCycle(t *testing.T) {
 // random plan over it, each hinted to a random node.
 func hintedCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	snap := &snapshot.Snapshot{}
-	n := 3 + r.IntN(8)
-	for i := range n {
-		nd := node(fmt.Sprintf("n%02d", i), "8")
-		if r.IntN(6) == 0 {
-			nd.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
-		}
-		snap.Nodes = append(snap.Nodes, nd)
-	}
-	cpus := []string{"500m", "1", "2", "3"}
-	for i := range 4 * n {
-		p := pod(fmt.Sprintf("p%03d", i), snap.Nodes[r.IntN(n)].Name, cpus[r.IntN(len(cpus))])
-		// Owners of three pods: their replacements take the owner's hints
-		// in turn.
-		rs := fmt.Sprintf("rs%d", i/3)
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: ptrTo(true)}}
-		snap.Pods = append(snap.Pods, p)
-	}
+	// Owners of three pods: their replacements take the owner's hints in turn.
+	snap := randomCluster(r, 3+r.IntN(8), 4, []string{"500m", "1", "2", "3"}, 3)
+	n := len(snap.Nodes)
 	type move struct {
 		pod    *v1.Pod
 		target string
@@ -142,21 +127,7 @@ func TestSampledSearchStopsEarly(t *testing.T) {
 // full, and the evictions of a random plan over it, without hints.
 func sampledCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
 	r := rand.New(rand.NewPCG(seed, 3))
-	snap := &snapshot.Snapshot{}
-	n := 150 + r.IntN(150)
-	for i := range n {
-		nd := node(fmt.Sprintf("n%03d", i), "8")
-		if r.IntN(5) == 0 {
-			nd.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
-		}
-		snap.Nodes = append(snap.Nodes, nd)
-	}
-	cpus := []string{"1", "2", "3", "4"}
-	for i := range 2 * n {
-		p := pod(fmt.Sprintf("p%04d", i), snap.Nodes[r.IntN(n)].Name, cpus[r.IntN(len(cpus))])
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
-		snap.Pods = append(snap.Pods, p)
-	}
+	snap := randomCluster(r, 150+r.IntN(150), 2, []string{"1", "2", "3", "4"}, 1)
 	var moved []*v1.Pod
 	var drain []bool
 	for _, p := range snap.Pods {
@@ -172,4 +143,25 @@ func sampledCluster(seed uint64) (*snapshot.Snapshot, func() []Eviction) {
 		}
 		return out
 	}
+}
+
+// randomCluster is nodes 8-CPU nodes, one in five tainted, with podsPerNode
+// pods a node on average, placed at random, of the given CPU requests;
+// every perOwner pods share a ReplicaSet.
+func randomCluster(r *rand.Rand, nodes, podsPerNode int, cpus []string, perOwner int) *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{}
+	for i := range nodes {
+		nd := node(fmt.Sprintf("n%03d", i), "8")
+		if r.IntN(5) == 0 {
+			nd.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+		}
+		snap.Nodes = append(snap.Nodes, nd)
+	}
+	for i := range podsPerNode * nodes {
+		p := pod(fmt.Sprintf("p%04d", i), snap.Nodes[r.IntN(nodes)].Name, cpus[r.IntN(len(cpus))])
+		rs := fmt.Sprintf("rs%d", i/perOwner)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: ptrTo(true)}}
+		snap.Pods = append(snap.Pods, p)
+	}
+	return snap
 }
