@@ -64,6 +64,9 @@ const (
 	// ReasonOptOut: the pod or its node carries an annotation that keeps it
 	// out of disruption (see pkg/optout).
 	ReasonOptOut = "opt-out"
+	// ReasonGang: the pod belongs to a gang (a group its scheduler places
+	// all or nothing, pkg/gang): it is never moved alone.
+	ReasonGang = "gang"
 	// ReasonSticky: the pod asks to stay on its node (rebalancer.dev/sticky),
 	// which balance plugins and Consolidation respect; a deschedule
 	// plugin's violation still moves it.
@@ -79,7 +82,7 @@ const (
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonSticky, ReasonTarget, ReasonNoNodeFreed}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

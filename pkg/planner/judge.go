@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -59,6 +60,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 	if why := optedOut(p.sim, pod, pod.Spec.NodeName); why != "" {
 		return skip(plan.ReasonOptOut, why, errSkipped)
+	}
+	if g := gang.Of(pod); g != "" {
+		return skip(plan.ReasonGang, gangDetail(g), errSkipped)
 	}
 	if p.balancing && hint.IsSticky(pod) {
 		return skip(plan.ReasonSticky, stickyDetail(pod), errSkipped)
@@ -191,13 +195,15 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 
 // mustStay says why a balance plugin's move of pod would be refused
 // whatever the target, by the checks of judge that do not depend on the
-// plan's limits: an opt-out, a sticky pod, the cooldown, a PDB that allows
-// no disruption; "" when none. A node holding such a pod stays in use:
+// plan's limits: an opt-out, a gang's member, a sticky pod, the cooldown, a
+// PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
 // Consolidation prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
 	switch {
 	case optedOut(p.sim, pod, pod.Spec.NodeName) != "":
 		return plan.ReasonOptOut, optedOut(p.sim, pod, pod.Spec.NodeName)
+	case gang.Of(pod) != "":
+		return plan.ReasonGang, gangDetail(gang.Of(pod))
 	case hint.IsSticky(pod):
 		return plan.ReasonSticky, stickyDetail(pod)
 	case p.opts.History.InCooldown(pod):
@@ -207,6 +213,12 @@ func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
 		return plan.ReasonPDB, p.pdbDetail(pod, err)
 	}
 	return "", ""
+}
+
+// gangDetail says why a gang's member stays: evicted alone, its group may
+// fall below the members it needs and its job fail or restart whole.
+func gangDetail(group string) string {
+	return fmt.Sprintf("the pod belongs to a gang (%s): it is not moved alone", group)
 }
 
 func stickyDetail(pod *v1.Pod) string {

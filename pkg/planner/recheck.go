@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -61,6 +62,10 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	// An opt-out set since the plan holds.
 	if why := optedOut(r.sim, pod, m.Source); why != "" {
 		return false, plan.ReasonOptOut, why
+	}
+	// So does a pod that joined a gang since.
+	if g := gang.Of(pod); g != "" {
+		return false, plan.ReasonGang, gangDetail(g)
 	}
 	// So does a pod made sticky since, against a balance plugin's move.
 	if m.Balance && hint.IsSticky(pod) {
