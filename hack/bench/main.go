@@ -329,10 +329,15 @@ func child(sub string, args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(m)
 }
 
+// cluster is the synthetic cluster of the plan benchmarks.
+func cluster(nodes int) (*snapshot.Snapshot, error) {
+	return synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+}
+
 // setup generates the synthetic cluster of a benchmark and loads the shipped
 // bin-packing pair.
 func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
-	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	snap, err := cluster(nodes)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -343,7 +348,7 @@ func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeS
 // writeSnapshotFile writes the synthetic cluster of the plan benchmark to
 // out, as `rebalancer snapshot synthetic` does.
 func writeSnapshotFile(nodes int, out string) error {
-	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: podsPerNode * nodes, Seed: seed})
+	snap, err := cluster(nodes)
 	if err != nil {
 		return err
 	}

@@ -199,11 +199,13 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 // PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
 // Consolidation prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
+	if annotation := optedOut(p.sim, pod, pod.Spec.NodeName); annotation != "" {
+		return plan.ReasonOptOut, annotation
+	}
+	if g := gang.Of(pod); g != "" {
+		return plan.ReasonGang, gangDetail(g)
+	}
 	switch {
-	case optedOut(p.sim, pod, pod.Spec.NodeName) != "":
-		return plan.ReasonOptOut, optedOut(p.sim, pod, pod.Spec.NodeName)
-	case gang.Of(pod) != "":
-		return plan.ReasonGang, gangDetail(gang.Of(pod))
 	case hint.IsSticky(pod):
 		return plan.ReasonSticky, stickyDetail(pod)
 	case p.opts.History.InCooldown(pod):

@@ -562,10 +562,8 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Pre
 	pred.Exhaustive = exhaustive
 	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
 	if !pred.Certain && !pred.Steered && opts.LeaveSource {
-		choice := scores
-		if opts.LeaveSource {
-			choice = slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
-		}
+		// The drain taint keeps it off its source.
+		choice := slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
 		pred.Candidates = sc.candidates(choice, exhaustive, res.considered)
 	}
 	return pred, nil
@@ -789,6 +787,11 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	n, want := len(nodes), sc.nodesToScore(len(nodes))
 	if random == nil || want >= n || sc.filterAll {
 		fw.Parallelizer().Until(ctx, n, filter, "Filter")
+		for _, ni := range feasible {
+			if ni != nil {
+				c.feasible++
+			}
+		}
 	} else {
 		// kube-scheduler stops filtering once it has found the feasible
 		// nodes it scores, walking from where its last search stopped
@@ -813,14 +816,6 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		// Until stops at an ended context, leaving nodes unfiltered: no
 		// node found is then no answer, not "nothing fits".
 		return c, err
-	}
-	if !c.partial {
-		c.feasible = 0
-		for _, ni := range feasible {
-			if ni != nil {
-				c.feasible++
-			}
-		}
 	}
 	if random != nil && len(nodes) > 0 {
 		feasible = sc.sample(feasible)
