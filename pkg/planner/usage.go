@@ -92,7 +92,7 @@ func (u *usageSource) check(nodes []*v1.Node, reads string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%s: metrics.k8s.io has no usage for %d of %d node(s): %s; is metrics-server running, and scraping their kubelets?",
+		return fmt.Errorf("%s: metrics.k8s.io has no usage for %d of %d node(s): %s; is metrics-server running, and scraping their kubelets? (a sample refused, such as one beyond its node's capacity, is logged as a warning)",
 			reads, len(missing), len(nodes), abbreviated(missing))
 	}
 	var stale []string

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -212,14 +213,26 @@ func TestLoadAwareMovesPodsOffAHotNode(t *testing.T) {
 		t.Errorf("a second plan moves %d pods: %+v", len(again.Moves), again.Moves)
 	}
 
-	// A spike: one cool pod starts using 3.5 CPUs.
-	spiking := after[len(after)-1]
+	// A spike: one cool pod starts using 3.5 CPUs, on a node that runs no
+	// hot pod, so the node measures what a machine can (3.6 of 4 CPUs):
+	// rebalancer refuses a sample beyond the node's capacity.
+	hotOn := map[string]bool{}
 	for _, p := range after {
-		if p.Labels["app"] == "cool" {
-			spiking = p
+		if p.Labels["app"] == "hot" {
+			hotOn[p.Spec.NodeName] = true
+		}
+	}
+	var spiking *v1.Pod
+	for i, p := range after {
+		if p.Labels["app"] == "cool" && !hotOn[p.Spec.NodeName] {
+			spiking = &after[i]
 			break
 		}
 	}
+	if spiking == nil {
+		t.Fatalf("every cool pod shares a node with a hot one: %s", layout)
+	}
+	t.Logf("spiking %s on %s", spiking.Name, spiking.Spec.NodeName)
 	setUsage := func(cpu string) {
 		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, usageCPU, cpu)
 		if _, err := client.CoreV1().Pods(e.ns).Patch(e.ctx, spiking.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
