@@ -75,6 +75,10 @@ type drainGuard struct {
 	evicting bool
 	// stopWatch ends the watch of new pods, once started.
 	stopWatch context.CancelFunc
+	// held are the nodes the plan holds empty (plan.Plan.HeldEmpty); holdFailed
+	// says why one carries no taint. Both are set before the first eviction.
+	held       sets.Set[string]
+	holdFailed string
 }
 
 // drainWait is a drained node waiting for the plan's replacements; its
@@ -89,7 +93,7 @@ func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, m
 		client: client, recorder: recorder, metrics: m, planID: planID, timeout: timeout,
 		// Creation times have whole seconds.
 		since:   since.Truncate(time.Second),
-		tainted: sets.New[string](), evicted: map[types.UID]int{}, names: map[types.UID]string{},
+		tainted: sets.New[string](), held: sets.New[string](), evicted: map[types.UID]int{}, names: map[types.UID]string{},
 		bound: map[types.UID]sets.Set[types.UID]{}, evicting: true,
 	}
 }
@@ -110,6 +114,17 @@ func (g *drainGuard) taint(ctx context.Context, node string) error {
 	g.tainted.Insert(node)
 	g.mu.Unlock()
 	klog.FromContext(ctx).Info("Tainted node for the time it is emptied", "node", klog.KRef("", node), "taint", DrainTaintKey)
+	return nil
+}
+
+// hold taints a node the plan holds empty; it waits for the plan's
+// replacements as a drained node does after its last move.
+func (g *drainGuard) hold(ctx context.Context, node string) error {
+	if err := g.taint(ctx, node); err != nil {
+		return err
+	}
+	g.held.Insert(node)
+	g.done(ctx, node)
 	return nil
 }
 
@@ -206,6 +221,12 @@ func (g *drainGuard) releaseReady(ctx context.Context) {
 		g.release(ctx, w.node)
 	}
 	for i, w := range late {
+		if g.held.Has(w.node) {
+			// Not one of the plan's nodes: no event on each empty node.
+			klog.FromContext(ctx).V(2).Info("Replacements still pending after the drain timeout: removing the taint of a node held empty", "node", klog.KRef("", w.node), "pending", pending[i])
+			g.release(ctx, w.node)
+			continue
+		}
 		klog.FromContext(ctx).Info("Replacements still pending after the drain timeout: removing the drain taint", "node", klog.KRef("", w.node), "timeout", g.timeout, "pending", pending[i])
 		g.metrics.drainTimedOut()
 		if g.recorder != nil {

@@ -217,7 +217,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 			lastDrain[m.Source] = i
 		}
 	}
-	if len(lastDrain) > 0 {
+	if len(lastDrain) > 0 || len(p.HeldEmpty) > 0 {
 		guard.watch(ctx)
 	}
 	// Every node the plan empties is tainted before its first eviction:
@@ -232,6 +232,20 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 		}
 		if err := guard.taint(ctx, node); err != nil {
 			logger.Error(err, "Could not taint a node the plan empties; retried at its first move", "node", klog.KRef("", node))
+		}
+	}
+	// So is every node the plan holds empty: its moves left to a scheduler
+	// that does not follow hints count on no replacement landing there.
+	// Each waits for the plan's replacements as a drained node does after
+	// its last move. If one cannot be tainted, those moves are not made.
+	for _, node := range p.HeldEmpty {
+		if e.stopping(ctx) {
+			break
+		}
+		if err := guard.hold(ctx, node); err != nil {
+			guard.holdFailed = fmt.Sprintf("the plan holds node %s empty for its moves left to the scheduler's choice, and it could not be tainted: %v", node, err)
+			logger.Error(err, "Could not taint a node the plan holds empty; its moves left to the scheduler's choice are skipped", "node", klog.KRef("", node))
+			break
 		}
 	}
 
@@ -297,6 +311,9 @@ func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *d
 		return outcome{reason: ReasonGone, detail: "terminating"}
 	case pod.Spec.NodeName != m.Source:
 		return outcome{pod: pod, reason: ReasonMoved, detail: fmt.Sprintf("planned from %q, runs on %q", m.Source, pod.Spec.NodeName)}
+	}
+	if !m.Steered && guard.holdFailed != "" {
+		return outcome{pod: pod, reason: ReasonTaintFailed, detail: guard.holdFailed}
 	}
 	if e.o.Validate != nil {
 		if ok, reason, detail := e.o.Validate(ctx, m, pod); !ok {

@@ -634,6 +634,73 @@ func TestExecuteDrainGuard(t *testing.T) {
 		}
 	})
 
+	// The nodes a plan holds empty (--hold-empty-nodes) carry the drain
+	// taint from before its first eviction until its replacements are bound.
+	t.Run("taints the nodes the plan holds empty for the plan", func(t *testing.T) {
+		f := newFixture(append(objects(), newNode("node-e"), newNode("node-f"))...)
+		var atFirst map[string][]v1.Taint
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			if atFirst == nil {
+				atFirst = map[string][]v1.Taint{"node-e": f.taints(t, "node-e"), "node-f": f.taints(t, "node-f")}
+			}
+			f.replace(t, ev.Name, "node-b")
+			return nil
+		})
+		held := *p
+		held.HeldEmpty = []string{"node-e", "node-f"}
+
+		r := f.executor(nil).Execute(context.Background(), &held)
+
+		if len(r.Evicted) != 3 {
+			t.Fatalf("evicted %v, skipped %v; want all three", names(r.Evicted), reasons(r))
+		}
+		if v := testutil.ToFloat64(f.metrics.planHeld); v != 2 {
+			t.Errorf("plan_held_empty_nodes = %v, want 2", v)
+		}
+		for _, node := range held.HeldEmpty {
+			if got := atFirst[node]; !slices.Equal(got, []v1.Taint{drainTaint}) {
+				t.Errorf("%s taints at the plan's first eviction: %v, want %v", node, got, drainTaint)
+			}
+			if got := f.taints(t, node); len(got) != 0 {
+				t.Errorf("%s taints after the plan: %v, want none", node, got)
+			}
+		}
+		if evs := f.events(); slices.ContainsFunc(evs, func(e string) bool { return strings.Contains(e, EventDrainTimeout) }) {
+			t.Errorf("events %q: no drain timed out", evs)
+		}
+	})
+
+	t.Run("skips the moves left to the scheduler when a node it holds cannot be tainted", func(t *testing.T) {
+		f := newFixture(append(objects(), newNode("node-e"))...)
+		f.onEvict(func(ev *policyv1.Eviction) error {
+			f.replace(t, ev.Name, "node-b")
+			return nil
+		})
+		steered := newMove("web-3", "node-c", "node-b")
+		steered.Steered = true
+		held := newPlan(consolidate("web-1", "node-a", "node-b"), consolidate("web-2", "node-a", "node-c"), steered)
+		held.HeldEmpty = []string{"node-e", "node-gone"}
+
+		r := f.executor(nil).Execute(context.Background(), held)
+
+		if got := names(r.Evicted); !slices.Equal(got, []string{"web-3"}) {
+			t.Errorf("evicted %v, want the steered web-3 alone", got)
+		}
+		if got, want := reasons(r), []string{"web-1:" + ReasonTaintFailed, "web-2:" + ReasonTaintFailed}; !slices.Equal(got, want) {
+			t.Errorf("skipped %v, want %v", got, want)
+		}
+		for _, s := range r.Skipped {
+			if !strings.Contains(s.Detail, "node-gone") {
+				t.Errorf("%s skipped with %q; want the node that could not be tainted named", s.Move.Pod, s.Detail)
+			}
+		}
+		for _, node := range []string{"node-a", "node-e"} {
+			if got := f.taints(t, node); slices.Contains(got, drainTaint) {
+				t.Errorf("%s taints after the plan: %v, want no drain taint", node, got)
+			}
+		}
+	})
+
 	// The fake ignores contexts, so this checks that the release runs after a
 	// cancellation, not that its calls outlive it.
 	t.Run("untaints after a cancellation", func(t *testing.T) {

@@ -22,6 +22,7 @@ type Metrics struct {
 	evictions  *prometheus.CounterVec
 	skips      *prometheus.CounterVec
 	planMoves  prometheus.Gauge
+	planHeld   prometheus.Gauge
 	nodesInUse *prometheus.GaugeVec
 	lowerBound prometheus.Gauge
 	drainTimeouts,
@@ -47,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "rebalancer", Name: "plan_moves",
 		Help: "Moves in the last plan the executor was given.",
 	})
+	m.planHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "rebalancer", Name: "plan_held_empty_nodes",
+		Help: "Empty nodes the last plan holds off limits with the drain taint for its cycle (--hold-empty-nodes).",
+	})
 	m.nodesInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "rebalancer", Name: "nodes_in_use",
 		Help: "Nodes running pods other than DaemonSet and mirror pods, before the last plan and as it predicts them after.",
@@ -63,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Namespace: "rebalancer", Name: "drain_taints_left_behind_total",
 		Help: "Drain taints an earlier run left on nodes (it was killed mid-plan), removed at the start of a cycle.",
 	})
-	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.nodesInUse, m.lowerBound, m.drainTimeouts, m.leftBehind)
+	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.planHeld, m.nodesInUse, m.lowerBound, m.drainTimeouts, m.leftBehind)
 	// Start every reason at zero, so rate() and alerts see it before the
 	// first skip.
 	for _, r := range Reasons {
@@ -78,6 +83,7 @@ func (m *Metrics) observePlan(p *plan.Plan) {
 		return
 	}
 	m.planMoves.Set(float64(len(p.Moves)))
+	m.planHeld.Set(float64(len(p.HeldEmpty)))
 	m.nodesInUse.WithLabelValues("before").Set(float64(p.Summary.NodesInUseBefore))
 	m.nodesInUse.WithLabelValues("after").Set(float64(p.Summary.NodesInUseAfter))
 	m.lowerBound.Set(float64(p.Summary.NodesLowerBound))

@@ -91,8 +91,13 @@ type Plan struct {
 	// Warnings are things about the policy and profile worth fixing.
 	Warnings []string `json:"warnings,omitempty"`
 	Moves    []Move   `json:"moves"`
-	Skipped  []Skip   `json:"skipped"`
-	Summary  Summary  `json:"summary"`
+	// HeldEmpty are nodes empty when the plan was made that the executor keeps
+	// off limits for the plan's cycle, with the drain taint, so that no
+	// replacement left to its scheduler's choice lands on one
+	// (--hold-empty-nodes). Only a plan with such moves holds nodes.
+	HeldEmpty []string `json:"heldEmpty,omitempty"`
+	Skipped   []Skip   `json:"skipped"`
+	Summary   Summary  `json:"summary"`
 }
 
 // Owner is the controller of a pod, which recreates it after the eviction.

@@ -66,6 +66,9 @@ func (p *Plan) printTable(w io.Writer) error {
 	}
 	s := p.Summary
 	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.Pods)
+	if len(p.HeldEmpty) > 0 {
+		fmt.Fprintf(w, "Held empty for the cycle %d: %s.\n", len(p.HeldEmpty), abbreviate(p.HeldEmpty, 10))
+	}
 	if len(p.Skipped) > 0 {
 		parts := []string{}
 		for _, r := range Reasons {
@@ -158,4 +161,12 @@ func (p *Plan) printNodes(w io.Writer) error {
 
 func change(before, after float64) string {
 	return fmt.Sprintf("%.1f%% → %.1f%%", before, after)
+}
+
+// abbreviate joins names, the first n of them and how many more.
+func abbreviate(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -80,6 +81,71 @@ func TestUnsteeredPackingDrainsHold(t *testing.T) {
 	}
 }
 
+// TestHoldEmptyNodes: where small empty nodes outscore the nodes in use
+// for a packing scheduler rebalancer cannot steer (a pod fills more of a
+// small node), no drain is certain: any replacement may land on one. With
+// HoldEmptyNodes those nodes carry the drain taint for the cycle: the plan
+// names them, empties nodes, and in 20 replays as kube-scheduler may carry
+// it out, with the held nodes tainted, every drained node ends empty and
+// no empty node is used. Below and above the 100 nodes where kube-scheduler
+// starts to sample.
+func TestHoldEmptyNodes(t *testing.T) {
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t, unsteeredPacking(t))
+	for _, tc := range []struct {
+		name          string
+		inUse, spares int
+	}{
+		{name: "12-in-use-20-small-spares", inUse: 12, spares: 20},
+		{name: "60-in-use-200-small-spares-sampled", inUse: 60, spares: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func() *cluster {
+				c := thinCluster(tc.inUse)
+				for i := range tc.spares {
+					c.node(fmt.Sprintf("node-%03d-small", i), "2", "8Gi")
+				}
+				for _, ns := range []string{"default", "kube-system", "team-a", "team-b"} {
+					c.setScheduler(ns, "default-scheduler")
+				}
+				return c
+			}
+			c := build()
+			free := planWith(t, profs, pol, c.snap)
+			if len(free.HeldEmpty) > 0 {
+				t.Errorf("without HoldEmptyNodes the plan holds %d nodes", len(free.HeldEmpty))
+			}
+			p := planWithOptions(t, profs, pol, c.snap, Options{MinScoreGain: 1, HoldEmptyNodes: true})
+			checkInvariants(t, c, pol, p)
+			s := p.Summary
+			t.Logf("nodes in use %d -> %d (bound %d), %d moves, %d held; without holding: %d -> %d, %d moves",
+				s.NodesInUseBefore, s.NodesInUseAfter, s.NodesLowerBound, len(p.Moves), len(p.HeldEmpty),
+				free.Summary.NodesInUseBefore, free.Summary.NodesInUseAfter, len(free.Moves))
+			if s.NodesInUseAfter >= free.Summary.NodesInUseAfter {
+				t.Fatalf("holding the empty nodes frees no more nodes: %d in use after, %d without", s.NodesInUseAfter, free.Summary.NodesInUseAfter)
+			}
+			if len(p.HeldEmpty) != tc.spares {
+				t.Errorf("held %d nodes, want the %d empty ones: %v", len(p.HeldEmpty), tc.spares, p.HeldEmpty)
+			}
+			for _, n := range p.HeldEmpty {
+				if !strings.HasSuffix(n, "-small") {
+					t.Errorf("held %s, which is in use", n)
+				}
+			}
+			for _, m := range p.Moves {
+				if strings.HasSuffix(m.Target, "-small") {
+					t.Errorf("%s planned onto %s, a node held empty", m.Pod, m.Target)
+				}
+			}
+			// Rechecked before each eviction, the held nodes tainted too.
+			if refused := recheckAll(t, profs, pol, c.snap, p); len(refused) > 0 {
+				t.Errorf("rechecked on the cluster it was planned on, %d of %d moves refused: %q", len(refused), len(p.Moves), refused)
+			}
+			replayAsTheScheduler(t, c, p, 20)
+		})
+	}
+}
+
 // withEmpty adds n empty nodes, named to sort among the others, so that a
 // replacement that strays finds one.
 func withEmpty(c *cluster, n int) *cluster {
@@ -108,6 +174,9 @@ func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
 	for _, u := range before {
 		inUse[u.Node] = u.InUse
 	}
+	// The nodes the plan holds empty carry the drain taint, as the
+	// executor taints them for the cycle.
+	sim.Hold(sets.New(p.HeldEmpty...))
 	for seed := range replays {
 		random := rand.New(rand.NewPCG(uint64(1000+seed), 7))
 		fork := sim.Fork()

@@ -69,6 +69,11 @@ type Options struct {
 	// Warnings are the caller's, given first among the plan's (e.g. an
 	// extender that did not answer).
 	Warnings []string
+	// HoldEmptyNodes plans as if the nodes empty now carried the drain
+	// taint for the plan's cycle, and names them in the plan (Plan.HeldEmpty)
+	// for the executor to taint, when a move is left to a scheduler that
+	// does not follow hints: its replacements then go only to nodes in use.
+	HoldEmptyNodes bool
 }
 
 // Plan computes the plan for a policy over the simulated cluster, judging
@@ -107,6 +112,11 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	if err != nil {
 		return nil, err
 	}
+	held, err := p.holdEmpty(before)
+	if err != nil {
+		return nil, err
+	}
+	defer sim.Hold(nil)
 	fork := sim.Fork()
 	err = p.run(ctx, state)
 	if rerr := sim.Revert(fork); rerr != nil && err == nil {
@@ -125,6 +135,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	if err != nil {
 		return nil, err
 	}
+	p.publishHeld(held)
 	p.warnUnsteered()
 	for _, w := range p.out.Warnings {
 		p.logger.Info("Warning: " + w)
@@ -200,10 +211,14 @@ func (p *planner) warnUnsteered() {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	hold := ""
+	if !p.opts.HoldEmptyNodes {
+		hold = "; where its choices include empty nodes, --hold-empty-nodes keeps them off limits for the cycle"
+	}
 	for _, name := range names {
 		p.out.Warnings = append(p.out.Warnings, fmt.Sprintf(
 			"%d move(s) of pods of scheduler %q skipped as unsteered: it does not follow rebalance hints, so it may place their replacements elsewhere; "+
-				"a profile with the RebalanceHint plugin, or rebalancer's extender in its configuration (see policies/README.md), would let rebalancer plan them", p.unsteered[name], name))
+				"a profile with the RebalanceHint plugin, or rebalancer's extender in its configuration (see policies/README.md), would let rebalancer plan them%s", p.unsteered[name], name, hold))
 	}
 }
 

@@ -29,7 +29,8 @@ type Recheck struct {
 }
 
 // NewRecheck rechecks the moves of p on sim, a simulation of a fresh view
-// of the cluster, with the --min-score-gain p was made with.
+// of the cluster, with the --min-score-gain p was made with. sim is the
+// recheck's own: it holds p's held nodes from now on.
 func NewRecheck(sim *simulator.Simulator, p *plan.Plan, minScoreGain int64) *Recheck {
 	sources, drained := sets.New[string](), sets.New[string]()
 	for _, m := range p.Moves {
@@ -38,6 +39,9 @@ func NewRecheck(sim *simulator.Simulator, p *plan.Plan, minScoreGain int64) *Rec
 			drained.Insert(m.Source)
 		}
 	}
+	// The nodes the plan holds empty carry the drain taint, as its drained
+	// nodes do, for the whole cycle.
+	sim.Hold(sets.New(p.HeldEmpty...))
 	return &Recheck{sim: sim, minGain: minScoreGain, sources: sources, drained: drained}
 }
 

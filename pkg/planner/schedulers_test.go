@@ -80,8 +80,13 @@ func podsByUID(snap *snapshot.Snapshot) map[string]*v1.Pod {
 
 func planWith(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot) *plan.Plan {
 	t.Helper()
+	return planWithOptions(t, profs, pol, snap, Options{MinScoreGain: 1})
+}
+
+func planWithOptions(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy, snap *snapshot.Snapshot, opts Options) *plan.Plan {
+	t.Helper()
 	ctx, sim := simulation(t, profs, snap)
-	p, err := Plan(ctx, sim, pol, Options{MinScoreGain: 1})
+	p, err := Plan(ctx, sim, pol, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -173,10 +174,14 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 
 // round plans, evicts, re-places and measures.
 func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil, error) {
-	evictions, err := r.plan(ctx, i)
+	evictions, heldEmpty, err := r.plan(ctx, i)
 	if err != nil {
 		return result.Round{}, nil, err
 	}
+	// The nodes the plan holds empty carry the drain taint while it is
+	// carried out, as the executor taints them.
+	r.sim.Hold(sets.New(heldEmpty...))
+	defer r.sim.Hold(nil)
 	now := r.clock.Now()
 	pingPong := 0
 	// Where a drain left to its scheduler may land: a node in use before the
@@ -284,9 +289,10 @@ func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, e
 	return r.o.Replays, held, nil
 }
 
-// plan asks the strategy which pods to evict this round; the simulation
-// is left as it was.
-func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
+// plan asks the strategy which pods to evict this round, and which empty
+// nodes to hold meanwhile (plan.Plan.HeldEmpty); the simulation is left as it
+// was.
+func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, error) {
 	state := r.sim.State()
 	byUID := make(map[types.UID]*v1.Pod, len(state.Pods))
 	for _, p := range state.Pods {
@@ -296,14 +302,14 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 	if r.o.Strategy == Upstream {
 		res, err := upstream.Run(ctx, r.policy, state)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, e := range res.Evicted {
 			if p, ok := byUID[types.UID(e.UID)]; ok {
 				out = append(out, eviction{pod: p})
 			}
 		}
-		return out, nil
+		return out, nil, nil
 	}
 	opts := r.o.Planner
 	opts.ID = fmt.Sprintf("round-%d", i)
@@ -312,18 +318,18 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, error) {
 	opts.History = r.moves
 	p, err := planner.Plan(ctx, r.sim, r.policy, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, m := range p.Moves {
 		pod, ok := byUID[types.UID(m.UID)]
 		if !ok {
-			return nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
+			return nil, nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
 		// An unsteered drain holds wherever its replacements land in nodes
 		// the plan keeps (see planner's hold).
 		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Drain && !m.Steered, drain: m.Drain})
 	}
-	return out, nil
+	return out, p.HeldEmpty, nil
 }
 
 func (r *run) root(uid types.UID) types.UID {

@@ -2,12 +2,14 @@ package rounds
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -20,6 +22,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
@@ -240,6 +243,69 @@ func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
 	t.Logf("nodes in use %d -> %d, %d evictions, %d ping-pong, %d of %d replays held", res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions, tot.PingPong, tot.ReplaysHeld, tot.Replays)
 	if tot.Evictions == 0 || tot.NodesInUse >= res.Rounds[0].NodesInUse {
 		t.Fatalf("nodes in use %d -> %d with %d evictions: want nodes freed", res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions)
+	}
+	for i := 1; i < len(res.Rounds); i++ {
+		r := res.Rounds[i]
+		if r.NodesInUse > res.Rounds[i-1].NodesInUse {
+			t.Errorf("round %d: nodes in use %d -> %d", i, res.Rounds[i-1].NodesInUse, r.NodesInUse)
+		}
+		if r.Evictions > 0 && (r.Replays != 5 || r.ReplaysHeld != r.Replays) {
+			t.Errorf("round %d: %d of %d replays held the plan", i, r.ReplaysHeld, r.Replays)
+		}
+		if r.PlanAccuracy != nil && *r.PlanAccuracy != 100 {
+			t.Errorf("round %d: plan held for %.1f%% of moves", i, *r.PlanAccuracy)
+		}
+	}
+	if tot.PingPong != 0 {
+		t.Errorf("%d ping-pong", tot.PingPong)
+	}
+}
+
+// TestHoldingEmptyNodesRounds: small empty nodes beside a synthetic
+// cluster placed by a packing scheduler rebalancer cannot steer leave no
+// drain certain (a pod fills more of a small node, so any replacement may
+// land there). With HoldEmptyNodes each round's plan holds them, and is
+// carried out with them tainted: nodes fall, no round adds one, no
+// ping-pong, and every seeded replay empties every drained node and uses
+// no empty one.
+func TestHoldingEmptyNodesRounds(t *testing.T) {
+	_, prof, err := profile.Load(filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.SchedulerName = "rebalancer-scheduler" // the synthetic pods' scheduler
+	pol, _ := loadPair(t, "binpacking")
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 60, Pods: 600, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		small := snap.Nodes[0].DeepCopy()
+		small.Name = fmt.Sprintf("small-%02d", i)
+		small.Labels = map[string]string{"kubernetes.io/hostname": small.Name}
+		for _, l := range []v1.ResourceList{small.Status.Capacity, small.Status.Allocatable} {
+			l[v1.ResourceCPU] = resource.MustParse("1")
+			l[v1.ResourceMemory] = resource.MustParse("2Gi")
+		}
+		snap.Nodes = append(snap.Nodes, small)
+	}
+	run := func(hold bool) *result.Result {
+		opts := options(Rebalancer, 3)
+		opts.Replays = 5
+		opts.Planner.HoldEmptyNodes = hold
+		res, err := Run(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	free, res := run(false), run(true)
+	tot := res.Totals()
+	t.Logf("nodes in use %d -> %d, %d evictions, %d ping-pong, %d of %d replays held; without holding %d -> %d, %d evictions",
+		res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions, tot.PingPong, tot.ReplaysHeld, tot.Replays,
+		free.Rounds[0].NodesInUse, free.Totals().NodesInUse, free.Totals().Evictions)
+	if tot.NodesInUse >= free.Totals().NodesInUse {
+		t.Fatalf("holding the empty nodes ends at %d nodes in use, without at %d: want fewer", tot.NodesInUse, free.Totals().NodesInUse)
 	}
 	for i := 1; i < len(res.Rounds); i++ {
 		r := res.Rounds[i]

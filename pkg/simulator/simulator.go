@@ -150,8 +150,19 @@ type Simulator struct {
 	optIn      OptIn
 	namespaces map[string]*v1.Namespace
 	loads      loads
+	// held are nodes every placement treats as carrying the drain taint
+	// (see Hold).
+	held sets.Set[string]
 
 	state
+}
+
+// Hold makes every placement from now on treat nodes as carrying the drain
+// taint, as the executor taints the nodes a plan holds empty for its cycle
+// (plan.Plan.HeldEmpty); Hold(nil) lifts it. It is not part of a fork: the
+// caller lifts it.
+func (s *Simulator) Hold(nodes sets.Set[string]) {
+	s.held = nodes
 }
 
 // Option tunes a Simulator.
@@ -682,7 +693,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 		return c, false, nil
 	}
 	target := sc.hints.Target(pod)
-	if target == "" || drained.Has(target) {
+	if target == "" || drained.Has(target) || s.held.Has(target) {
 		return c, false, nil
 	}
 	ni, err := s.snapshot.NodeInfos().Get(target)
@@ -755,16 +766,18 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	reasons := make([]string, len(nodes))
 	var firstErr error
 	var errOnce sync.Once
-	// The drained nodes, by node: a few among thousands, looked up for
-	// every node filtered.
+	// The drained and held nodes, by node: looked up for every node
+	// filtered.
 	var tainted map[*v1.Node]bool
-	if len(drained) > 0 {
+	if len(drained) > 0 || len(s.held) > 0 {
 		drainTaint := plan.DrainTaint("")
 		if !corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
-			tainted = make(map[*v1.Node]bool, len(drained))
-			for name := range drained {
-				if ni, err := s.snapshot.NodeInfos().Get(name); err == nil {
-					tainted[ni.Node()] = true
+			tainted = make(map[*v1.Node]bool, len(drained)+len(s.held))
+			for _, names := range []sets.Set[string]{drained, s.held} {
+				for name := range names {
+					if ni, err := s.snapshot.NodeInfos().Get(name); err == nil {
+						tainted[ni.Node()] = true
+					}
 				}
 			}
 		}
