@@ -273,7 +273,7 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		defer o.recheck.set(nil)
 	}
 	res := ex.Execute(ctx, p)
-	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "skipped", len(res.Skipped), "errors", res.Errors)
+	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "inBackground", len(res.InBackground), "skipped", len(res.Skipped), "errors", res.Errors)
 	if err := printCycle(out, o.output, p, &res); err != nil {
 		return err
 	}
@@ -300,8 +300,12 @@ func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) 
 			parts = append(parts, fmt.Sprintf("%s %d", r, n))
 		}
 		sort.Strings(parts)
-		_, err := fmt.Fprintf(w, "Evicted %d of %d; not carried out %d (%s); API errors %d.\n",
-			len(res.Evicted), len(p.Moves), len(res.Skipped), strings.Join(parts, ", "), res.Errors)
+		background := ""
+		if len(res.InBackground) > 0 {
+			background = fmt.Sprintf("; evicted in the background by their owners %d", len(res.InBackground))
+		}
+		_, err := fmt.Fprintf(w, "Evicted %d of %d%s; not carried out %d (%s); API errors %d.\n",
+			len(res.Evicted), len(p.Moves), background, len(res.Skipped), strings.Join(parts, ", "), res.Errors)
 		return err
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -159,7 +160,12 @@ func New(o Options) *Executor {
 // skipped.
 type Result struct {
 	Evicted []plan.Move `json:"evicted"`
-	Skipped []Skip      `json:"skipped"`
+	// InBackground are the moves whose pods' owners answered the eviction
+	// by evacuating the pods themselves (a KubeVirt VM migrates live): the
+	// pods leave when their owners have moved them (see
+	// evictsInBackground).
+	InBackground []plan.Move `json:"inBackground,omitempty"`
+	Skipped      []Skip      `json:"skipped"`
 	// Errors counts the skips caused by an API error rather than by the
 	// cluster's state (reasons error, patch-failed, taint-failed,
 	// history-failed).
@@ -181,8 +187,10 @@ type outcome struct {
 	// pod is the live pod, when it was read and is the one the move names;
 	// events are recorded on it.
 	pod *v1.Pod
-	// reason is empty when the pod was evicted.
-	reason string
+	// reason is empty when the pod was evicted, or its owner evicts it in
+	// the background.
+	reason     string
+	background bool
 	detail string
 	// err is the API error behind the skip, if any.
 	err error
@@ -380,6 +388,8 @@ func (e *Executor) evict(ctx context.Context, pod *v1.Pod) outcome {
 		switch {
 		case err == nil:
 			return outcome{pod: pod}
+		case apierrors.IsTooManyRequests(err) && evictsInBackground(pod, err):
+			return outcome{pod: pod, background: true}
 		case apierrors.IsTooManyRequests(err):
 			if backoff.Steps <= 1 {
 				return outcome{pod: pod, reason: ReasonPDB, detail: fmt.Sprintf("refused %d times: %v", attempt, err)}
@@ -397,6 +407,19 @@ func (e *Executor) evict(ctx context.Context, pod *v1.Pod) outcome {
 			return outcome{pod: pod, reason: ReasonError, detail: err.Error(), err: err}
 		}
 	}
+}
+
+// evictsInBackground says the pod's owner answered its eviction by
+// evacuating the pod itself, as the descheduler's protocol for evictions in
+// the background has it: the pod asks for it with the annotation
+// descheduler.alpha.kubernetes.io/request-evict-only, and the API server
+// answers 429 "Eviction triggered evacuation" (KubeVirt starts a live
+// migration; its pod then carries eviction-in-progress until it is gone).
+// Such an answer is not a PodDisruptionBudget's refusal: retrying it would
+// ask for the same evacuation again.
+func evictsInBackground(pod *v1.Pod, err error) bool {
+	_, asks := pod.Annotations[evictions.EvictionRequestAnnotationKey]
+	return asks && strings.Contains(err.Error(), evictions.EvictionInBackgroundErrorText)
 }
 
 // annotate merge-patches the pod's annotations (a nil value removes one).
@@ -447,14 +470,23 @@ func (e *Executor) reportRefusals(p *plan.Plan) {
 func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.Move, o outcome) {
 	logger := klog.FromContext(ctx)
 	if o.reason == "" {
-		r.Evicted = append(r.Evicted, m)
+		if o.background {
+			r.InBackground = append(r.InBackground, m)
+		} else {
+			r.Evicted = append(r.Evicted, m)
+		}
 		if m.Owner != nil {
 			e.o.History.Record(history.Move{
 				Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
 				From: m.Source, To: m.Target, Plan: p.ID,
 			})
 		}
-		e.o.Metrics.evicted(m.Strategy)
+		e.o.Metrics.evicted(m.Strategy, o.background)
+		if o.background {
+			logger.Info("Pod evicted in the background by its owner", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
+			e.event(o.pod, v1.EventTypeNormal, EventRebalanced, "%s: %s → %s (%s), plan %s: its owner evacuates it", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
+			return
+		}
 		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
 		e.event(o.pod, v1.EventTypeNormal, EventRebalanced, "%s: %s → %s (%s), plan %s", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
 		return

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -302,6 +303,64 @@ func TestExecuteRetriesWhilePDBRefuses(t *testing.T) {
 			}
 			if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning RebalanceSkipped ") || !strings.Contains(evs[0], "pdb") {
 				t.Errorf("events %q, want one RebalanceSkipped warning naming the pdb", evs)
+			}
+		})
+	}
+}
+
+// TestExecuteEvictionsInBackground: a pod that asks to be evicted in the
+// background (request-evict-only) and whose eviction is answered 429
+// "Eviction triggered evacuation" is being evacuated by its owner: one
+// attempt, reported in InBackground with its hint kept and its move
+// remembered, counted as a background eviction. The same answer to a pod
+// that did not ask is a refusal like a PDB's, retried, then skipped.
+func TestExecuteEvictionsInBackground(t *testing.T) {
+	evacuation := apierrors.NewTooManyRequests("Eviction triggered evacuation", 0)
+	for _, tc := range []struct {
+		name           string
+		asks           bool
+		wantAttempts   int
+		wantBackground bool
+	}{
+		{name: "asked for", asks: true, wantAttempts: 1, wantBackground: true},
+		{name: "not asked for", wantAttempts: tinyBackoff.Steps},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod("vm-1", "node-a")
+			if tc.asks {
+				pod.Annotations = map[string]string{evictions.EvictionRequestAnnotationKey: ""}
+			}
+			f := newFixture(pod)
+			attempts := 0
+			f.onEvict(func(*policyv1.Eviction) error {
+				attempts++
+				return evacuation
+			})
+			moves := history.New(f.clock, time.Hour)
+			r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), newPlan(newMove("vm-1", "node-a", "node-b")))
+
+			if attempts != tc.wantAttempts {
+				t.Errorf("%d eviction attempts, want %d", attempts, tc.wantAttempts)
+			}
+			_, hinted, _ := hint.FromPod(f.pod(t, "vm-1"))
+			background := testutil.ToFloat64(f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultBackground))
+			if !tc.wantBackground {
+				if got := reasons(r); !slices.Equal(got, []string{"vm-1:pdb"}) || len(r.InBackground) != 0 || hinted || background != 0 {
+					t.Errorf("skipped %v, in background %d, hinted %v, background evictions %v; want a pdb skip, no hint", got, len(r.InBackground), hinted, background)
+				}
+				return
+			}
+			if len(r.InBackground) != 1 || len(r.Evicted) != 0 || len(r.Skipped) != 0 || r.Errors != 0 {
+				t.Fatalf("in background %d, evicted %d, skipped %v, errors %d; want vm-1 in the background alone", len(r.InBackground), len(r.Evicted), reasons(r), r.Errors)
+			}
+			if !hinted {
+				t.Error("the pod being evacuated lost its hint: its replacement would not be steered")
+			}
+			if background != 1 {
+				t.Errorf("evictions_total{result=background} = %v, want 1", background)
+			}
+			if _, ok := moves.Landed("vm-1-owner", "node-b"); !ok {
+				t.Error("the move is not remembered: the cooldown would not hold for it")
 			}
 		})
 	}

@@ -11,6 +11,9 @@ import (
 // Results of a move in rebalancer_evictions_total.
 const (
 	resultEvicted = "evicted"
+	// resultBackground: the owner evicts the pod itself, in the background
+	// (Result.InBackground).
+	resultBackground = "background"
 	resultSkipped = "skipped"
 	resultError   = "error"
 )
@@ -36,7 +39,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rebalancer",
 			Name:      "evictions_total",
-			Help:      "Moves the executor finished, by the descheduler plugin that asked for them and the result: evicted, skipped, or error (skipped because of an API error).",
+			Help:      "Moves the executor finished, by the descheduler plugin that asked for them and the result: evicted, background (the pod's owner evicts it itself), skipped, or error (skipped because of an API error).",
 		}, []string{"strategy", "result"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rebalancer",
@@ -101,11 +104,15 @@ func (m *Metrics) drainTaintLeftBehind() {
 	}
 }
 
-func (m *Metrics) evicted(strategy string) {
+func (m *Metrics) evicted(strategy string, background bool) {
 	if m == nil {
 		return
 	}
-	m.evictions.WithLabelValues(strategy, resultEvicted).Inc()
+	result := resultEvicted
+	if background {
+		result = resultBackground
+	}
+	m.evictions.WithLabelValues(strategy, result).Inc()
 }
 
 func (m *Metrics) skipped(strategy, reason string, apiError bool) {

@@ -78,11 +78,15 @@ const (
 	// leaves in use, or that takes the plan above the nodes in use it began
 	// with: under a packing policy it only moves the pod.
 	ReasonNoNodeFreed = "no-node-freed"
+	// ReasonEvicting: the pod's owner is evicting it in the background (it
+	// carries descheduler.alpha.kubernetes.io/eviction-in-progress): it
+	// leaves on its own, and counts against the policy's limits until then.
+	ReasonEvicting = "evicting"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting}
 
 // Plan is one planning cycle's decision.
 type Plan struct {
@@ -202,6 +206,9 @@ type Summary struct {
 	// NodesLowerBound is the fewest nodes the pods' requests fit on, by
 	// resources alone: no plan goes below it.
 	NodesLowerBound int `json:"nodesLowerBound"`
+	// EvictionsInFlight counts the pods being evicted in the background
+	// by their owners (ReasonEvicting), which the policy's limits count.
+	EvictionsInFlight int `json:"evictionsInFlight,omitempty"`
 	// Pinned are the nodes a packing plugin found it cannot empty, each for
 	// a pod that may not move: the floor the plan packs around.
 	Pinned  []PinnedNode `json:"pinned,omitempty"`

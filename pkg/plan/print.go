@@ -66,6 +66,9 @@ func (p *Plan) printTable(w io.Writer) error {
 	}
 	s := p.Summary
 	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.Pods)
+	if s.EvictionsInFlight > 0 {
+		fmt.Fprintf(w, "Evictions in the background still running: %d (counted against the policy's limits).\n", s.EvictionsInFlight)
+	}
 	if len(p.HeldEmpty) > 0 {
 		fmt.Fprintf(w, "Held empty for the cycle %d: %s.\n", len(p.HeldEmpty), abbreviate(p.HeldEmpty, 10))
 	}

@@ -58,6 +58,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
+	if evictingInBackground(pod) {
+		return skip(plan.ReasonEvicting, evictingDetail(pod), errSkipped)
+	}
 	if why := optedOut(p.sim, pod, pod.Spec.NodeName); why != "" {
 		return skip(plan.ReasonOptOut, why, errSkipped)
 	}
@@ -199,6 +202,9 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 // PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
 // Consolidation prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
+	if evictingInBackground(pod) {
+		return plan.ReasonEvicting, evictingDetail(pod)
+	}
 	if annotation := optedOut(p.sim, pod, pod.Spec.NodeName); annotation != "" {
 		return plan.ReasonOptOut, annotation
 	}

@@ -108,6 +108,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	}
 	p.budgets = disruption.New(state.PodDisruptionBudgets)
 	p.ownerPods = countOwnerPods(state)
+	inFlight := p.countInFlight(state)
 	before, err := sim.Usage()
 	if err != nil {
 		return nil, err
@@ -141,6 +142,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.logger.Info("Warning: " + w)
 	}
 	p.out.Summary = summarize(state, before, after)
+	p.out.Summary.EvictionsInFlight = inFlight
 	for _, n := range slices.Sorted(maps.Keys(p.pinned)) {
 		p.out.Summary.Pinned = append(p.out.Summary.Pinned, p.pinned[n])
 	}

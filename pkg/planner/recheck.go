@@ -63,6 +63,10 @@ func (r *Recheck) stray(node string) bool {
 // for a replacement that would now go elsewhere, low-gain) with a detail
 // otherwise. It matches executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
+	// An eviction its owner began since in the background goes on alone.
+	if evictingInBackground(pod) {
+		return false, plan.ReasonEvicting, evictingDetail(pod)
+	}
 	// An opt-out set since the plan holds.
 	if why := optedOut(r.sim, pod, m.Source); why != "" {
 		return false, plan.ReasonOptOut, why
