@@ -191,7 +191,7 @@ type outcome struct {
 	// the background.
 	reason     string
 	background bool
-	detail string
+	detail     string
 	// err is the API error behind the skip, if any.
 	err error
 }

@@ -14,8 +14,8 @@ const (
 	// resultBackground: the owner evicts the pod itself, in the background
 	// (Result.InBackground).
 	resultBackground = "background"
-	resultSkipped = "skipped"
-	resultError   = "error"
+	resultSkipped    = "skipped"
+	resultError      = "error"
 )
 
 // Metrics counts what the executor did. Every label value comes from a fixed
