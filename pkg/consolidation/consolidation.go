@@ -17,13 +17,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -381,7 +381,7 @@ func (c *Consolidation) overCeiling(node string, pod *v1.Pod) bool {
 	if err != nil {
 		return true
 	}
-	req := requests(pod)
+	req := requests.Of(pod)
 	for _, r := range c.args.Resources {
 		if fraction(ni, r, req)*100 > float64(c.args.TargetUtilizationCeiling) {
 			return true
@@ -415,13 +415,7 @@ func fraction(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) float64
 	return float64(used) / float64(total)
 }
 
-// requests is a pod's effective request as the scheduler computes it
-// (init containers, sidecars and overhead included).
-func requests(pod *v1.Pod) v1.ResourceList {
-	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-}
-
 func size(pod *v1.Pod) int64 {
-	r := requests(pod)
+	r := requests.Of(pod)
 	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
 }

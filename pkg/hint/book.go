@@ -8,9 +8,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
 // Rank is how a hint ranks a node for its owner's replacement. Each
@@ -218,7 +219,7 @@ func (b *Book) record(owner types.UID, pod *v1.Pod, h Hint, sticky bool) bool {
 		}
 	}
 	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod.UID, Expires: now.Add(b.ttl), Sticky: sticky,
-		Requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})})
+		Requests: requests.Of(pod)})
 	return true
 }
 

@@ -10,12 +10,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"sigs.k8s.io/descheduler/pkg/utils"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
 // NodeBound pods belong to their node: DaemonSet and mirror (static) pods
@@ -108,7 +109,7 @@ func (s *Simulator) LowerBound() (int, error) {
 	demand := map[v1.ResourceName]int64{}
 	tolerations := map[string][]v1.Toleration{} // the pods' distinct sets
 	need := func(pod *v1.Pod) {
-		for r, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+		for r, q := range requests.Of(pod) {
 			demand[r] += value(r, q)
 		}
 		demand[v1.ResourcePods]++
@@ -126,7 +127,7 @@ func (s *Simulator) LowerBound() (int, error) {
 				need(pod)
 				continue
 			}
-			for r, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+			for r, q := range requests.Of(pod) {
 				left := c[r]
 				left.Sub(q)
 				c[r] = left

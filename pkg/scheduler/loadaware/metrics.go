@@ -12,10 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
 // PollInterval is how often rebalancer-scheduler reads metrics.k8s.io:
@@ -149,6 +150,6 @@ func Owner(pod *v1.Pod) types.UID {
 // Requests is the pod's requests as a load: what it is expected to use
 // when nothing of its kind was measured.
 func Requests(pod *v1.Pod) Load {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	req := requests.Of(pod)
 	return Load{req.Cpu().MilliValue(), req.Memory().Value()}
 }

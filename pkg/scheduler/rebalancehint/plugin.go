@@ -20,13 +20,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -194,7 +194,7 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	if pl.nodes == nil {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
 	}
-	h := &held{promised: make(map[*v1.Node]promise, len(byNode)), pod: framework.NewResource(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))}
+	h := &held{promised: make(map[*v1.Node]promise, len(byNode)), pod: framework.NewResource(requests.Of(pod))}
 	for name, requests := range byNode {
 		ni, err := pl.nodes.NodeInfos().Get(name)
 		if err != nil || ni.Node() == nil {
