@@ -58,14 +58,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
-	if evictingInBackground(pod) {
-		return skip(plan.ReasonEvicting, evictingDetail(pod), errSkipped)
-	}
-	if why := optedOut(p.sim, pod, pod.Spec.NodeName); why != "" {
-		return skip(plan.ReasonOptOut, why, errSkipped)
-	}
-	if g := gang.Of(pod); g != "" {
-		return skip(plan.ReasonGang, gangDetail(g), errSkipped)
+	if why, detail := untouchable(p.sim, pod, pod.Spec.NodeName); why != "" {
+		return skip(why, detail, errSkipped)
 	}
 	if p.balancing && hint.IsSticky(pod) {
 		return skip(plan.ReasonSticky, stickyDetail(pod), errSkipped)
@@ -202,14 +196,8 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 // PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
 // Consolidation prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
-	if evictingInBackground(pod) {
-		return plan.ReasonEvicting, evictingDetail(pod)
-	}
-	if annotation := optedOut(p.sim, pod, pod.Spec.NodeName); annotation != "" {
-		return plan.ReasonOptOut, annotation
-	}
-	if g := gang.Of(pod); g != "" {
-		return plan.ReasonGang, gangDetail(g)
+	if why, detail := untouchable(p.sim, pod, pod.Spec.NodeName); why != "" {
+		return why, detail
 	}
 	switch {
 	case hint.IsSticky(pod):
@@ -248,6 +236,23 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 		detail += " (" + strings.Join(names, ", ") + ")"
 	}
 	return detail
+}
+
+// untouchable says why no move of pod on node is made by anyone, at plan
+// time or before its eviction: its owner evicts it in the background, it
+// or its node opts out, or it belongs to a gang; a plan reason and its
+// detail, "" when none. judge, mustStay and Recheck.Move begin with it.
+func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
+	if evictingInBackground(pod) {
+		return plan.ReasonEvicting, evictingDetail(pod)
+	}
+	if annotation := optedOut(sim, pod, node); annotation != "" {
+		return plan.ReasonOptOut, annotation
+	}
+	if g := gang.Of(pod); g != "" {
+		return plan.ReasonGang, gangDetail(g)
+	}
+	return "", ""
 }
 
 // optedOut says which annotation keeps the pod on node, on the pod or on

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -63,17 +62,10 @@ func (r *Recheck) stray(node string) bool {
 // for a replacement that would now go elsewhere, low-gain) with a detail
 // otherwise. It matches executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
-	// An eviction its owner began since in the background goes on alone.
-	if evictingInBackground(pod) {
-		return false, plan.ReasonEvicting, evictingDetail(pod)
-	}
-	// An opt-out set since the plan holds.
-	if why := optedOut(r.sim, pod, m.Source); why != "" {
-		return false, plan.ReasonOptOut, why
-	}
-	// So does a pod that joined a gang since.
-	if g := gang.Of(pod); g != "" {
-		return false, plan.ReasonGang, gangDetail(g)
+	// An eviction its owner began since in the background, an opt-out set
+	// since, a gang the pod joined since: it stays.
+	if why, detail := untouchable(r.sim, pod, m.Source); why != "" {
+		return false, why, detail
 	}
 	// So does a pod made sticky since, against a balance plugin's move.
 	if m.Balance && hint.IsSticky(pod) {

@@ -223,11 +223,7 @@ func deref(p *float64) float64 {
 // nodes, never add one, with no ping-pong, and every round's plan holds in
 // each of its seeded replays.
 func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
-	_, prof, err := profile.Load(filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.SchedulerName = "rebalancer-scheduler" // the synthetic pods' scheduler
+	prof := unsteeredPacking(t)
 	pol, _ := loadPair(t, "binpacking")
 	snap, err := synthetic.Generate(synthetic.Options{Nodes: 120, Pods: 1200, Seed: 5})
 	if err != nil {
@@ -244,21 +240,7 @@ func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
 	if tot.Evictions == 0 || tot.NodesInUse >= res.Rounds[0].NodesInUse {
 		t.Fatalf("nodes in use %d -> %d with %d evictions: want nodes freed", res.Rounds[0].NodesInUse, tot.NodesInUse, tot.Evictions)
 	}
-	for i := 1; i < len(res.Rounds); i++ {
-		r := res.Rounds[i]
-		if r.NodesInUse > res.Rounds[i-1].NodesInUse {
-			t.Errorf("round %d: nodes in use %d -> %d", i, res.Rounds[i-1].NodesInUse, r.NodesInUse)
-		}
-		if r.Evictions > 0 && (r.Replays != 5 || r.ReplaysHeld != r.Replays) {
-			t.Errorf("round %d: %d of %d replays held the plan", i, r.ReplaysHeld, r.Replays)
-		}
-		if r.PlanAccuracy != nil && *r.PlanAccuracy != 100 {
-			t.Errorf("round %d: plan held for %.1f%% of moves", i, *r.PlanAccuracy)
-		}
-	}
-	if tot.PingPong != 0 {
-		t.Errorf("%d ping-pong", tot.PingPong)
-	}
+	checkRoundsHold(t, res, 5)
 }
 
 // TestHoldingEmptyNodesRounds: small empty nodes beside a synthetic
@@ -269,11 +251,7 @@ func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
 // ping-pong, and every seeded replay empties every drained node and uses
 // no empty one.
 func TestHoldingEmptyNodesRounds(t *testing.T) {
-	_, prof, err := profile.Load(filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof.SchedulerName = "rebalancer-scheduler" // the synthetic pods' scheduler
+	prof := unsteeredPacking(t)
 	pol, _ := loadPair(t, "binpacking")
 	snap, err := synthetic.Generate(synthetic.Options{Nodes: 60, Pods: 600, Seed: 5})
 	if err != nil {
@@ -307,19 +285,39 @@ func TestHoldingEmptyNodesRounds(t *testing.T) {
 	if tot.NodesInUse >= free.Totals().NodesInUse {
 		t.Fatalf("holding the empty nodes ends at %d nodes in use, without at %d: want fewer", tot.NodesInUse, free.Totals().NodesInUse)
 	}
+	checkRoundsHold(t, res, 5)
+}
+
+// unsteeredPacking is the hint-less MostAllocated profile of
+// test/testdata, for the synthetic pods' scheduler.
+func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
+	t.Helper()
+	_, prof, err := profile.Load(filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.SchedulerName = "rebalancer-scheduler" // the synthetic pods' scheduler
+	return prof
+}
+
+// checkRoundsHold requires of res, simulated with that many replays per
+// round, that no round adds a node in use, every round that evicts holds
+// in all its replays and for all its moves, and no pod ping-pongs.
+func checkRoundsHold(t *testing.T, res *result.Result, replays int) {
+	t.Helper()
 	for i := 1; i < len(res.Rounds); i++ {
 		r := res.Rounds[i]
 		if r.NodesInUse > res.Rounds[i-1].NodesInUse {
 			t.Errorf("round %d: nodes in use %d -> %d", i, res.Rounds[i-1].NodesInUse, r.NodesInUse)
 		}
-		if r.Evictions > 0 && (r.Replays != 5 || r.ReplaysHeld != r.Replays) {
+		if r.Evictions > 0 && (r.Replays != replays || r.ReplaysHeld != r.Replays) {
 			t.Errorf("round %d: %d of %d replays held the plan", i, r.ReplaysHeld, r.Replays)
 		}
 		if r.PlanAccuracy != nil && *r.PlanAccuracy != 100 {
 			t.Errorf("round %d: plan held for %.1f%% of moves", i, *r.PlanAccuracy)
 		}
 	}
-	if tot.PingPong != 0 {
+	if tot := res.Totals(); tot.PingPong != 0 {
 		t.Errorf("%d ping-pong", tot.PingPong)
 	}
 }
