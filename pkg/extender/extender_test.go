@@ -25,6 +25,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
@@ -63,6 +64,7 @@ func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	}
 	e.book = hint.NewBook(clock.RealClock{}, hint.DefaultTTL)
 	m := NewMetrics(e.reg, e.book)
+	watching := fakewatch.Started(e.client, "pods")
 	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(Strip))
 	pods := factory.Core().V1().Pods().Informer()
 	if err := Watch(logger, pods, e.book, m); err != nil {
@@ -72,6 +74,7 @@ func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	e.handler = e.ext
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	<-watching
 	return e
 }
 

@@ -32,6 +32,7 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
@@ -91,6 +92,7 @@ func newEnv(t testing.TB, rawArgs string) *env {
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	client := fake.NewClientset()
+	watching := fakewatch.Started(client, "pods")
 	factory := informers.NewSharedInformerFactory(client, 0)
 	h, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithInformerFactory(factory))
 	if err != nil {
@@ -107,6 +109,7 @@ func newEnv(t testing.TB, rawArgs string) *env {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	<-watching
 	return &env{pl: pl, clock: c, client: client, ctx: ctx}
 }
 
