@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 )
 
 func objectMetaOf(namespace, name string) metav1.ObjectMeta {
@@ -50,12 +52,14 @@ func keys[T object](objs []T) []string {
 // startLive starts a Live on client and stops it when the test ends.
 func startLive(t *testing.T, client *fake.Clientset) *Live {
 	t.Helper()
+	watchingPods := fakewatch.Started(client, "pods")
 	l := NewLive(client)
 	t.Cleanup(l.Stop)
 	// Not a ctx with a timeout: the informers stop when the ctx given to Start ends.
 	if err := l.Start(t.Context()); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
+	<-watchingPods // a pod deleted before the watch would never be seen
 	return l
 }
 
