@@ -76,6 +76,7 @@ type Results struct {
 	// PlanFile is `rebalancer plan --snapshot` on the 5,000-node synthetic
 	// file: the path users run, decoding and admission included.
 	PlanFile            PlanFileResult    `json:"plan_file_5000"`
+	PlanFileJSON        PlanFileResult    `json:"plan_file_json_5000"`
 	PredictionsPerS5000 float64           `json:"predictions_per_s_5000"`
 	HintOverheadPct     float64           `json:"hint_overhead_pct"`
 	HintOverheadHinted  float64           `json:"hint_overhead_hinted_pct"`
@@ -163,16 +164,22 @@ func parent(out, openbDir string, sizes []string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	file := filepath.Join(dir, "cluster.yaml")
-	if _, err := run("snapshot_file_5000", "snapshot-file", "--nodes", "5000", "--out", file); err != nil {
-		return err
+	for _, f := range []struct {
+		key, name string
+		into      *PlanFileResult
+	}{{"plan_file_5000", "cluster.yaml", &res.PlanFile}, {"plan_file_json_5000", "cluster.json", &res.PlanFileJSON}} {
+		file := filepath.Join(dir, f.name)
+		if _, err := run("snapshot_"+f.key, "snapshot-file", "--nodes", "5000", "--out", file); err != nil {
+			return err
+		}
+		m, err := run(f.key, "plan-file", "--snapshot", file)
+		if err != nil {
+			return err
+		}
+		*f.into = PlanFileResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count}
+		os.Remove(file)
 	}
-	m, err := run("plan_file_5000", "plan-file", "--snapshot", file)
-	if err != nil {
-		return err
-	}
-	res.PlanFile = PlanFileResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count}
-	m, err = run("predictions_per_s_5000", "predict", "--nodes", "5000", "--count", "300")
+	m, err := run("predictions_per_s_5000", "predict", "--nodes", "5000", "--count", "300")
 	if err != nil {
 		return err
 	}
@@ -190,7 +197,7 @@ func parent(out, openbDir string, sizes []string) error {
 	res.Notes = []string{
 		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
-		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak.",
+		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic -o cluster.yaml writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak. plan_file_json_5000: the same cluster written as snapshot synthetic -o cluster.json writes it.",
 		"openb: the default pod list replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair.",
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
@@ -346,7 +353,7 @@ func setup(nodes int) (*snapshot.Snapshot, *api.DeschedulerPolicy, *config.KubeS
 }
 
 // writeSnapshotFile writes the synthetic cluster of the plan benchmark to
-// out, as `rebalancer snapshot synthetic` does.
+// out, as `rebalancer snapshot synthetic -o out` does (JSON for *.json).
 func writeSnapshotFile(nodes int, out string) error {
 	snap, err := cluster(nodes)
 	if err != nil {
@@ -356,7 +363,11 @@ func writeSnapshotFile(nodes int, out string) error {
 	if err != nil {
 		return err
 	}
-	if err := snap.Encode(f); err != nil {
+	encode := snap.Encode
+	if filepath.Ext(out) == ".json" {
+		encode = snap.EncodeJSON
+	}
+	if err := encode(f); err != nil {
 		f.Close()
 		return err
 	}

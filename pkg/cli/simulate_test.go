@@ -48,17 +48,39 @@ func TestSimulateJSON(t *testing.T) {
 	}
 }
 
-// TestSnapshotSyntheticThenPlan: a generated snapshot file is one plan reads.
+// TestSnapshotSyntheticThenPlan: a generated snapshot file is one plan
+// reads, in YAML or (named *.json) in JSON, with the same plan.
 func TestSnapshotSyntheticThenPlan(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "cluster.yaml")
-	if out, err := run("snapshot", "synthetic", "--nodes", "20", "--pods", "300", "--seed", "7", "-o", file); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	var plans []string
+	for _, name := range []string{"cluster.yaml", "cluster.JSON"} {
+		file := filepath.Join(t.TempDir(), name)
+		if out, err := run("snapshot", "synthetic", "--nodes", "20", "--pods", "300", "--seed", "7", "-o", file); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isJSON := strings.HasPrefix(string(data), "{"); isJSON != strings.HasSuffix(name, ".JSON") {
+			t.Errorf("%s written as JSON: %v", name, isJSON)
+		}
+		out, err := run("plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", file)
+		if err != nil {
+			t.Fatalf("plan on the generated snapshot: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "of 20") {
+			t.Errorf("plan does not show the 20 generated nodes:\n%s", out)
+		}
+		out, err = run("plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", file, "-o", "json")
+		var p map[string]any
+		if err != nil || json.Unmarshal([]byte(out), &p) != nil {
+			t.Fatalf("plan -o json: %v\n%s", err, out)
+		}
+		delete(p, "id")
+		j, _ := json.Marshal(p)
+		plans = append(plans, string(j))
 	}
-	out, err := run("plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", file)
-	if err != nil {
-		t.Fatalf("plan on the generated snapshot: %v\n%s", err, out)
-	}
-	if !strings.Contains(out, "of 20") {
-		t.Errorf("plan does not show the 20 generated nodes:\n%s", out)
+	if plans[0] != plans[1] {
+		t.Errorf("the JSON snapshot plans otherwise:\n%s\nwant\n%s", plans[1], plans[0])
 	}
 }

@@ -227,6 +227,12 @@ func isJSON(data []byte) bool {
 // jsonValues splits a JSON document into its values, so that concatenated
 // `kubectl -o json` outputs read like a multi-document YAML stream.
 func jsonValues(name string, c chunk) ([]document, error) {
+	if trimmed := bytes.TrimSpace(c.data); json.Valid(trimmed) {
+		// One value, as `kubectl get -o json` writes: no need for the
+		// decoder, which scans a large List several times over.
+		line := c.line + bytes.Count(c.data[:len(c.data)-len(bytes.TrimLeft(c.data, " \t\r\n"))], []byte("\n"))
+		return []document{{chunk: chunk{line: line, data: trimmed}, json: true}}, nil
+	}
 	var values []document
 	dec := json.NewDecoder(bytes.NewReader(c.data))
 	for {
@@ -282,6 +288,10 @@ func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 	if len(data) == 0 || data[0] != '{' {
 		return nil, at.errorf(ident{}, "not a Kubernetes object: %s", abbreviate(data))
 	}
+	var l listEnvelope
+	if len(entries) == 0 && decodeStrict(data, &l) == nil && l.Kind == "List" && l.APIVersion == "v1" {
+		return envelopeItems(at, l, nil), nil // a List, read in one pass
+	}
 	var meta objectMeta
 	_ = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: decodeStrict reports what is wrong
 	id := meta.ident()
@@ -298,10 +308,16 @@ func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 	default:
 		return nil, at.errorf(id, "neither a v1 List nor an object the planner uses (%s)", kindNames())
 	}
-	var l listEnvelope
+	l = listEnvelope{}
 	if err := decodeStrict(data, &l); err != nil {
 		return nil, at.errorf(id, "%v", err)
 	}
+	return envelopeItems(at, l, entries), nil
+}
+
+// envelopeItems are the items of a List: those its JSON holds, then those
+// splitList cut out of its YAML.
+func envelopeItems(at location, l listEnvelope, entries []chunk) []item {
 	items := make([]item, 0, len(l.Items)+len(entries))
 	for i, raw := range l.Items {
 		items = append(items, item{at: location{file: at.file, doc: at.doc, index: i}, data: raw})
@@ -309,7 +325,7 @@ func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 	for i, e := range entries {
 		items = append(items, item{at: location{file: at.file, line: e.line, doc: at.doc, index: i}, data: e.data, yaml: true})
 	}
-	return items, nil
+	return items
 }
 
 func kindNames() string {
@@ -495,10 +511,21 @@ func decodeItem(it item) result {
 	if len(data) == 0 || data[0] != '{' {
 		return result{err: at.errorf(ident{}, "not an object: %s", abbreviate(data))}
 	}
-	var meta objectMeta
-	metaErr := sjson.UnmarshalCaseSensitivePreserveInts(data, &meta)
-	id := meta.ident()
+	meta, peeked := peekType(data)
+	var metaErr error
+	if !peeked {
+		metaErr = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta)
+	}
+	// named is the item as errors name it: a peek found only its type.
+	named := func() ident {
+		if peeked {
+			_ = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient, for the name only
+			peeked = false
+		}
+		return meta.ident()
+	}
 	fail := func(format string, args ...any) result {
+		id := named()
 		return result{id: id, err: at.errorf(id, format, args...)}
 	}
 	if meta.APIVersion == "" || meta.Kind == "" {
@@ -525,7 +552,7 @@ func decodeItem(it item) result {
 		return fail("apiVersion: %q has no group; %s is %s", meta.APIVersion, k.gvk.Kind, k.gvk.GroupVersion())
 	}
 	if k == nil || gv.Group != k.gvk.Group {
-		return result{id: id, ignored: meta.APIVersion + "/" + meta.Kind}
+		return result{id: named(), ignored: meta.APIVersion + "/" + meta.Kind}
 	}
 	if gv.Version != k.gvk.Version {
 		return fail("apiVersion: %s is not supported, expected %s", meta.APIVersion, k.gvk.GroupVersion())
@@ -545,7 +572,38 @@ func decodeItem(it item) result {
 	if errs := admit(obj); len(errs) > 0 {
 		return fail("%s", fieldErrors(errs))
 	}
-	return result{id: id, kind: k, obj: obj}
+	return result{id: ident{kind: meta.Kind, namespace: obj.GetNamespace(), name: obj.GetName()}, kind: k, obj: obj}
+}
+
+// peekType reads an object's apiVersion and kind when they are its first two
+// keys, as kubectl and the YAML conversion (which sorts keys) write them, so
+// that the object is not scanned whole once more just to learn its type.
+// ok is false for any other layout, which the caller reads the lenient way.
+func peekType(data []byte) (meta objectMeta, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return meta, false
+	}
+	for range 2 {
+		key, err := dec.Token()
+		if err != nil {
+			return meta, false
+		}
+		value, err := dec.Token()
+		s, isString := value.(string)
+		if err != nil || !isString {
+			return meta, false
+		}
+		switch {
+		case key == "apiVersion" && meta.APIVersion == "":
+			meta.APIVersion = s
+		case key == "kind" && meta.Kind == "":
+			meta.Kind = s
+		default:
+			return meta, false
+		}
+	}
+	return meta, meta.APIVersion != "" && meta.Kind != ""
 }
 
 // builder assembles the snapshot from decoded items in input order.

@@ -660,6 +660,45 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodeJSONRoundTrip: the JSON encoding decodes to what the YAML one
+// does, holds one item a line, and an empty snapshot is a well-formed List.
+func TestEncodeJSONRoundTrip(t *testing.T) {
+	want, err := Decode("snap.yaml", []byte(everyKind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Pods[0].Annotations = map[string]string{"multiline": "---\n- not an item\nkind: List\n", "quoted": "- '\"---\"' #"}
+	want.Ignored = map[string]int{}
+	var out bytes.Buffer
+	if err := want.EncodeJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode("encoded.json", out.Bytes())
+	if err != nil {
+		t.Fatalf("decoding the encoded snapshot: %v\n%s", err, out.String())
+	}
+	if !apiequality.Semantic.DeepEqual(got, want) {
+		t.Errorf("round trip differs:\n%s", strings.Join(diffs(got, want), "\n"))
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if n := len(lines) - 2; n != len(want.Objects())+len(want.NodeMetrics)+len(want.PodMetrics)+len(want.PrometheusQueries) {
+		t.Errorf("%d item lines for %d objects:\n%s", n, len(want.Objects()), out.String())
+	}
+	for _, line := range lines[1 : len(lines)-1] {
+		if !strings.HasPrefix(line, `{"kind":`) {
+			t.Errorf("an item does not have a line of its own: %.80s", line)
+		}
+	}
+
+	out.Reset()
+	if err := (&Snapshot{}).EncodeJSON(&out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode("empty.json", out.Bytes()); err == nil || !strings.Contains(err.Error(), "no nodes in snapshot") {
+		t.Errorf("Decode(EncodeJSON(empty)) = %v\n%s", err, out.String())
+	}
+}
+
 // TestEncodeSetsTypeMeta encodes objects built in code, which carry no
 // apiVersion and kind, and checks that the caller's objects are left alone.
 func TestEncodeSetsTypeMeta(t *testing.T) {
