@@ -297,6 +297,7 @@ func child(sub string, args []string) error {
 	out := fs.String("out", "", "snapshot file to write")
 	file := fs.String("snapshot", "", "snapshot file to plan")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the measurement to this file (what is live then, and every allocation)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -332,6 +333,16 @@ func child(sub string, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		f, err := os.Create(*memProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			return err
+		}
 	}
 	return json.NewEncoder(os.Stdout).Encode(m)
 }

@@ -44,6 +44,7 @@ type planOptions struct {
 	history        string
 	allowConflicts bool
 	holdEmpty      bool
+	everyNode      bool
 	optIn          string
 	webhookConfig  string
 	usageWindow    time.Duration
@@ -92,6 +93,7 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.DurationVar(&o.cooldown, "cooldown", 30*time.Minute, "leave a workload's pods on a node alone for this long after moving one of its pods there")
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
+	f.BoolVar(&o.everyNode, "every-node", false, everyNodeHelp)
 	f.BoolVar(&o.holdEmpty, "hold-empty-nodes", false, "when a plan leaves moves to a scheduler that does not follow rebalance hints, keep the nodes empty at plan time off limits with the drain taint until the plan's replacements are bound, so they go only to nodes in use and its drains hold (costs two writes per empty node per such cycle; new pods that fit only on an empty node wait as long)")
 	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+webhook.NamespaceLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
 	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that work by usage: a node is as hot as the least of its samples over this window (live, rebalancer samples metrics.k8s.io for as long before it first plans); 0 takes the newest sample alone")
@@ -336,8 +338,14 @@ func (o *planOptions) startSampling(ctx context.Context, client kubernetes.Inter
 // simOptions model how the cluster's schedulers will follow the plan
 // (see steering), and how long usage must last (--usage-window).
 func (o *planOptions) simOptions(in *inputs.Inputs) []simulator.Option {
-	return append(steering(in), simulator.WithUsageWindow(o.usageWindow))
+	opts := append(steering(in), simulator.WithUsageWindow(o.usageWindow))
+	if o.everyNode {
+		opts = append(opts, simulator.WithEveryNode())
+	}
+	return opts
 }
+
+const everyNodeHelp = "run every scheduling cycle's plugins on every node, as kube-scheduler does, instead of once for each class of nodes its plugins cannot tell apart (same labels but the hostname, taints, allocatable, requests, pod count and images: a cycle in which only the resource, taint and node-affinity plugins take part); the answers are the same, only slower"
 
 // steering models how the cluster's schedulers will follow the plan:
 // rebalancer's extenders, and the scheduler the webhook gives the pods of

@@ -183,6 +183,17 @@ func TestImportOpenbTrace(t *testing.T) {
 			}
 		}
 	}
+	// Scheduled by node class (most of the 1,523 nodes are alike) or on
+	// every node, each pod lands on the same node.
+	every, _, err := Import(context.Background(), nodes, pods, Options{At: Peak, EveryNode: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range every.Pods {
+		if got := snap.Pods[i]; got.Name != p.Name || got.Spec.NodeName != p.Spec.NodeName {
+			t.Fatalf("pod %d: %s on %q by class, %s on %q on every node", i, got.Name, got.Spec.NodeName, p.Name, p.Spec.NodeName)
+		}
+	}
 }
 
 // TestUntimedListIsOneMoment: a pod list without creation_time and

@@ -53,6 +53,9 @@ type Options struct {
 	// IgnoreDeletions keeps every pod from its creation on, filling the
 	// cluster with the whole trace (pods that no longer fit stay pending).
 	IgnoreDeletions bool
+	// EveryNode runs every scheduling cycle on every node (see
+	// simulator.WithEveryNode).
+	EveryNode bool
 }
 
 // Time is the moment of the trace the snapshot shows.
@@ -101,7 +104,11 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	for _, n := range nodes {
 		snap.Nodes = append(snap.Nodes, nodeObject(n))
 	}
-	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
+	var simOpts []simulator.Option
+	if opts.EveryNode {
+		simOpts = append(simOpts, simulator.WithEveryNode())
+	}
+	sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap, simOpts...)
 	if err != nil {
 		return nil, Stats{}, err
 	}

@@ -132,6 +132,11 @@ type scheduler struct {
 	// filterAll filters every node even where kube-scheduler stops early
 	// (tests compare the two).
 	filterAll bool
+	// classes: cycles may run the framework on one node of each class of
+	// alike nodes (see classes.go); filters and scores name the profile's
+	// Filter and Score plugins.
+	classes         bool
+	filters, scores []string
 }
 
 // Simulator is the one simulated cluster: the nodes and pods of a snapshot in
@@ -153,6 +158,10 @@ type Simulator struct {
 	// held are nodes every placement treats as carrying the drain taint
 	// (see Hold).
 	held sets.Set[string]
+	// nodeClasses remembers the class of each node (see classes.go);
+	// byClassCycles counts the cycles filtered and scored by class.
+	nodeClasses   classCache
+	byClassCycles int
 
 	state
 }
@@ -173,6 +182,15 @@ type settings struct {
 	extenders   map[string]int64
 	optIn       OptIn
 	usageWindow time.Duration
+	everyNode   bool
+}
+
+// WithEveryNode runs every scheduling cycle's plugins on every node, as
+// kube-scheduler does, instead of on one node of each class of nodes the
+// cycle's plugins cannot tell apart (see classes.go). The answers are the
+// same; only the time differs.
+func WithEveryNode() Option {
+	return func(s *settings) { s.everyNode = true }
 }
 
 // OptIn names the scheduler that will place the replacement of pod, in
@@ -308,8 +326,13 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		if sc.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
 			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 		}
+		sc.classes = !set.everyNode && alikeToProfile(p)
+		for _, pl := range sc.framework.ListPlugins().Filter.Enabled {
+			sc.filters = append(sc.filters, pl.Name)
+		}
 		var hintWeight, others int64
 		for _, pl := range sc.framework.ListPlugins().Score.Enabled {
+			sc.scores = append(sc.scores, pl.Name)
 			if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
 				sc.steered = true
 				sc.extender = int64(pl.Weight) <= extWeight
@@ -798,8 +821,27 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		}
 	}
 	n, want := len(nodes), sc.nodesToScore(len(nodes))
+	var cl *classes
 	if random == nil || want >= n || sc.filterAll {
-		fw.Parallelizer().Until(ctx, n, filter, "Filter")
+		if random == nil { // a replay's random search lists nodes in its own order
+			cl = s.byClass(sc, c.state, pod, nodes, tainted)
+		}
+		if cl != nil {
+			fw.Parallelizer().Until(ctx, len(cl.reps), func(k int) { filter(cl.reps[k]) }, "Filter")
+			for i, first := range cl.first {
+				switch {
+				case first < 0:
+					filter(i) // the drain taint decides
+				case first != i:
+					reasons[i] = reasons[first]
+					if feasible[first] != nil {
+						feasible[i] = nodes[i]
+					}
+				}
+			}
+		} else {
+			fw.Parallelizer().Until(ctx, n, filter, "Filter")
+		}
 		for _, ni := range feasible {
 			if ni != nil {
 				c.feasible++
@@ -834,6 +876,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		feasible = sc.sample(feasible)
 	}
 	fit := feasible[:0]
+	if cl != nil {
+		fit = nil // scoreByClass reads feasible as filtered, indexed like nodes
+	}
 	for _, ni := range feasible {
 		if ni != nil {
 			fit = append(fit, ni)
@@ -850,6 +895,13 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		}
 		return c, nil
 	}
+	if cl != nil {
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, cl)
+		if err != nil || ok {
+			c.scores = scores
+			return c, err
+		}
+	}
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return c, st.AsError()
 	}
@@ -859,6 +911,56 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	c.scores = scores
 	return c, nil
+}
+
+// scoreByClass scores the feasible first node of each class and gives each
+// feasible node its class's scores, in node list order, as RunScorePlugins
+// would list them; ok is false when a Score plugin that reads more of a
+// node than its class (see scoresByClass) did not skip itself, and the
+// caller scores every node. feasible is indexed like nodes.
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, cl *classes) ([]fwk.NodePluginScores, bool, error) {
+	fw := sc.framework
+	var reps []fwk.NodeInfo
+	for _, i := range cl.reps {
+		if feasible[i] != nil {
+			reps = append(reps, nodes[i])
+		}
+	}
+	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
+		return nil, false, st.AsError()
+	}
+	allowed := scoresByClass.Union(scoreNothingUnfiltered.Intersection(state.GetSkipFilterPlugins()))
+	if !onlyThese(sc.scores, state.GetSkipScorePlugins(), allowed) {
+		return nil, false, nil
+	}
+	repScores, st := fw.RunScorePlugins(ctx, state, pod, reps)
+	if !st.IsSuccess() {
+		return nil, false, st.AsError()
+	}
+	scoreOf := make([]int, len(nodes)) // a first node's place in repScores
+	k := 0
+	for _, i := range cl.reps {
+		if feasible[i] != nil {
+			scoreOf[i] = k
+			k++
+		}
+	}
+	out := make([]fwk.NodePluginScores, 0, len(nodes))
+	for i, ni := range feasible {
+		if ni == nil {
+			continue
+		}
+		if cl.first[i] < 0 {
+			// A tainted node that passed: a pod tolerating the drain taint
+			// is filtered one node at a time, and never reaches here.
+			return nil, false, nil
+		}
+		ns := repScores[scoreOf[cl.first[i]]]
+		ns.Name = ni.Node().Name
+		out = append(out, ns)
+	}
+	s.byClassCycles++
+	return out, true, nil
 }
 
 // rescore scores the nodes of scores, found feasible by the pod's own
