@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -83,7 +85,11 @@ type Results struct {
 	Openb               OpenbResult       `json:"openb"`
 	Commands            map[string]string `json:"commands"`
 	Machine             string            `json:"machine"`
-	Notes               []string          `json:"notes"`
+	// Commit and Go name what was measured, so that two result files can
+	// be compared.
+	Commit string   `json:"commit"`
+	Go     string   `json:"go"`
+	Notes  []string `json:"notes"`
 }
 
 // PlanResult compares one plan of ours with one upstream cycle.
@@ -137,7 +143,7 @@ func parent(out, openbDir string, sizes []string) error {
 	if err != nil {
 		return err
 	}
-	res := Results{Plan: map[string]PlanResult{}, Commands: map[string]string{}, Machine: machine()}
+	res := Results{Plan: map[string]PlanResult{}, Commands: map[string]string{}, Machine: machine(), Commit: commit(), Go: runtime.Version()}
 	run := func(key string, args ...string) (measurement, error) {
 		cmdline := "go run ./hack/bench " + strings.Join(args, " ")
 		res.Commands[key] = cmdline
@@ -276,6 +282,25 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d CPUs, %s", strings.Count(string(cpus), "processor\t:"), model)
+}
+
+// commit is the revision the binary was built from, "-dirty" when its
+// tree had changes ("unknown" outside a git checkout).
+func commit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	return rev + dirty
 }
 
 func round(x float64, digits int) float64 {

@@ -279,7 +279,17 @@ func (d document) items(at location) ([]item, error) {
 type listEnvelope struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []json.RawMessage `json:"items"`
+	Items           []rawItem `json:"items"`
+}
+
+// rawItem is an item of a List as the input holds it: the input itself,
+// which outlives decoding, not a copy as json.RawMessage makes (a second
+// copy of a large snapshot in memory).
+type rawItem []byte
+
+func (r *rawItem) UnmarshalJSON(data []byte) error {
+	*r = data
+	return nil
 }
 
 // listItems returns the items of the document whose JSON (without the items of
