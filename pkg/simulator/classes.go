@@ -56,10 +56,10 @@ type classCache struct {
 	at  []nodeClass
 	ids map[string]int
 	// first and seen, indexed by class: the first node of the class in the
-	// current cycle, valid where seen holds the cycle's number.
-	first []int
-	seen  []int
-	cycle int
+	// current cycle, valid where seen holds the cycle's number; scored:
+	// the place of the class's scores among the first nodes' (scoreByClass).
+	first, seen, scored []int
+	cycle               int
 }
 
 type nodeClass struct {
@@ -82,7 +82,7 @@ func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
 	if !ok {
 		id = len(cc.ids)
 		cc.ids[key] = id
-		cc.first, cc.seen = append(cc.first, 0), append(cc.seen, 0)
+		cc.first, cc.seen, cc.scored = append(cc.first, 0), append(cc.seen, 0), append(cc.scored, 0)
 	}
 	for len(cc.at) <= i {
 		cc.at = append(cc.at, nodeClass{})

@@ -87,7 +87,7 @@ func (s *Simulator) Replay(ctx context.Context, evictions []Eviction, random *ra
 	})
 	landed := make([]Landing, len(evictions))
 	for _, pod := range queue {
-		pl, err := s.place(ctx, pod, random, drained)
+		pl, err := s.place(ctx, pod, random, drained, true)
 		if err != nil {
 			return nil, err
 		}

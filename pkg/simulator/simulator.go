@@ -937,15 +937,21 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
-	scoreOf := make([]int, len(nodes)) // a first node's place in repScores
+	cc := &s.nodeClasses
 	k := 0
 	for _, i := range cl.reps {
 		if feasible[i] != nil {
-			scoreOf[i] = k
+			cc.scored[cc.at[i].id] = k
 			k++
 		}
 	}
-	out := make([]fwk.NodePluginScores, 0, len(nodes))
+	n := 0
+	for _, ni := range feasible {
+		if ni != nil {
+			n++
+		}
+	}
+	out := make([]fwk.NodePluginScores, 0, n)
 	for i, ni := range feasible {
 		if ni == nil {
 			continue
@@ -955,7 +961,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 			// is filtered one node at a time, and never reaches here.
 			return nil, false, nil
 		}
-		ns := repScores[scoreOf[cl.first[i]]]
+		ns := repScores[cc.scored[cc.at[i].id]]
 		ns.Name = ni.Node().Name
 		out = append(out, ns)
 	}

@@ -273,7 +273,7 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 // copy; when no node fits, or the pod's scheduler is not modelled, it
 // returns nil and the reason, and the pod stays (or becomes) pending.
 func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
-	pl, err := s.place(ctx, pod, nil, nil)
+	pl, err := s.place(ctx, pod, nil, nil, false)
 	return pl.bound, pl.diagnosis, err
 }
 
@@ -291,8 +291,9 @@ type placement struct {
 }
 
 // place is Place; with random set, the node is chosen as kube-scheduler
-// chooses it (see Replay); drained nodes carry the drain taint.
-func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (placement, error) {
+// chooses it (see Replay); drained nodes carry the drain taint. The
+// candidates are listed only when asked for (withCandidates).
+func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, drained sets.Set[string], withCandidates bool) (placement, error) {
 	if pod.Spec.NodeName != "" {
 		return placement{}, fmt.Errorf("placing pod %s: it is already bound to %s", klog.KObj(pod), pod.Spec.NodeName)
 	}
@@ -336,7 +337,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 		return placement{}, err
 	}
 	pl := placement{bound: bound, score: score, certain: ties == 1 && (c.hinted || !c.partial && sc.scoresAll(c.feasible, c.considered))}
-	if random == nil && !pl.certain && !sc.steered {
+	if withCandidates && random == nil && !pl.certain && !sc.steered {
 		pl.candidates = sc.candidates(c.scores, sc.scoresAll(c.feasible, c.considered), c.considered)
 	}
 	return pl, s.sync()
