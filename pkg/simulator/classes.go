@@ -25,7 +25,9 @@ import (
 // plugin that did not skip itself must be one of these, which read nothing
 // else of a node. Any other plugin at work (inter-pod affinity, topology
 // spread, volumes, ports, DRA, LoadAware, a hint's promise or score) and
-// the cycle runs on every node.
+// the cycle runs on every node. (NodeResourcesFit also counts extended
+// resources backed by DRA devices, from ResourceSlices: a snapshot carries
+// none yet; when it does, a node's devices belong in its class.)
 var (
 	filtersByClass = sets.New(names.NodeUnschedulable, names.NodeName, names.NodeAffinity, names.NodeResourcesFit, names.TaintToleration)
 	scoresByClass  = sets.New(names.NodeResourcesFit, names.NodeResourcesBalancedAllocation, names.ImageLocality, names.TaintToleration, names.NodeAffinity)
@@ -170,6 +172,19 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 func onlyThese(enabled []string, skipped, allowed sets.Set[string]) bool {
 	for _, name := range enabled {
 		if !allowed.Has(name) && !skipped.Has(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// scoresAlike says whether every Score plugin of a cycle past PreScore
+// scores alike nodes alike: it skipped itself, is one of scoresByClass, or
+// scores nothing for a pod whose PreFilter it skipped.
+func scoresAlike(scores []string, state fwk.CycleState) bool {
+	skipped, unfiltered := state.GetSkipScorePlugins(), state.GetSkipFilterPlugins()
+	for _, name := range scores {
+		if !skipped.Has(name) && !scoresByClass.Has(name) && !(scoreNothingUnfiltered.Has(name) && unfiltered.Has(name)) {
 			return false
 		}
 	}

@@ -929,8 +929,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
-	allowed := scoresByClass.Union(scoreNothingUnfiltered.Intersection(state.GetSkipFilterPlugins()))
-	if !onlyThese(sc.scores, state.GetSkipScorePlugins(), allowed) {
+	if !scoresAlike(sc.scores, state) {
 		return nil, false, nil
 	}
 	repScores, st := fw.RunScorePlugins(ctx, state, pod, reps)
@@ -957,9 +956,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 			continue
 		}
 		if cl.first[i] < 0 {
-			// A tainted node that passed: a pod tolerating the drain taint
-			// is filtered one node at a time, and never reaches here.
-			return nil, false, nil
+			return nil, false, nil // never: the drain taint refused it
 		}
 		ns := repScores[cc.scored[cc.at[i].id]]
 		ns.Name = ni.Node().Name
