@@ -55,8 +55,11 @@ type History struct {
 	cooldown time.Duration
 	store    *Store // nil: in memory only
 
-	mu        sync.Mutex
-	moves     []Move // in the order they were made
+	mu    sync.Mutex
+	moves []Move // in the order they were made
+	// byOwner holds the same moves by owner: the planner asks about every
+	// pod it looks at, and a long history must not make each answer longer.
+	byOwner   map[types.UID][]Move
 	pending   []Move // recorded, not yet written to the store
 	reset     bool   // the stored history was unreadable: overwrite it
 	lastFlush time.Time
@@ -117,8 +120,17 @@ func (h *History) Load(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reset = corrupt != nil || !exists
-	h.moves = append(h.live(stored), h.pending...)
+	h.setMoves(append(h.live(stored), h.pending...))
 	return nil
+}
+
+// setMoves replaces the moves, and their index by owner.
+func (h *History) setMoves(moves []Move) {
+	h.moves = moves
+	h.byOwner = make(map[types.UID][]Move, len(moves))
+	for _, m := range moves {
+		h.byOwner[m.Owner] = append(h.byOwner[m.Owner], m)
+	}
 }
 
 // Record notes an eviction; At is now when it is zero.
@@ -133,7 +145,11 @@ func (h *History) Record(m Move) {
 	defer h.mu.Unlock()
 	// Drop what has cooled, so a long-lived process does not keep every
 	// owner it ever moved.
-	h.moves = append(h.live(h.moves), m)
+	if live := h.live(h.moves); len(live) < len(h.moves) || h.byOwner == nil {
+		h.setMoves(live)
+	}
+	h.moves = append(h.moves, m)
+	h.byOwner[m.Owner] = append(h.byOwner[m.Owner], m)
 	if h.store != nil {
 		h.pending = append(h.pending, m)
 	}
@@ -199,8 +215,8 @@ func (h *History) Landed(owner types.UID, node string) (time.Time, bool) {
 	defer h.mu.Unlock()
 	now := h.clock.Now()
 	var last time.Time
-	for _, m := range h.moves {
-		if m.Owner == owner && m.To == node && m.At.After(last) && h.fresh(m.At, now) {
+	for _, m := range h.byOwner[owner] {
+		if m.To == node && m.At.After(last) && h.fresh(m.At, now) {
 			last = m.At
 		}
 	}
@@ -217,8 +233,8 @@ func (h *History) Moved(owner types.UID) int {
 	defer h.mu.Unlock()
 	now := h.clock.Now()
 	n := 0
-	for _, m := range h.moves {
-		if m.Owner == owner && h.fresh(m.At, now) {
+	for _, m := range h.byOwner[owner] {
+		if h.fresh(m.At, now) {
 			n++
 		}
 	}
@@ -244,6 +260,8 @@ func (h *History) Moves() []Move {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.moves = h.live(h.moves)
+	if live := h.live(h.moves); len(live) < len(h.moves) {
+		h.setMoves(live)
+	}
 	return slices.Clone(h.moves)
 }

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -91,5 +92,55 @@ func TestFutureMovesAreIgnored(t *testing.T) {
 	h.Record(Move{Owner: "uid-web", To: "node-b"})
 	if at, ok := h.Landed("uid-web", "node-b"); !ok || !at.Equal(start) {
 		t.Errorf("Landed = %v, %v; want the real move at %v", at, ok, start)
+	}
+}
+
+// TestOwnerIndexAgreesWithTheMoves: Landed and Moved, which read the moves
+// by owner, answer what a scan of every live move answers, as moves are
+// recorded and cool off.
+func TestOwnerIndexAgreesWithTheMoves(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := New(clock, 10*time.Minute)
+	owners := []k8stypes.UID{"a", "b", "c"}
+	nodes := []string{"n1", "n2"}
+	for step := range 200 {
+		h.Record(Move{Owner: owners[step%3], To: nodes[step%5%2], At: clock.Now()})
+		clock.SetTime(clock.Now().Add(time.Duration(step%7) * 17 * time.Second))
+		live := h.Moves()
+		for _, o := range owners {
+			moved := 0
+			for _, n := range nodes {
+				var last time.Time
+				for _, m := range live {
+					if m.Owner == o && m.To == n && m.At.After(last) && clock.Since(m.At) < h.Cooldown() {
+						last = m.At
+					}
+				}
+				if got, ok := h.Landed(o, n); got != last || ok != !last.IsZero() {
+					t.Fatalf("step %d: Landed(%s, %s) = %v, %v; the moves say %v", step, o, n, got, ok, last)
+				}
+			}
+			for _, m := range live {
+				if m.Owner == o && clock.Since(m.At) < h.Cooldown() {
+					moved++
+				}
+			}
+			if got := h.Moved(o); got != moved {
+				t.Fatalf("step %d: Moved(%s) = %d; the moves say %d", step, o, got, moved)
+			}
+		}
+	}
+}
+
+// BenchmarkLanded asks about one pod in a history of 20,000 moves of 5,000
+// owners, as the planner does for every pod it looks at.
+func BenchmarkLanded(b *testing.B) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := New(clock, time.Hour)
+	for i := range 20000 {
+		h.Record(Move{Owner: k8stypes.UID(fmt.Sprint(i % 5000)), To: fmt.Sprint("node-", i%300), At: clock.Now()})
+	}
+	for b.Loop() {
+		h.Landed("1234", "node-34")
 	}
 }
