@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,5 +83,34 @@ func TestSnapshotSyntheticThenPlan(t *testing.T) {
 	}
 	if plans[0] != plans[1] {
 		t.Errorf("the JSON snapshot plans otherwise:\n%s\nwant\n%s", plans[1], plans[0])
+	}
+}
+
+// TestEveryNodePlansTheSame: --every-node, which runs each scheduling cycle
+// on every node instead of by node class, changes no plan and no round.
+func TestEveryNodePlansTheSame(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cluster.json")
+	if out, err := run("snapshot", "synthetic", "--nodes", "60", "--pods", "200", "--seed", "3", "-o", file); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, args := range [][]string{
+		{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", file, "-o", "json"},
+		{"plan", "--policy", binPolicy, "--scheduler-config", "../../test/testdata/unsteered-packing-scheduler.yaml", "--snapshot", file, "-o", "json"},
+		{"simulate", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "--rounds", "3", "-o", "json"},
+	} {
+		var outs []string
+		for _, extra := range [][]string{nil, {"--every-node"}} {
+			out, err := run(append(slices.Clone(args), extra...)...)
+			var doc map[string]any
+			if err != nil || json.Unmarshal([]byte(out), &doc) != nil {
+				t.Fatalf("%v: %v\n%s", append(args, extra...), err, out)
+			}
+			delete(doc, "id")
+			j, _ := json.Marshal(doc)
+			outs = append(outs, string(j))
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("%v: by node class\n%s\non every node\n%s", args, outs[0], outs[1])
+		}
 	}
 }
