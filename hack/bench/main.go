@@ -285,22 +285,31 @@ func machine() string {
 }
 
 // commit is the revision the binary was built from, "-dirty" when its
-// tree had changes ("unknown" outside a git checkout).
+// tree had changes: from the build's own stamp, else (built with
+// -buildvcs=false) from git in the working directory; "unknown" without.
 func commit() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	rev, dirty := "unknown", ""
-	for _, s := range info.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "-dirty"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", ""
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				rev = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "-dirty"
+			}
+		}
+		if rev != "" {
+			return rev + dirty
 		}
 	}
-	return rev + dirty
+	rev, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	if status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(status)) > 0 {
+		return strings.TrimSpace(string(rev)) + "-dirty"
+	}
+	return strings.TrimSpace(string(rev))
 }
 
 func round(x float64, digits int) float64 {
