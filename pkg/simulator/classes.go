@@ -184,7 +184,8 @@ func onlyThese(enabled []string, skipped, allowed sets.Set[string]) bool {
 func scoresAlike(scores []string, state fwk.CycleState) bool {
 	skipped, unfiltered := state.GetSkipScorePlugins(), state.GetSkipFilterPlugins()
 	for _, name := range scores {
-		if !skipped.Has(name) && !scoresByClass.Has(name) && !(scoreNothingUnfiltered.Has(name) && unfiltered.Has(name)) {
+		alike := skipped.Has(name) || scoresByClass.Has(name) || scoreNothingUnfiltered.Has(name) && unfiltered.Has(name)
+		if !alike {
 			return false
 		}
 	}
