@@ -51,13 +51,8 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 		t.Errorf("planned %d moves of web off the tainted node, want 4; plan: %s", moved, out)
 	}
 
-	// The same cluster captured to a file plans the same moves offline.
-	file := filepath.Join(t.TempDir(), "cluster.yaml")
-	capture := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "snapshot", "capture", "--kubeconfig", kubeconfig, "-o", file)
-	if b, err := capture.CombinedOutput(); err != nil {
-		t.Fatalf("rebalancer snapshot capture: %v\n%s", err, b)
-	}
-	p2, _ := planJSON(t, ctx, "--snapshot", file)
+	// The same cluster captured to a file, in YAML or JSON, plans the same
+	// moves offline.
 	moves := func(p plan.Plan) []string {
 		var out []string
 		for _, m := range p.Moves {
@@ -67,8 +62,16 @@ func TestPlanLiveMakesNoWrites(t *testing.T) {
 		}
 		return out
 	}
-	if a, b := moves(p), moves(p2); !slices.Equal(a, b) {
-		t.Errorf("plan on the captured snapshot differs from the live plan:\nlive:     %v\ncaptured: %v", a, b)
+	for _, name := range []string{"cluster.yaml", "cluster.json"} {
+		file := filepath.Join(t.TempDir(), name)
+		capture := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "snapshot", "capture", "--kubeconfig", kubeconfig, "-o", file)
+		if b, err := capture.CombinedOutput(); err != nil {
+			t.Fatalf("rebalancer snapshot capture -o %s: %v\n%s", name, err, b)
+		}
+		p2, _ := planJSON(t, ctx, "--snapshot", file)
+		if a, b := moves(p), moves(p2); !slices.Equal(a, b) {
+			t.Errorf("plan on the snapshot captured as %s differs from the live plan:\nlive:     %v\ncaptured: %v", name, a, b)
+		}
 	}
 
 	// Every request rebalancer made, from the audit log: reads only.
