@@ -12,15 +12,15 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
-	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler"
 )
 
 func main() {
-	command := app.NewSchedulerCommand(
-		app.WithPlugin(rebalancehint.Name, rebalancehint.New),
-		app.WithPlugin(loadaware.Name, loadaware.New),
-	)
+	var plugins []app.Option
+	for name, factory := range scheduler.Registry(nil, nil) {
+		plugins = append(plugins, app.WithPlugin(name, factory))
+	}
+	command := app.NewSchedulerCommand(plugins...)
 	command.Use = "rebalancer-scheduler"
 	os.Exit(cli.Run(command))
 }

@@ -44,23 +44,23 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	schedulerplugins "github.com/rebalancer-dev/rebalancer/pkg/scheduler"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // Registry returns the plugins rebalancer-scheduler is built with: the
-// in-tree ones and ours. The simulator must know exactly the same set.
+// in-tree ones and ours (schedulerplugins.Registry, which it registers).
 func Registry() (frameworkruntime.Registry, error) {
-	return registry(rebalancehint.New, loadaware.New)
+	return registry(nil, nil)
 }
 
+// registry is Registry with our plugins built by the given factories (nil:
+// their own).
 func registry(hintFactory, loadFactory frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
 	r := plugins.NewInTreeRegistry()
-	if err := r.Register(rebalancehint.Name, hintFactory); err != nil {
-		return nil, err
-	}
-	if err := r.Register(loadaware.Name, loadFactory); err != nil {
+	if err := r.Merge(schedulerplugins.Registry(hintFactory, loadFactory)); err != nil {
 		return nil, err
 	}
 	return r, nil
