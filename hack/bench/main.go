@@ -408,11 +408,7 @@ func writeSnapshotFile(nodes int, out string) error {
 	if err != nil {
 		return err
 	}
-	encode := snap.Encode
-	if filepath.Ext(out) == ".json" {
-		encode = snap.EncodeJSON
-	}
-	if err := encode(f); err != nil {
+	if err := snap.EncodeAs(out, f); err != nil {
 		f.Close()
 		return err
 	}

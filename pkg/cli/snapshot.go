@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -229,17 +228,13 @@ func newCaptureCommand() *cobra.Command {
 }
 
 // writeSnapshot writes to a temporary file renamed into place, so a failed
-// or interrupted write never leaves a truncated snapshot behind.
-// A file named *.json is written in JSON, which loads several times faster
-// than YAML; anything else, and stdout, in YAML.
+// or interrupted write never leaves a truncated snapshot behind; in the
+// format its name asks for (snapshot.EncodeAs), stdout in YAML.
 func writeSnapshot(cmd *cobra.Command, path string, snap *snapshot.Snapshot) error {
 	if path == "-" {
 		return snap.Encode(cmd.OutOrStdout())
 	}
-	encode := snap.Encode
-	if strings.EqualFold(filepath.Ext(path), ".json") {
-		encode = snap.EncodeJSON
-	}
+	encode := func(w io.Writer) error { return snap.EncodeAs(path, w) }
 	return writeAtomically(path, encode, func() {
 		klog.FromContext(cmd.Context()).Info("Wrote snapshot", "file", path, "snapshot", snap.String())
 	})

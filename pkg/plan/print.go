@@ -70,7 +70,7 @@ func (p *Plan) printTable(w io.Writer) error {
 		fmt.Fprintf(w, "Evictions in the background still running: %d (counted against the policy's limits).\n", s.EvictionsInFlight)
 	}
 	if len(p.HeldEmpty) > 0 {
-		fmt.Fprintf(w, "Held empty for the cycle %d: %s.\n", len(p.HeldEmpty), abbreviate(p.HeldEmpty, 10))
+		fmt.Fprintf(w, "Held empty for the cycle %d: %s.\n", len(p.HeldEmpty), Abbreviate(p.HeldEmpty, 10))
 	}
 	if len(p.Skipped) > 0 {
 		parts := []string{}
@@ -166,8 +166,8 @@ func change(before, after float64) string {
 	return fmt.Sprintf("%.1f%% → %.1f%%", before, after)
 }
 
-// abbreviate joins names, the first n of them and how many more.
-func abbreviate(names []string, n int) string {
+// Abbreviate joins names, the first n of them and how many more.
+func Abbreviate(names []string, n int) string {
 	if len(names) <= n {
 		return strings.Join(names, ", ")
 	}

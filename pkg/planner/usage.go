@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	"sigs.k8s.io/descheduler/pkg/descheduler/metricscollector"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -109,10 +109,4 @@ func (u *usageSource) check(nodes []*v1.Node, reads string) error {
 }
 
 // abbreviated lists up to five names, and how many more there are.
-func abbreviated(names []string) string {
-	const shown = 5
-	if len(names) <= shown {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
-}
+func abbreviated(names []string) string { return plan.Abbreviate(names, 5) }

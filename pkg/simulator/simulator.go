@@ -896,7 +896,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		return c, nil
 	}
 	if cl != nil {
-		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, cl)
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, len(fit), cl)
 		if err != nil || ok {
 			c.scores = scores
 			return c, err
@@ -917,8 +917,8 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 // feasible node its class's scores, in node list order, as RunScorePlugins
 // would list them; ok is false when a Score plugin that reads more of a
 // node than its class (see scoresByClass) did not skip itself, and the
-// caller scores every node. feasible is indexed like nodes.
-func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, cl *classes) ([]fwk.NodePluginScores, bool, error) {
+// caller scores every node. feasible, indexed like nodes, holds fit nodes.
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes) ([]fwk.NodePluginScores, bool, error) {
 	fw := sc.framework
 	var reps []fwk.NodeInfo
 	for _, i := range cl.reps {
@@ -944,19 +944,10 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 			k++
 		}
 	}
-	n := 0
-	for _, ni := range feasible {
-		if ni != nil {
-			n++
-		}
-	}
-	out := make([]fwk.NodePluginScores, 0, n)
+	out := make([]fwk.NodePluginScores, 0, fit)
 	for i, ni := range feasible {
 		if ni == nil {
-			continue
-		}
-		if cl.first[i] < 0 {
-			return nil, false, nil // never: the drain taint refused it
+			continue // a node with the drain taint (first < 0) is among these
 		}
 		ns := repScores[cc.scored[cc.at[i].id]]
 		ns.Name = ni.Node().Name

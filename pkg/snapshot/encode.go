@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 )
@@ -28,21 +30,38 @@ func (s *Snapshot) Encode(w io.Writer) error {
 	} else {
 		bw.WriteString("items:\n")
 	}
+	if err := s.encodeItems(yaml.Marshal, func(y []byte) { writeEntry(bw, y) }); err != nil {
+		return err
+	}
+	bw.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
+	return bw.Flush()
+}
+
+// encodeItems marshals every object, kind by kind, and hands each to write.
+func (s *Snapshot) encodeItems(marshal func(any) ([]byte, error), write func([]byte)) error {
 	for _, k := range kinds {
 		err := k.each(s, func(o object) error {
-			y, err := yaml.Marshal(o)
+			b, err := marshal(o)
 			if err != nil {
 				return fmt.Errorf("encoding %s: %w", ident{kind: k.gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}, err)
 			}
-			writeEntry(bw, y)
+			write(b)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	bw.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
-	return bw.Flush()
+	return nil
+}
+
+// EncodeAs writes the snapshot as a file named name is written: in JSON
+// when the name ends in .json, else in YAML.
+func (s *Snapshot) EncodeAs(name string, w io.Writer) error {
+	if strings.EqualFold(filepath.Ext(name), ".json") {
+		return s.EncodeJSON(w)
+	}
+	return s.Encode(w)
 }
 
 // writeEntry writes a YAML document as an entry of a top-level sequence, the
@@ -68,20 +87,13 @@ func (s *Snapshot) EncodeJSON(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(`{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[`)
 	sep := "\n"
-	for _, k := range kinds {
-		err := k.each(s, func(o object) error {
-			j, err := json.Marshal(o)
-			if err != nil {
-				return fmt.Errorf("encoding %s: %w", ident{kind: k.gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}, err)
-			}
-			bw.WriteString(sep)
-			bw.Write(j)
-			sep = ",\n"
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+	err := s.encodeItems(json.Marshal, func(j []byte) {
+		bw.WriteString(sep)
+		bw.Write(j)
+		sep = ",\n"
+	})
+	if err != nil {
+		return err
 	}
 	bw.WriteString("\n]}\n")
 	return bw.Flush()
