@@ -16,6 +16,11 @@
 #   hack/local-cluster.sh restart-apiserver
 #                                stop kube-apiserver and start it again (tests
 #                                of clients that must ride out a restart)
+#   hack/local-cluster.sh restart-scheduler [CONFIG]
+#                                start kube-scheduler again with the
+#                                KubeSchedulerConfiguration CONFIG (tests of a
+#                                cluster whose default-scheduler is configured
+#                                otherwise), or with the one `up` wrote
 #
 # State lives in $CLUSTER_DIR (default _output/local-cluster): PKI,
 # kubeconfigs, etcd data, logs, PIDs and the apiserver audit log.
@@ -345,6 +350,17 @@ restart_apiserver() {
   log "kube-apiserver restarted"
 }
 
+restart_scheduler() { # [config]
+  [[ -f $PIDS/kube-scheduler ]] || die "no kube-scheduler started from $CLUSTER_DIR"
+  local config=${1:-$CLUSTER_DIR/kube-scheduler.yaml}
+  [[ -r $config ]] || die "cannot read $config"
+  stop kube-scheduler
+  start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$config" \
+    --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
+  wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k
+  log "kube-scheduler restarted with $config"
+}
+
 up() {
   if [[ -d $PIDS ]] && compgen -G "$PIDS/*" >/dev/null; then
     die "a cluster started from $CLUSTER_DIR is already up (run: $0 down)"
@@ -432,8 +448,9 @@ down) down ;;
 env) echo "export KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig" ;;
 build) build ;;
 restart-apiserver) restart_apiserver ;;
+restart-scheduler) restart_scheduler "${2:-}" ;;
 *)
-  echo "usage: $0 up|down|env|build|restart-apiserver" >&2
+  echo "usage: $0 up|down|env|build|restart-apiserver|restart-scheduler [config]" >&2
   exit 2
   ;;
 esac

@@ -47,6 +47,7 @@ var stringMistakes = map[string][]string{
 	"--opt-in-namespaces":               {"!!bad=selector", "key in"},
 	"--output":                          {"xml", ""},
 	"--max-per-workload":                {"-1", "150%", "0%", "half", "NaN", "2.5"},
+	"--hold-empty-nodes":                {"", "yes", "always", "1x"},
 	"--bind-address":                    {"localhost", ":99999", ":-1", ":http-alt"},
 	"--schedule":                        {"61 * * * *", "@fortnightly"},
 	"--window":                          {"25:00-01:00", "22:00"},

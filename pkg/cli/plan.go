@@ -43,7 +43,7 @@ type planOptions struct {
 	cooldown       time.Duration
 	history        string
 	allowConflicts bool
-	holdEmpty      bool
+	holdEmpty      string
 	everyNode      bool
 	optIn          string
 	webhookConfig  string
@@ -94,7 +94,8 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 	f.BoolVar(&o.everyNode, "every-node", false, everyNodeHelp)
-	f.BoolVar(&o.holdEmpty, "hold-empty-nodes", false, "when a plan leaves moves to a scheduler that does not follow rebalance hints, keep the nodes empty at plan time off limits with the drain taint until the plan's replacements are bound, so they go only to nodes in use and its drains hold (costs two writes per empty node per such cycle; new pods that fit only on an empty node wait as long)")
+	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "when a plan leaves moves to a scheduler that does not follow rebalance hints, keep the nodes empty at plan time off limits with the drain taint until the plan's replacements are bound, so they go only to nodes in use and its drains hold (costs two writes per empty node per such cycle; new pods that fit only on an empty node wait as long): true, false, or auto: when the policy packs and every scheduler placing the cluster's pods packs without following hints")
+	f.Lookup("hold-empty-nodes").NoOptDefVal = "true"
 	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+webhook.NamespaceLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
 	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that work by usage: a node is as hot as the least of its samples over this window (live, rebalancer samples metrics.k8s.io for as long before it first plans); 0 takes the newest sample alone")
 	f.DurationVar(&o.usageInterval, "usage-interval", 15*time.Second, "how often a live cluster's usage is sampled over --usage-window (metrics-server samples every 15s by default)")
@@ -126,6 +127,9 @@ func (o *planOptions) flagErrors() []error {
 		for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
 			errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))
 		}
+	}
+	if _, err := parseHold(o.holdEmpty); err != nil {
+		errs = append(errs, fmt.Errorf("--hold-empty-nodes %q: %w", o.holdEmpty, err))
 	}
 	if o.webhookConfig != "" {
 		for _, msg := range validation.IsDNS1123Subdomain(o.webhookConfig) {
@@ -178,6 +182,19 @@ func parseWorkloadLimit(s string) (intstr.IntOrString, error) {
 		return intstr.IntOrString{}, errors.New("want a number of pods (0 for no limit) or a percentage such as 10%")
 	}
 	return intstr.FromInt(n), nil
+}
+
+// parseHold reads --hold-empty-nodes.
+func parseHold(s string) (planner.Hold, error) {
+	switch strings.ToLower(s) {
+	case "auto":
+		return planner.HoldAuto, nil
+	case "true":
+		return planner.HoldAlways, nil
+	case "false":
+		return planner.HoldNever, nil
+	}
+	return "", errors.New("want true, false or auto")
 }
 
 // newHistory returns the move history: kept in the --history-configmap of
@@ -416,8 +433,9 @@ func answering(ctx context.Context, in *inputs.Inputs) (warnings []string) {
 // plannerOptions are the planner's options the flags set.
 func (o *planOptions) plannerOptions(moves *history.History) planner.Options {
 	limit, _ := parseWorkloadLimit(o.maxPerWorkload) // validated
+	hold, _ := parseHold(o.holdEmpty)                // validated
 	return planner.Options{
 		MinScoreGain: o.minScoreGain, MaxPerWorkload: limit, AllowConflicting: o.allowConflicts, History: moves,
-		HoldEmptyNodes: o.holdEmpty,
+		HoldEmptyNodes: hold,
 	}
 }

@@ -39,6 +39,33 @@ var policyDirections = map[string]Direction{
 // only as far as they empty nodes.
 func Packs(plugin string) bool { return policyDirections[plugin] == Pack }
 
+// PolicyPacks says whether the policy empties nodes: a balance plugin of
+// one of its profiles packs, and none spreads.
+func PolicyPacks(policy *api.DeschedulerPolicy) bool {
+	packs := false
+	for _, prof := range policy.Profiles {
+		for _, name := range prof.Plugins.Balance.Enabled {
+			switch policyDirections[name] {
+			case Pack:
+				packs = true
+			case Spread:
+				return false
+			}
+		}
+	}
+	return packs
+}
+
+// ProfilePacks says whether the profile packs pods: it scores with a
+// NodeResourcesFit strategy that fills nodes (MostAllocated, or a
+// RequestedToCapacityRatio shape rising with use). scoreWeights are the
+// weights of its Score plugins as its framework resolved them.
+func ProfilePacks(profile *config.KubeSchedulerProfile, scoreWeights map[string]int32) bool {
+	fit := fitArgs(profile)
+	_, scored := scoreWeights["NodeResourcesFit"]
+	return fit != nil && fit.ScoringStrategy != nil && scored && direction(fit.ScoringStrategy) == Pack
+}
+
 // Result lists the conflicts (a pair that fights: refuse it) and warnings
 // (a profile that does not do what its scoring strategy suggests).
 type Result struct {

@@ -79,12 +79,16 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 					m.Anywhere, m.Candidates = true, len(l.Candidates)
 				}
 				continue
-			case l.Node == m.Target:
+			case l.Node == m.Target && (m.Steered || l.Certain):
 				continue
 			case m.Anywhere:
 				continue // it leaves its source: that is the move
-			case m.Steered || !l.Certain:
+			case m.Steered:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, not %s", m.Scheduler, l.Node, m.Target)
+			case !l.Certain:
+				// Certain when planned alone, tied or sampled in the queue:
+				// the scheduler's own choice may go elsewhere.
+				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q may put it on another node than %s: %s does not score highest alone", m.Scheduler, m.Target, l.Node)
 			case p.sources[l.Node] > 0 || !inUse[l.Node]:
 				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, a node the plan empties or that was empty", m.Scheduler, l.Node)
 			default:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -111,11 +115,17 @@ func TestHoldEmptyNodes(t *testing.T) {
 				return c
 			}
 			c := build()
-			free := planWith(t, profs, pol, c.snap)
+			free := planWithOptions(t, profs, pol, c.snap, Options{MinScoreGain: 1, HoldEmptyNodes: HoldNever})
 			if len(free.HeldEmpty) > 0 {
-				t.Errorf("without HoldEmptyNodes the plan holds %d nodes", len(free.HeldEmpty))
+				t.Errorf("with HoldNever the plan holds %d nodes", len(free.HeldEmpty))
 			}
-			p := planWithOptions(t, profs, pol, c.snap, Options{MinScoreGain: 1, HoldEmptyNodes: true})
+			// By default too: the policy packs, and so does the one
+			// scheduler of the cluster's pods, which does not follow hints.
+			p := planWith(t, profs, pol, c.snap)
+			always := planWithOptions(t, profs, pol, c.snap, Options{MinScoreGain: 1, HoldEmptyNodes: HoldAlways})
+			if !reflect.DeepEqual(p.Moves, always.Moves) || !slices.Equal(p.HeldEmpty, always.HeldEmpty) {
+				t.Errorf("by default %d moves, %d held; with HoldAlways %d moves, %d held", len(p.Moves), len(p.HeldEmpty), len(always.Moves), len(always.HeldEmpty))
+			}
 			checkInvariants(t, c, pol, p)
 			s := p.Summary
 			t.Logf("nodes in use %d -> %d (bound %d), %d moves, %d held; without holding: %d -> %d, %d moves",
@@ -142,6 +152,66 @@ func TestHoldEmptyNodes(t *testing.T) {
 				t.Errorf("rechecked on the cluster it was planned on, %d of %d moves refused: %q", len(refused), len(p.Moves), refused)
 			}
 			replayAsTheScheduler(t, c, p, 20)
+		})
+	}
+}
+
+// TestHoldingByDefault: by default a plan holds the empty nodes only where
+// it packs for schedulers it cannot steer: a packing policy, and every
+// scheduler of the cluster's pods packs without following hints. Elsewhere
+// (a steered scheduler among them, one that spreads, a policy that
+// spreads) it plans exactly as with holding off, on a cluster where
+// holding would change the plan.
+func TestHoldingByDefault(t *testing.T) {
+	packing, _ := loadPair(t, "binpacking")
+	balancing, _ := loadPair(t, "balancing")
+	build := func(schedulerOf map[string]string) *cluster {
+		c := thinCluster(12)
+		for i := range 6 {
+			c.node(fmt.Sprintf("node-%03d-small", i), "2", "8Gi")
+		}
+		for ns, name := range schedulerOf {
+			c.setScheduler(ns, name)
+		}
+		return c
+	}
+	allDefault := map[string]string{"default": "default-scheduler", "kube-system": "default-scheduler", "team-a": "default-scheduler", "team-b": "default-scheduler"}
+	mixed := map[string]string{"kube-system": "default-scheduler", "team-a": "default-scheduler"} // team-b stays on rebalancer-scheduler
+	for _, tc := range []struct {
+		name        string
+		policy      *api.DeschedulerPolicy
+		profiles    []*config.KubeSchedulerProfile
+		schedulerOf map[string]string
+		holds       bool
+	}{
+		{name: "packing policy, hint-less packing scheduler", policy: packing, profiles: schedulers(t, unsteeredPacking(t)), schedulerOf: allDefault, holds: true},
+		{name: "packing policy, a user's MostAllocated profile", policy: packing, profiles: schedulers(t, mostAllocated(t)), schedulerOf: allDefault, holds: true},
+		{name: "packing policy, the shipped steered pair", policy: packing, profiles: schedulers(t)},
+		{name: "packing policy, steered and hint-less schedulers", policy: packing, profiles: schedulers(t, unsteeredPacking(t)), schedulerOf: mixed},
+		{name: "packing policy, kube-scheduler's default profile", policy: packing, profiles: schedulers(t), schedulerOf: allDefault},
+		{name: "balancing policy, hint-less packing scheduler", policy: balancing, profiles: schedulers(t, unsteeredPacking(t)), schedulerOf: allDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := build(tc.schedulerOf)
+			_, sim := simulation(t, tc.profiles, c.snap)
+			rule := &planner{policy: tc.policy, sim: sim}
+			if got := rule.holds(rule.schedulersInUse(sim.State())); got != tc.holds {
+				t.Fatalf("holds the empty nodes by default: %v, want %v", got, tc.holds)
+			}
+			auto := planWithOptions(t, tc.profiles, tc.policy, c.snap, Options{MinScoreGain: 1, AllowConflicting: true})
+			always := planWithOptions(t, tc.profiles, tc.policy, c.snap, Options{MinScoreGain: 1, AllowConflicting: true, HoldEmptyNodes: HoldAlways})
+			never := planWithOptions(t, tc.profiles, tc.policy, c.snap, Options{MinScoreGain: 1, AllowConflicting: true, HoldEmptyNodes: HoldNever})
+			want := never
+			if tc.holds {
+				want = always
+			}
+			t.Logf("by default %d moves, %d held; always %d moves, %d held; never %d moves", len(auto.Moves), len(auto.HeldEmpty), len(always.Moves), len(always.HeldEmpty), len(never.Moves))
+			if !reflect.DeepEqual(auto.Moves, want.Moves) || !slices.Equal(auto.HeldEmpty, want.HeldEmpty) {
+				t.Errorf("by default %d moves, %d held; want %d moves, %d held (holding %v)", len(auto.Moves), len(auto.HeldEmpty), len(want.Moves), len(want.HeldEmpty), tc.holds)
+			}
+			if tc.holds && len(auto.HeldEmpty) != 6 {
+				t.Errorf("held %v, want the 6 small empty nodes", auto.HeldEmpty)
+			}
 		})
 	}
 }

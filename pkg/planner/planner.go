@@ -69,11 +69,12 @@ type Options struct {
 	// Warnings are the caller's, given first among the plan's (e.g. an
 	// extender that did not answer).
 	Warnings []string
-	// HoldEmptyNodes plans as if the nodes empty now carried the drain
-	// taint for the plan's cycle, and names them in the plan (Plan.HeldEmpty)
-	// for the executor to taint, when a move is left to a scheduler that
-	// does not follow hints: its replacements then go only to nodes in use.
-	HoldEmptyNodes bool
+	// HoldEmptyNodes says when to plan as if the nodes empty now carried
+	// the drain taint for the plan's cycle, naming them in the plan
+	// (Plan.HeldEmpty) for the executor to taint when a move is left to a
+	// scheduler that does not follow hints: its replacements then go only
+	// to nodes in use. The zero value is HoldAuto.
+	HoldEmptyNodes Hold
 }
 
 // Plan computes the plan for a policy over the simulated cluster, judging
@@ -103,7 +104,8 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		p.out.ID = "plan-" + time.Now().UTC().Format("20060102-150405")
 	}
 	state := sim.State()
-	if err := p.checkConflicts(state); err != nil {
+	used := p.schedulersInUse(state)
+	if err := p.checkConflicts(used); err != nil {
 		return nil, err
 	}
 	p.budgets = disruption.New(state.PodDisruptionBudgets)
@@ -113,7 +115,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	if err != nil {
 		return nil, err
 	}
-	held, err := p.holdEmpty(before)
+	held, err := p.holdEmpty(before, used)
 	if err != nil {
 		return nil, err
 	}
@@ -159,21 +161,18 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 // against the policy would undo the plan: that is an error unless
 // AllowConflicting. One that does not follow hints is not steered anyway:
 // the conflicting plugins' moves of its pods are skipped.
-func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
-	used := map[string]bool{}
-	for _, pod := range state.Pods {
-		used[p.sim.SchedulerOf(pod)] = true
-	}
+func (p *planner) checkConflicts(used map[string]bool) error {
 	schedulers := p.sim.Schedulers()
+	targeting := map[string]bool{}
 	for _, sc := range schedulers {
 		if used[sc.Profile.SchedulerName] && sc.TargetsBy != "" {
-			used[sc.TargetsBy] = true // its scoring picks targets
+			targeting[sc.TargetsBy] = true // its scoring picks targets
 		}
 	}
 	var conflicts, warnings []string
 	for _, sc := range schedulers {
 		name := sc.Profile.SchedulerName
-		if !used[name] {
+		if !used[name] && !targeting[name] {
 			continue // no pod of it to move
 		}
 		check := conflict.Check(p.policy, sc.Profile, sc.ScoreWeights)
@@ -205,6 +204,15 @@ func (p *planner) checkConflicts(state *snapshot.Snapshot) error {
 	return nil
 }
 
+// schedulersInUse are the schedulers that place pods of the cluster.
+func (p *planner) schedulersInUse(state *snapshot.Snapshot) map[string]bool {
+	used := map[string]bool{}
+	for _, pod := range state.Pods {
+		used[p.sim.SchedulerOf(pod)] = true
+	}
+	return used
+}
+
 // warnUnsteered says how many moves a scheduler that followed hints would
 // have allowed.
 func (p *planner) warnUnsteered() {
@@ -214,7 +222,7 @@ func (p *planner) warnUnsteered() {
 	}
 	slices.Sort(names)
 	hold := ""
-	if !p.opts.HoldEmptyNodes {
+	if !p.holding {
 		hold = "; where its choices include empty nodes, --hold-empty-nodes keeps them off limits for the cycle"
 	}
 	for _, name := range names {
@@ -233,6 +241,8 @@ type planner struct {
 	out    *plan.Plan
 	// balancing is true while balance plugins run (the score-gain rule applies).
 	balancing bool
+	// holding: the plan is made with the empty nodes held (holdEmpty).
+	holding bool
 	// pinned are the nodes a packing plugin cannot empty (Summary.Pinned).
 	pinned map[string]plan.PinnedNode
 

@@ -270,7 +270,10 @@ func TestHoldingEmptyNodesRounds(t *testing.T) {
 	run := func(hold bool) *result.Result {
 		opts := options(Rebalancer, 3)
 		opts.Replays = 5
-		opts.Planner.HoldEmptyNodes = hold
+		opts.Planner.HoldEmptyNodes = planner.HoldNever
+		if hold {
+			opts.Planner.HoldEmptyNodes = planner.HoldAlways
+		}
 		res, err := Run(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
 		if err != nil {
 			t.Fatal(err)

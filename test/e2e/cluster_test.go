@@ -68,7 +68,13 @@ func newTestEnv(t *testing.T) *testEnv {
 // poll waits for cond, failing the test after a minute.
 func (e *testEnv) poll(what string, cond func() (bool, error)) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, pollEvery, time.Minute, true, func(context.Context) (bool, error) { return cond() })
+	e.pollFor(what, time.Minute, cond)
+}
+
+// pollFor waits for cond, failing the test after timeout.
+func (e *testEnv) pollFor(what string, timeout time.Duration, cond func() (bool, error)) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, pollEvery, timeout, true, func(context.Context) (bool, error) { return cond() })
 	if err != nil {
 		e.t.Fatalf("waiting for %s: %v", what, err)
 	}
