@@ -29,6 +29,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 type planOptions struct {
@@ -96,7 +97,7 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.BoolVar(&o.everyNode, "every-node", false, everyNodeHelp)
 	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "when a plan leaves moves to a scheduler that does not follow rebalance hints, keep the nodes empty at plan time off limits with the drain taint until the plan's replacements are bound, so they go only to nodes in use and its drains hold (costs two writes per empty node per such cycle; new pods that fit only on an empty node wait as long): true, false, or auto: when the policy packs and every scheduler placing the cluster's pods packs without following hints")
 	f.Lookup("hold-empty-nodes").NoOptDefVal = "true"
-	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+webhook.NamespaceLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
+	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+wellknown.SchedulerLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
 	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that work by usage: a node is as hot as the least of its samples over this window (live, rebalancer samples metrics.k8s.io for as long before it first plans); 0 takes the newest sample alone")
 	f.DurationVar(&o.usageInterval, "usage-interval", 15*time.Second, "how often a live cluster's usage is sampled over --usage-window (metrics-server samples every 15s by default)")
 	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read on a live cluster: when it exists and its webhook answers, the pods it gives rebalancer-scheduler are planned as that scheduler's; "" reads none`)

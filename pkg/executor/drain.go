@@ -26,11 +26,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
-
-// DrainTaintKey is the key of the taint the executor puts on a node it
-// empties (see plan.DrainTaint).
-const DrainTaintKey = plan.DrainTaintKey
 
 // EventDrainTimeout is the reason of the Warning Event on a node whose drain
 // taint was removed while replacements of its pods were still pending.
@@ -113,7 +110,7 @@ func (g *drainGuard) taint(ctx context.Context, node string) error {
 	g.mu.Lock()
 	g.tainted.Insert(node)
 	g.mu.Unlock()
-	klog.FromContext(ctx).Info("Tainted node for the time it is emptied", "node", klog.KRef("", node), "taint", DrainTaintKey)
+	klog.FromContext(ctx).Info("Tainted node for the time it is emptied", "node", klog.KRef("", node), "taint", wellknown.DrainTaintKey)
 	return nil
 }
 
@@ -342,7 +339,7 @@ func (e *Executor) CleanupDrainTaints(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func isDrainTaint(t v1.Taint) bool { return t.Key == DrainTaintKey }
+func isDrainTaint(t v1.Taint) bool { return t.Key == wellknown.DrainTaintKey }
 
 // setDrainTaint replaces the node's drain taint with taint, or removes it
 // when taint is nil, and leaves every other taint alone. spec.taints has no

@@ -14,10 +14,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	ref "k8s.io/client-go/tools/reference"
 	"k8s.io/klog/v2"
-)
 
-// ReportingController names rebalancer in the Events it writes.
-const ReportingController = "rebalancer.dev/rebalancer"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
+)
 
 // syncRecorder writes each Event before Eventf returns. client-go's
 // broadcaster sends from a goroutine, and a one-shot run (a Job) can exit
@@ -49,7 +48,7 @@ func (r *syncRecorder) Eventf(regarding, related runtime.Object, eventtype, reas
 			Namespace: reg.Namespace,
 		},
 		EventTime:           metav1.NewMicroTime(now),
-		ReportingController: ReportingController,
+		ReportingController: wellknown.ReportingController,
 		ReportingInstance:   r.instance,
 		Action:              action,
 		Reason:              reason,

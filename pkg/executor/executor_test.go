@@ -30,6 +30,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 const (
@@ -618,7 +619,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		m.Strategy, m.Drain = "Consolidation", true
 		return m
 	}
-	drainTaint := v1.Taint{Key: DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
+	drainTaint := v1.Taint{Key: wellknown.DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
 	objects := func() []runtime.Object {
 		return []runtime.Object{
 			newNode("node-a", otherTaint), newNode("node-b"), newNode("node-c"),
@@ -866,7 +867,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 }
 
 func TestCleanupDrainTaints(t *testing.T) {
-	leftover := v1.Taint{Key: DrainTaintKey, Value: "crashed-plan", Effect: v1.TaintEffectNoSchedule}
+	leftover := v1.Taint{Key: wellknown.DrainTaintKey, Value: "crashed-plan", Effect: v1.TaintEffectNoSchedule}
 	f := newFixture(newNode("node-a", otherTaint, leftover), newNode("node-b", leftover), newNode("node-c", otherTaint))
 
 	if err := f.executor(nil).CleanupDrainTaints(context.Background()); err != nil {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 var (
@@ -189,13 +190,13 @@ func TestTerminatingPodLeavesItsHint(t *testing.T) {
 // A sticky pod that leaves without a hint has its replacement scored back
 // onto its node, through the same book as hints.
 func TestStickyPodReturns(t *testing.T) {
-	old := pod("web-a", "half", map[string]string{hint.StickyAnnotation: "true"})
+	old := pod("web-a", "half", map[string]string{wellknown.StickyAnnotation: "true"})
 	e := newEnv(t, old)
 	if err := e.client.CoreV1().Pods("default").Delete(e.ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "the sticky pod's node", func() bool { return e.book.Len() == 1 })
-	_, _, list := e.prioritize(t, argsFor(pod("web-b", "", map[string]string{hint.StickyAnnotation: "true"}), "full", "half", "empty"))
+	_, _, list := e.prioritize(t, argsFor(pod("web-b", "", map[string]string{wellknown.StickyAnnotation: "true"}), "full", "half", "empty"))
 	if got := scores(list); got["half"] != 10 || got["full"] != 5 || got["empty"] != 5 {
 		t.Fatalf("scores %v, want its node half 10 and the others 5", got)
 	}
@@ -269,7 +270,7 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	h := hint.Hint{Source: "a", Target: "b", PlanID: "p", Time: time.Now().UTC().Truncate(time.Second)}
 	p := pod("web-a", "a", h.Annotations())
 	p.Annotations["other"] = "big"
-	p.Annotations[hint.StickyAnnotation] = "true"
+	p.Annotations[wellknown.StickyAnnotation] = "true"
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	p.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
 	p.OwnerReferences[0].Name = "web-5d8f"

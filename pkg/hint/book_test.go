@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -42,7 +44,7 @@ func TestBookLeaving(t *testing.T) {
 	stale := good
 	stale.Time = t0.Add(-11 * time.Minute)
 	bad := leaving("bad", "rs", &good)
-	bad.Annotations[TargetNodeAnnotation] = "NOT A NODE"
+	bad.Annotations[wellknown.TargetNodeAnnotation] = "NOT A NODE"
 	cases := []struct {
 		name string
 		pod  *v1.Pod
@@ -238,7 +240,7 @@ func TestStickyThroughARollout(t *testing.T) {
 	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
 	old := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-5d8f-a", UID: "old",
 		Labels:          map[string]string{"pod-template-hash": "5d8f"},
-		Annotations:     map[string]string{StickyAnnotation: "true"},
+		Annotations:     map[string]string{wellknown.StickyAnnotation: "true"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-5d8f", UID: "rs-old", Controller: new(true)}}},
 		Spec: v1.PodSpec{NodeName: "node-3"}}
 	if !b.Leaving(logger, old) {

@@ -1,7 +1,8 @@
 // Package hint is the contract between the rebalancer executor and the
 // RebalanceHint scheduler plugin: before the executor evicts a pod it writes
-// these annotations, and when the scheduler sees that pod go away it steers
-// the owner's replacement pod to the planned target node.
+// the hint's annotations (wellknown.SourceNodeAnnotation and the others), and
+// when the scheduler sees that pod go away it steers the owner's replacement
+// pod to the planned target node.
 package hint
 
 import (
@@ -15,29 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
-// Prefix is the annotation prefix owned by rebalancer.
-const Prefix = "rebalancer.dev/"
-
-// Annotation keys written on a pod before it is evicted.
-const (
-	SourceNodeAnnotation = Prefix + "source-node"
-	TargetNodeAnnotation = Prefix + "target-node"
-	PlanIDAnnotation     = Prefix + "plan-id"
-	TimeAnnotation       = Prefix + "hinted-at"
-)
-
-// StickyAnnotation, "true" on a pod (its template), asks that the pod's
-// replacement, whenever the pod leaves without a rebalance hint (a crash, a
-// rollout, a manual delete), return to the node the pod ran on while that
-// node fits it. rebalancer's balance plugins and Consolidation do not move
-// such a pod; a deschedule plugin still may, and its hint then wins.
-const StickyAnnotation = Prefix + "sticky"
-
-// IsSticky says whether the pod asks to return to its node (StickyAnnotation).
+// IsSticky says whether the pod asks to return to its node
+// (wellknown.StickyAnnotation).
 func IsSticky(pod *v1.Pod) bool {
-	return pod.GetAnnotations()[StickyAnnotation] == "true"
+	return pod.GetAnnotations()[wellknown.StickyAnnotation] == "true"
 }
 
 // OwnerKey is the key hints are kept under for a pod: its controller's UID,
@@ -63,11 +49,11 @@ func OwnerKey(pod *v1.Pod) (key types.UID, ok bool) {
 }
 
 // Keys are the hint's annotation keys, every one of them.
-var Keys = []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation}
+var Keys = []string{wellknown.SourceNodeAnnotation, wellknown.TargetNodeAnnotation, wellknown.PlanIDAnnotation, wellknown.TimeAnnotation}
 
 // Read are the annotation keys a Book reads from a leaving pod: the hint's
-// and StickyAnnotation. A pod cache may keep these alone.
-var Read = append(slices.Clip(Keys), StickyAnnotation)
+// and wellknown.StickyAnnotation. A pod cache may keep these alone.
+var Read = append(slices.Clip(Keys), wellknown.StickyAnnotation)
 
 // Without returns a copy of annotations without the hint's keys; nil when
 // nothing else is left.
@@ -99,36 +85,36 @@ type Hint struct {
 // Annotations renders the hint as pod annotations.
 func (h Hint) Annotations() map[string]string {
 	return map[string]string{
-		SourceNodeAnnotation: h.Source,
-		TargetNodeAnnotation: h.Target,
-		PlanIDAnnotation:     h.PlanID,
-		TimeAnnotation:       h.Time.UTC().Format(time.RFC3339),
+		wellknown.SourceNodeAnnotation: h.Source,
+		wellknown.TargetNodeAnnotation: h.Target,
+		wellknown.PlanIDAnnotation:     h.PlanID,
+		wellknown.TimeAnnotation:       h.Time.UTC().Format(time.RFC3339),
 	}
 }
 
 // Validate reports the first problem that makes the hint unusable, naming the annotation.
 func (h Hint) Validate() error {
 	for _, f := range []struct{ key, value string }{
-		{SourceNodeAnnotation, h.Source},
-		{TargetNodeAnnotation, h.Target},
+		{wellknown.SourceNodeAnnotation, h.Source},
+		{wellknown.TargetNodeAnnotation, h.Target},
 	} {
 		if errs := validation.IsDNS1123Subdomain(f.value); len(errs) > 0 {
 			return fmt.Errorf("annotation %s: invalid node name %q: %s", f.key, f.value, strings.Join(errs, "; "))
 		}
 	}
 	if h.Source == h.Target {
-		return fmt.Errorf("annotation %s: target %q equals the source node", TargetNodeAnnotation, h.Target)
+		return fmt.Errorf("annotation %s: target %q equals the source node", wellknown.TargetNodeAnnotation, h.Target)
 	}
 	if h.PlanID == "" {
-		return fmt.Errorf("annotation %s: must not be empty", PlanIDAnnotation)
+		return fmt.Errorf("annotation %s: must not be empty", wellknown.PlanIDAnnotation)
 	}
 	if h.Time.IsZero() {
-		return fmt.Errorf("annotation %s: must be set", TimeAnnotation)
+		return fmt.Errorf("annotation %s: must be set", wellknown.TimeAnnotation)
 	}
 	// Annotations writes the time in UTC, and RFC 3339 has years 0000-9999
 	// only: 0000-01-01T00:00:00+01:00 parses but is year -1 in UTC.
 	if y := h.Time.UTC().Year(); y < 0 || y > 9999 {
-		return fmt.Errorf("annotation %s: %s is out of range: its year in UTC must be 0000 to 9999", TimeAnnotation, h.Time.Format(time.RFC3339))
+		return fmt.Errorf("annotation %s: %s is out of range: its year in UTC must be 0000 to 9999", wellknown.TimeAnnotation, h.Time.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -147,10 +133,10 @@ func FromPod(pod *v1.Pod) (h Hint, found bool, err error) {
 	if !found {
 		return Hint{}, false, nil
 	}
-	h = Hint{Source: a[SourceNodeAnnotation], Target: a[TargetNodeAnnotation], PlanID: a[PlanIDAnnotation]}
-	if raw, ok := a[TimeAnnotation]; ok {
+	h = Hint{Source: a[wellknown.SourceNodeAnnotation], Target: a[wellknown.TargetNodeAnnotation], PlanID: a[wellknown.PlanIDAnnotation]}
+	if raw, ok := a[wellknown.TimeAnnotation]; ok {
 		if h.Time, err = time.Parse(time.RFC3339, raw); err != nil {
-			return h, true, fmt.Errorf("annotation %s: %q is not an RFC 3339 time", TimeAnnotation, raw)
+			return h, true, fmt.Errorf("annotation %s: %q is not an RFC 3339 time", wellknown.TimeAnnotation, raw)
 		}
 	}
 	return h, true, h.Validate()

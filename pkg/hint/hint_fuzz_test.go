@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // FuzzFromPod fuzzes the four hint annotations; present is a bit mask of
@@ -16,7 +18,7 @@ import (
 // read without error validates and survives Annotations and FromPod again.
 func FuzzFromPod(f *testing.F) {
 	valid := Hint{Source: "node-a", Target: "node-b", PlanID: "plan-1", Time: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}.Annotations()
-	f.Add(valid[SourceNodeAnnotation], valid[TargetNodeAnnotation], valid[PlanIDAnnotation], valid[TimeAnnotation], uint8(0xf))
+	f.Add(valid[wellknown.SourceNodeAnnotation], valid[wellknown.TargetNodeAnnotation], valid[wellknown.PlanIDAnnotation], valid[wellknown.TimeAnnotation], uint8(0xf))
 	f.Add("node-a", "node-b", "plan-1", "yesterday", uint8(0xf))
 	f.Add("node-a", "node-b", "plan-1", "", uint8(0x7))
 	f.Add("node-a", "Node_B!", "plan-1", "2026-11-22T10:00:00Z", uint8(0xf))
@@ -26,7 +28,7 @@ func FuzzFromPod(f *testing.F) {
 	f.Add("kind-worker", "kind-worker2", "20261122-100000-7f3a", "2026-11-22T11:00:00.123456789+01:00", uint8(0xf))
 	f.Add("", "", "", "", uint8(0))
 
-	keys := []string{SourceNodeAnnotation, TargetNodeAnnotation, PlanIDAnnotation, TimeAnnotation}
+	keys := []string{wellknown.SourceNodeAnnotation, wellknown.TargetNodeAnnotation, wellknown.PlanIDAnnotation, wellknown.TimeAnnotation}
 	f.Fuzz(func(t *testing.T, source, target, planID, hintedAt string, present uint8) {
 		a := map[string]string{"app": "web"}
 		for i, v := range []string{source, target, planID, hintedAt} {
@@ -47,7 +49,7 @@ func FuzzFromPod(f *testing.F) {
 		}
 		if err != nil {
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "annotation "+Prefix) || strings.Contains(msg, "\n") {
+			if !strings.HasPrefix(msg, "annotation "+wellknown.Prefix) || strings.Contains(msg, "\n") {
 				t.Fatalf("error is not one line naming an annotation: %q", msg)
 			}
 			return

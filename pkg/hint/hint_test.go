@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 func podWith(annotations map[string]string) *v1.Pod {
@@ -38,12 +40,12 @@ func TestMalformed(t *testing.T) {
 		remove     bool
 		wantInErr  string
 	}{
-		"bad time":        {key: TimeAnnotation, value: "yesterday", wantInErr: TimeAnnotation},
-		"missing time":    {key: TimeAnnotation, remove: true, wantInErr: TimeAnnotation},
-		"bad target":      {key: TargetNodeAnnotation, value: "Node_B!", wantInErr: TargetNodeAnnotation},
-		"missing source":  {key: SourceNodeAnnotation, remove: true, wantInErr: SourceNodeAnnotation},
-		"target = source": {key: TargetNodeAnnotation, value: "node-a", wantInErr: "equals the source"},
-		"empty plan id":   {key: PlanIDAnnotation, value: "", wantInErr: PlanIDAnnotation},
+		"bad time":        {key: wellknown.TimeAnnotation, value: "yesterday", wantInErr: wellknown.TimeAnnotation},
+		"missing time":    {key: wellknown.TimeAnnotation, remove: true, wantInErr: wellknown.TimeAnnotation},
+		"bad target":      {key: wellknown.TargetNodeAnnotation, value: "Node_B!", wantInErr: wellknown.TargetNodeAnnotation},
+		"missing source":  {key: wellknown.SourceNodeAnnotation, remove: true, wantInErr: wellknown.SourceNodeAnnotation},
+		"target = source": {key: wellknown.TargetNodeAnnotation, value: "node-a", wantInErr: "equals the source"},
+		"empty plan id":   {key: wellknown.PlanIDAnnotation, value: "", wantInErr: wellknown.PlanIDAnnotation},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 const (
@@ -29,8 +30,6 @@ const (
 	// GPUModelLabel carries a node's GPU model, as NVIDIA's GPU feature
 	// discovery labels nodes; a pod's gpu_spec becomes node affinity on it.
 	GPUModelLabel = "nvidia.com/gpu.product"
-	// QoSLabel keeps the trace's QoS class (LS, BE, ...) on each pod.
-	QoSLabel = "openb.rebalancer.dev/qos"
 	// Peak, as Options.At, takes the snapshot when the most pods ran.
 	Peak = -1
 	// maxPodsPerNode is the kubelet's default.
@@ -309,7 +308,7 @@ func podObject(p Pod, schedulerName string) *v1.Pod {
 			Name:              p.Name,
 			Namespace:         Namespace,
 			UID:               types.UID("openb-" + p.Name),
-			Labels:            map[string]string{"app": p.Name, QoSLabel: p.QoS},
+			Labels:            map[string]string{"app": p.Name, wellknown.OpenbQoSLabel: p.QoS},
 			CreationTimestamp: metav1.NewTime(start.Add(time.Duration(p.Created) * time.Second)),
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: p.Name,

@@ -6,6 +6,8 @@ package optout
 
 import (
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // Annotations that opt out, with the value that does.
@@ -18,15 +20,13 @@ const (
 	// KarpenterDoNotDisrupt "true" on a pod or a node: Karpenter neither
 	// evicts the pod nor disrupts the node.
 	KarpenterDoNotDisrupt = "karpenter.sh/do-not-disrupt"
-	// DoNotDisrupt "true" on a pod or a node: rebalancer's own.
-	DoNotDisrupt = "rebalancer.dev/do-not-disrupt"
 )
 
 type rule struct{ key, value string }
 
 var (
-	podRules  = []rule{{SafeToEvict, "false"}, {KarpenterDoNotDisrupt, "true"}, {DoNotDisrupt, "true"}}
-	nodeRules = []rule{{ScaleDownDisabled, "true"}, {KarpenterDoNotDisrupt, "true"}, {DoNotDisrupt, "true"}}
+	podRules  = []rule{{SafeToEvict, "false"}, {KarpenterDoNotDisrupt, "true"}, {wellknown.DoNotDisruptAnnotation, "true"}}
+	nodeRules = []rule{{ScaleDownDisabled, "true"}, {KarpenterDoNotDisrupt, "true"}, {wellknown.DoNotDisruptAnnotation, "true"}}
 )
 
 // Pod returns the annotation (as "key=value") by which the pod opts out of

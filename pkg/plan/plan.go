@@ -9,19 +9,17 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
-// DrainTaintKey is the key of the NoSchedule taint the executor puts on a
-// node a plan empties (its drain moves), from its first eviction until the
-// cycle's replacements are bound: without it the scheduler could put a
+// DrainTaint is the drain taint of the plan planID (wellknown.DrainTaintKey,
+// the plan's ID its value): without it the scheduler could put a
 // replacement, or any new pod, back on the node being emptied. The planner
 // counts on it: a replacement cannot land on a node drained before its
 // eviction unless it tolerates the taint.
-const DrainTaintKey = "rebalancer.dev/draining"
-
-// DrainTaint is the drain taint of the plan planID (its value).
 func DrainTaint(planID string) v1.Taint {
-	return v1.Taint{Key: DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
+	return v1.Taint{Key: wellknown.DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
 }
 
 // Skip reasons: why an eviction a policy plugin asked for is not in the plan.

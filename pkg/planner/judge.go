@@ -21,6 +21,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // maxPerWorkload is the most moves of the owner within the cooldown; 0 is
@@ -218,7 +219,7 @@ func gangDetail(group string) string {
 }
 
 func stickyDetail(pod *v1.Pod) string {
-	return fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, pod.Spec.NodeName)
+	return fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, pod.Spec.NodeName)
 }
 
 func (p *planner) cooldownDetail(pod *v1.Pod) string {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestOptOutsAreNeverMoved: a pod annotated with any of the opt-outs users
@@ -14,9 +15,9 @@ import (
 // drained nor has pods moved off it. The skip names the annotation.
 func TestOptOutsAreNeverMoved(t *testing.T) {
 	pods := map[string]string{
-		optout.SafeToEvict:           "false",
-		optout.KarpenterDoNotDisrupt: "true",
-		optout.DoNotDisrupt:          "true",
+		optout.SafeToEvict:               "false",
+		optout.KarpenterDoNotDisrupt:     "true",
+		wellknown.DoNotDisruptAnnotation: "true",
 	}
 	for key, value := range pods {
 		t.Run("pod "+key, func(t *testing.T) {
@@ -41,9 +42,9 @@ func TestOptOutsAreNeverMoved(t *testing.T) {
 		})
 	}
 	nodes := map[string]string{
-		optout.ScaleDownDisabled:     "true",
-		optout.KarpenterDoNotDisrupt: "true",
-		optout.DoNotDisrupt:          "true",
+		optout.ScaleDownDisabled:         "true",
+		optout.KarpenterDoNotDisrupt:     "true",
+		wellknown.DoNotDisruptAnnotation: "true",
 	}
 	for key, value := range nodes {
 		t.Run("node "+key, func(t *testing.T) {

@@ -7,9 +7,8 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/hint"
-	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestConsolidationPacksAroundPinnedPods: nodes that hold a pod that may
@@ -31,9 +30,9 @@ func TestConsolidationPacksAroundPinnedPods(t *testing.T) {
 				p := c.pod("team-a", fmt.Sprintf("db%d", i), "StatefulSet", n.Name, "1", "1Gi")
 				switch pin {
 				case "opt-out":
-					p.Annotations = map[string]string{optout.DoNotDisrupt: "true"}
+					p.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"}
 				case "sticky":
-					p.Annotations = map[string]string{hint.StickyAnnotation: "true"}
+					p.Annotations = map[string]string{wellknown.StickyAnnotation: "true"}
 				case "pdb":
 					c.pdb("team-a", fmt.Sprintf("db%d", i), 0)
 				}

@@ -12,6 +12,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // Recheck judges a plan's moves again just before they are carried out, on
@@ -69,7 +70,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	}
 	// So does a pod made sticky since, against a balance plugin's move.
 	if m.Balance && hint.IsSticky(pod) {
-		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", hint.StickyAnnotation, m.Source)
+		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, m.Source)
 	}
 	opts := simulator.Options{LeaveSource: m.Drain, Drained: r.drained}
 	if m.Steered {

@@ -22,6 +22,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // schedulers loads the shipped bin-packing profile and any extra files;
@@ -421,7 +422,7 @@ func TestExtenderWithoutHintFollower(t *testing.T) {
 // thin cluster is consolidated; without the label they are not moved and
 // no node can be emptied.
 func TestOptedInNamespaceIsPlannedAsRebalancerScheduler(t *testing.T) {
-	sel, err := labels.Parse(webhook.NamespaceLabel + "=" + webhook.Enabled)
+	sel, err := labels.Parse(wellknown.SchedulerLabel + "=" + webhook.Enabled)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +432,7 @@ func TestOptedInNamespaceIsPlannedAsRebalancerScheduler(t *testing.T) {
 		c.setScheduler("team-a", "default-scheduler")
 		for _, ns := range c.snap.Namespaces {
 			if ns.Name == "team-a" && label {
-				ns.Labels = map[string]string{webhook.NamespaceLabel: webhook.Enabled}
+				ns.Labels = map[string]string{wellknown.SchedulerLabel: webhook.Enabled}
 			}
 		}
 		_, ctx := ktesting.NewTestContext(t)

@@ -6,8 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 func makeSticky(pods ...*v1.Pod) {
@@ -15,7 +15,7 @@ func makeSticky(pods ...*v1.Pod) {
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[hint.StickyAnnotation] = "true"
+		p.Annotations[wellknown.StickyAnnotation] = "true"
 	}
 }
 

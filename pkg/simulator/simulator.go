@@ -48,6 +48,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // Registry returns the plugins rebalancer-scheduler is built with: the
@@ -807,7 +808,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	filter := func(i int) {
 		if len(tainted) > 0 && tainted[nodes[i].Node()] {
-			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", plan.DrainTaintKey)
+			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey)
 			return
 		}
 		st := fw.RunFilterPlugins(ctx, c.state, pod, nodes[i])

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // profile loads a shipped scheduler profile from policies/.
@@ -303,7 +304,7 @@ func TestReplayStickyPodReturns(t *testing.T) {
 	owned := func(p *v1.Pod, sticky bool) *v1.Pod {
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs-" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
 		if sticky {
-			p.Annotations = map[string]string{hint.StickyAnnotation: "true"}
+			p.Annotations = map[string]string{wellknown.StickyAnnotation: "true"}
 		}
 		return p
 	}

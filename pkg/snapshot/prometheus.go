@@ -26,10 +26,12 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/api"
 	deschedulerclient "sigs.k8s.io/descheduler/pkg/descheduler/client"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // PrometheusQueryKind is the kind of a recorded query in a snapshot.
-var PrometheusQueryKind = schema.GroupVersionKind{Group: "rebalancer.dev", Version: "v1alpha1", Kind: "PrometheusQuery"}
+var PrometheusQueryKind = schema.GroupVersionKind{Group: wellknown.Group, Version: "v1alpha1", Kind: "PrometheusQuery"}
 
 // PrometheusQuery is a Prometheus server's answer to an instant query, as
 // its HTTP API returned it (/api/v1/query): what a LowNodeUtilization whose

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // DefaultConfiguration is the MutatingWebhookConfiguration manifests/webhook
@@ -41,7 +43,7 @@ type OptIn struct {
 // DefaultOptIn is the rule of the shipped webhook for the namespaces
 // selector, e.g. from a flag when planning offline.
 func DefaultOptIn(namespaces labels.Selector, from string) *OptIn {
-	pods, _ := labels.Parse(NamespaceLabel + "!=" + Disabled)
+	pods, _ := labels.Parse(wellknown.SchedulerLabel + "!=" + Disabled)
 	return &OptIn{Namespaces: namespaces, Pods: pods, Scheduler: "rebalancer-scheduler", From: from}
 }
 

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 func configFor(url string, ca []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
@@ -24,9 +26,9 @@ func configFor(url string, ca []byte) *admissionregistrationv1.MutatingWebhookCo
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:              "pods.rebalancer.dev",
 			ClientConfig:      admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url), CABundle: ca},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceLabel: Enabled}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{wellknown.SchedulerLabel: Enabled}},
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-				{Key: NamespaceLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{Disabled}}}},
+				{Key: wellknown.SchedulerLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{Disabled}}}},
 			TimeoutSeconds: ptr.To[int32](2),
 		}},
 	}
@@ -51,7 +53,7 @@ func TestLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labelled := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{NamespaceLabel: Enabled}}}
+	labelled := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{wellknown.SchedulerLabel: Enabled}}}
 	plain := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "b"}}
 	for _, c := range []struct {
 		pod  *v1.Pod
@@ -61,7 +63,7 @@ func TestLive(t *testing.T) {
 		{pod("", nil), labelled, "packing-scheduler"},
 		{pod("default-scheduler", nil), labelled, "packing-scheduler"},
 		{pod("gpu-scheduler", nil), labelled, ""},
-		{pod("", map[string]string{NamespaceLabel: Disabled}), labelled, ""},
+		{pod("", map[string]string{wellknown.SchedulerLabel: Disabled}), labelled, ""},
 		{pod("", nil), plain, ""},
 		{pod("", nil), nil, ""},
 	} {
@@ -76,7 +78,7 @@ func TestLive(t *testing.T) {
 func TestSchedulerForFollowsTheWebhooksOwnRule(t *testing.T) {
 	o := &OptIn{Namespaces: labels.Everything(), Pods: labels.Everything(), Scheduler: "rebalancer-scheduler"}
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-	if got := o.SchedulerFor(pod("", map[string]string{NamespaceLabel: Disabled}), ns); got != "" {
+	if got := o.SchedulerFor(pod("", map[string]string{wellknown.SchedulerLabel: Disabled}), ns); got != "" {
 		t.Errorf("an opted-out pod is planned as %q's", got)
 	}
 	if got := o.SchedulerFor(pod("", nil), ns); got != "rebalancer-scheduler" {

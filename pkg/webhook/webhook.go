@@ -24,17 +24,16 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
-	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 const (
 	// MutatePath is where the webhook is served.
 	MutatePath = "/mutate"
-	// NamespaceLabel opts a namespace in, with the value Enabled; on a pod,
-	// the value Disabled opts that pod out again.
-	NamespaceLabel = hint.Prefix + "scheduler"
-	Enabled        = "enabled"
-	Disabled       = "disabled"
+	// Enabled, as wellknown.SchedulerLabel's value, opts a namespace in;
+	// Disabled on a pod opts that pod out again.
+	Enabled  = "enabled"
+	Disabled = "disabled"
 )
 
 // maxBody bounds an AdmissionReview: the webhook is registered for pod
@@ -134,7 +133,7 @@ func (wh *Webhook) Admit(req *admissionv1.AdmissionRequest) (*admissionv1.Admiss
 // labelled to opt out. The API server's selectors decide which pods are
 // sent; this is the webhook's own rule, which the planner applies too.
 func takes(pod *v1.Pod) bool {
-	if pod.Labels[NamespaceLabel] == Disabled {
+	if pod.Labels[wellknown.SchedulerLabel] == Disabled {
 		return false
 	}
 	return pod.Spec.SchedulerName == "" || pod.Spec.SchedulerName == v1.DefaultSchedulerName

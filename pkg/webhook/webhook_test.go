@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 func review(pod *v1.Pod, mutate func(*admissionv1.AdmissionReview)) []byte {
@@ -108,7 +110,7 @@ func TestAdmit(t *testing.T) {
 		{"default-scheduler", pod("default-scheduler", nil), "rebalancer-scheduler"},
 		{"its own scheduler", pod("gpu-scheduler", nil), "gpu-scheduler"},
 		{"already rebalancer-scheduler", pod("rebalancer-scheduler", nil), "rebalancer-scheduler"},
-		{"opted out", pod("", map[string]string{NamespaceLabel: Disabled}), ""},
+		{"opted out", pod("", map[string]string{wellknown.SchedulerLabel: Disabled}), ""},
 	} {
 		code, body, out := e.post(t, review(c.pod, nil))
 		if code != 200 || out.Response == nil || out.Response.UID != "req-1" || out.Kind != "AdmissionReview" {

@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/executor"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestDrainHeldUntilReplacementsBound: the scheduler is paused while a
@@ -123,7 +123,7 @@ func taintedNodes(t *testing.T, e *testEnv, names []string) []string {
 			t.Fatal(err)
 		}
 		for _, taint := range node.Spec.Taints {
-			if taint.Key == executor.DrainTaintKey && taint.Effect == v1.TaintEffectNoSchedule {
+			if taint.Key == wellknown.DrainTaintKey && taint.Effect == v1.TaintEffectNoSchedule {
 				out = append(out, n)
 			}
 		}

@@ -20,7 +20,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/executor"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // auditEvent is one request in the apiserver's audit log.
@@ -151,7 +151,7 @@ func checkNoDrainTaint(t *testing.T, e *testEnv) {
 	}
 	for _, n := range nodes.Items {
 		for _, taint := range n.Spec.Taints {
-			if taint.Key == executor.DrainTaintKey {
+			if taint.Key == wellknown.DrainTaintKey {
 				t.Errorf("node %s keeps the drain taint", n.Name)
 			}
 		}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestPackingAroundPinnedPods: three nodes each hold a pod that opted out
@@ -25,7 +25,7 @@ func TestPackingAroundPinnedPods(t *testing.T) {
 	pinned := e.nodeNames("pin", 3)
 	free := e.nodeNames("pinfree", 4)
 	e.addNodes("8", append(append([]string{}, pinned...), free...)...)
-	e.fragmentedReplicaSetWith(schedulerName, "db", resources("1", "1Gi"), map[string]string{optout.DoNotDisrupt: "true"}, pinned)
+	e.fragmentedReplicaSetWith(schedulerName, "db", resources("1", "1Gi"), map[string]string{wellknown.DoNotDisruptAnnotation: "true"}, pinned)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), slices.Concat(free, free, free))
 	before := e.podUIDs()
 	beforeUIDs := map[string]bool{}

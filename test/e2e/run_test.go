@@ -19,6 +19,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // fragmentedReplicaSet makes a ReplicaSet whose pods are bound to the given
@@ -183,7 +184,7 @@ func TestRunOnceConsolidates(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, taint := range node.Spec.Taints {
-			if taint.Key == executor.DrainTaintKey {
+			if taint.Key == wellknown.DrainTaintKey {
 				t.Errorf("node %s keeps the drain taint after the run", n)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestStickyPlacement: rebalancer-scheduler runs the bin-packing profile,
@@ -28,7 +28,7 @@ func TestStickyPlacement(t *testing.T) {
 	home, full := nodes[0], nodes[1]
 	// Both Deployments' pods first, onto the only node there is.
 	e.addNodes("8", home)
-	e.addDeploymentOf(schedulerName, "cache", 1, resources("1", "1Gi"), map[string]string{hint.StickyAnnotation: "true"})
+	e.addDeploymentOf(schedulerName, "cache", 1, resources("1", "1Gi"), map[string]string{wellknown.StickyAnnotation: "true"})
 	e.addDeploymentOf(schedulerName, "plain", 1, resources("1", "1Gi"), nil)
 	cache, plainPod := e.boundPods("cache", 1)[0], e.boundPods("plain", 1)[0]
 	// Then a fuller node, which bin-packing prefers for any new pod.
@@ -95,7 +95,7 @@ func TestStickyThroughARollout(t *testing.T) {
 	home, full := nodes[0], nodes[1]
 	e.addNodes("8", home)
 	const replicas = 3
-	e.addDeploymentOf(schedulerName, "cache", replicas, resources("1", "1Gi"), map[string]string{hint.StickyAnnotation: "true"})
+	e.addDeploymentOf(schedulerName, "cache", replicas, resources("1", "1Gi"), map[string]string{wellknown.StickyAnnotation: "true"})
 	old := e.boundPods("cache", replicas)
 	e.addNodes("8", full)
 	e.fragmentedReplicaSet("filler", resources("4", "1Gi"), []string{full})

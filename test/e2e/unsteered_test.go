@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // TestPackingWithAnUnsteeredScheduler: kube-scheduler itself (the control
@@ -217,7 +218,7 @@ func packUnsteered(t *testing.T, e *testEnv, schedName, spareCPU string, held bo
 				t.Fatal(err)
 			}
 			for _, taint := range node.Spec.Taints {
-				if taint.Key == plan.DrainTaintKey {
+				if taint.Key == wellknown.DrainTaintKey {
 					t.Errorf("run %d: %s still carries the drain taint after the run", run, n)
 				}
 			}

@@ -23,6 +23,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/internal/testcert"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // startWebhook runs `rebalancer webhook` on loopback with a self-signed
@@ -76,7 +77,7 @@ func createPod(t *testing.T, ctx context.Context, ns, name, scheduler string, la
 
 func (e *testEnv) labelNamespace(value string) {
 	e.t.Helper()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, webhook.NamespaceLabel, value)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, wellknown.SchedulerLabel, value)
 	if _, err := client.CoreV1().Namespaces().Patch(e.ctx, e.ns, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestWebhookOptIn(t *testing.T) {
 		{e.ns, "no-scheduler", "", nil, "rebalancer-scheduler"},
 		{e.ns, "default", "default-scheduler", nil, "rebalancer-scheduler"},
 		{e.ns, "own-scheduler", "gpu-scheduler", nil, "gpu-scheduler"},
-		{e.ns, "opted-out", "", map[string]string{webhook.NamespaceLabel: webhook.Disabled}, "default-scheduler"},
+		{e.ns, "opted-out", "", map[string]string{wellknown.SchedulerLabel: webhook.Disabled}, "default-scheduler"},
 		{other.ns, "unlabelled", "", nil, "default-scheduler"},
 	} {
 		if got := createPod(t, e.ctx, c.ns, c.name, c.scheduler, c.labels); got != c.want {

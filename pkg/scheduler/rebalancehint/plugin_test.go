@@ -34,6 +34,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 const (
@@ -252,7 +253,7 @@ func TestMalformedHintIgnored(t *testing.T) {
 	e := newEnv(t, "")
 	nodes, pods := cluster()
 	bad := pod("old", "full", "1", &web)
-	bad.Annotations = map[string]string{hint.TargetNodeAnnotation: "half", hint.TimeAnnotation: "not-a-time"}
+	bad.Annotations = map[string]string{wellknown.TargetNodeAnnotation: "half", wellknown.TimeAnnotation: "not-a-time"}
 	e.pl.PodLeaving(klogger(t), bad)
 	if n := e.pl.book.Len(); n != 0 {
 		t.Fatalf("malformed hint recorded (%d entries)", n)
@@ -391,7 +392,7 @@ func sticky(p *v1.Pod) *v1.Pod {
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
-	p.Annotations[hint.StickyAnnotation] = "true"
+	p.Annotations[wellknown.StickyAnnotation] = "true"
 	return p
 }
 
@@ -417,9 +418,9 @@ func TestStickyPodReturnsToItsNode(t *testing.T) {
 	}
 	for _, value := range []string{"false", "yes", ""} {
 		p := pod("old", "half", "1", &web)
-		p.Annotations = map[string]string{hint.StickyAnnotation: value}
+		p.Annotations = map[string]string{wellknown.StickyAnnotation: value}
 		if control.pl.book.Leaving(klogger(t), p) {
-			t.Errorf("%s=%q recorded as sticky", hint.StickyAnnotation, value)
+			t.Errorf("%s=%q recorded as sticky", wellknown.StickyAnnotation, value)
 		}
 	}
 }
