@@ -165,21 +165,13 @@ type Result struct {
 	// pods leave when their owners have moved them (see
 	// evictsInBackground).
 	InBackground []plan.Move `json:"inBackground,omitempty"`
-	Skipped      []Skip      `json:"skipped"`
+	Skipped      []plan.Skip `json:"skipped"`
 	// Errors counts the skips caused by an API error rather than by the
 	// cluster's state (reasons error, patch-failed, taint-failed,
 	// history-failed).
 	Errors int `json:"errors"`
 	// HistoryError says why the move history could not be written.
 	HistoryError string `json:"historyError,omitempty"`
-}
-
-// Skip is a move that was not carried out.
-type Skip struct {
-	Move plan.Move `json:"move"`
-	// Reason is one of Reasons, or the reason Options.Validate gave.
-	Reason string `json:"reason"`
-	Detail string `json:"detail"`
 }
 
 // outcome is what became of one move.
@@ -456,12 +448,12 @@ func (e *Executor) clearHint(ctx context.Context, pod *v1.Pod) {
 // (same-node, low-gain, limits) are in the plan and the logs only.
 func (e *Executor) reportRefusals(p *plan.Plan) {
 	for _, s := range p.Skipped {
-		if s.Why != plan.ReasonPDB && s.Why != plan.ReasonNoFit {
+		if s.Reason != plan.ReasonPDB && s.Reason != plan.ReasonNoFit {
 			continue
 		}
 		ns, name, _ := strings.Cut(s.Pod, "/")
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(s.UID)}}
-		e.event(pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s: not moved (%s): %s, plan %s", s.Strategy, s.Why, s.Detail, p.ID)
+		e.event(pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s: not moved (%s): %s, plan %s", s.Strategy, s.Reason, s.Detail, p.ID)
 	}
 }
 
@@ -492,7 +484,7 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 		return
 	}
 
-	r.Skipped = append(r.Skipped, Skip{Move: m, Reason: o.reason, Detail: o.detail})
+	r.Skipped = append(r.Skipped, m.Skipped(o.reason, o.detail))
 	e.o.Metrics.skipped(m.Strategy, o.reason, o.err != nil)
 	kv := []any{"pod", klog.KRef(m.Namespace, m.Name), "source", m.Source, "target", m.Target, "strategy", m.Strategy, "reason", o.reason}
 	switch {

@@ -950,9 +950,9 @@ func TestExecuteReportsPlannerRefusals(t *testing.T) {
 	f := newFixture()
 	p := newPlan()
 	p.Skipped = []plan.Skip{
-		{Pod: ns + "/db-0", UID: "uid-db-0", Strategy: "Consolidation", Why: plan.ReasonPDB, Detail: "PodDisruptionBudget default/db allows no further disruption"},
-		{Pod: ns + "/big-0", UID: "uid-big-0", Strategy: "RemovePodsViolatingNodeTaints", Why: plan.ReasonNoFit, Detail: "0/3 nodes are available"},
-		{Pod: ns + "/web-0", UID: "uid-web-0", Strategy: "RemoveDuplicates", Why: plan.ReasonSameNode},
+		{Pod: ns + "/db-0", UID: "uid-db-0", Strategy: "Consolidation", Reason: plan.ReasonPDB, Detail: "PodDisruptionBudget default/db allows no further disruption"},
+		{Pod: ns + "/big-0", UID: "uid-big-0", Strategy: "RemovePodsViolatingNodeTaints", Reason: plan.ReasonNoFit, Detail: "0/3 nodes are available"},
+		{Pod: ns + "/web-0", UID: "uid-web-0", Strategy: "RemoveDuplicates", Reason: plan.ReasonSameNode},
 	}
 	p.Summary = plan.Summary{NodesInUseBefore: 6, NodesInUseAfter: 3}
 	f.executor(nil).Execute(context.Background(), p)

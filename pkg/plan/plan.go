@@ -177,7 +177,8 @@ func (r Resources) String() string {
 	return cpu.String() + "/" + resource.NewQuantity(mem, resource.BinarySI).String()
 }
 
-// Skip is an eviction a plugin asked for that the plan refused.
+// Skip is a move not made, and why: an eviction a plugin asked for that the
+// plan refused, or a planned move the executor did not carry out (Move).
 type Skip struct {
 	Pod      string `json:"pod"`
 	UID      string `json:"uid"`
@@ -185,9 +186,17 @@ type Skip struct {
 	Strategy string `json:"strategy"`
 	// Scheduler is the pod's scheduler, when the skip depends on it.
 	Scheduler string `json:"scheduler,omitempty"`
-	// Why is one of the Reason constants.
-	Why    string `json:"why"`
+	// Reason is one of the Reason constants, or one of the executor's.
+	Reason string `json:"reason"`
 	Detail string `json:"detail"`
+	// Move is the planned move the executor skipped; nil for the plan's
+	// own refusals.
+	Move *Move `json:"move,omitempty"`
+}
+
+// Skipped is the skip of the planned move m, for reason.
+func (m Move) Skipped(reason, detail string) Skip {
+	return Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy, Scheduler: m.Scheduler, Reason: reason, Detail: detail, Move: &m}
 }
 
 // Summary describes the cluster before and after the plan.
@@ -218,7 +227,7 @@ type Summary struct {
 type PinnedNode struct {
 	Node   string `json:"node"`
 	Pod    string `json:"pod"`
-	Why    string `json:"why"`
+	Reason string `json:"reason"`
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -265,8 +274,8 @@ func (p *Plan) Finish() {
 	}
 	sort.SliceStable(p.Skipped, func(i, j int) bool {
 		a, b := p.Skipped[i], p.Skipped[j]
-		if a.Why != b.Why {
-			return a.Why < b.Why
+		if a.Reason != b.Reason {
+			return a.Reason < b.Reason
 		}
 		return a.Pod < b.Pod
 	})
@@ -275,8 +284,8 @@ func (p *Plan) Finish() {
 	p.Summary.SkippedByReason = map[string]int{}
 	p.Summary.UnknownSchedulers = nil
 	for _, s := range p.Skipped {
-		p.Summary.SkippedByReason[s.Why]++
-		if s.Why == ReasonUnknownScheduler {
+		p.Summary.SkippedByReason[s.Reason]++
+		if s.Reason == ReasonUnknownScheduler {
 			if p.Summary.UnknownSchedulers == nil {
 				p.Summary.UnknownSchedulers = map[string]int{}
 			}

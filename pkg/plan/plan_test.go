@@ -18,9 +18,9 @@ func sample() *Plan {
 			{Pod: "a/api-1", Namespace: "a", Name: "api-1", Strategy: "RemovePodsViolatingNodeTaints", Source: "n3", Target: "n1", Reason: "untolerated node taint", TargetScore: 400},
 		},
 		Skipped: []Skip{
-			{Pod: "z/x", Why: ReasonNoFit},
-			{Pod: "a/y", Why: ReasonPDB},
-			{Pod: "a/x", Why: ReasonNoFit},
+			{Pod: "z/x", Reason: ReasonNoFit},
+			{Pod: "a/y", Reason: ReasonPDB},
+			{Pod: "a/x", Reason: ReasonNoFit},
 		},
 		Summary: Summary{Nodes: 3, Pods: 9, NodesInUseBefore: 3, NodesInUseAfter: 1,
 			PerNode: []NodeUsage{{Node: "n3"}, {Node: "n1"}, {Node: "n2"}}},
@@ -36,7 +36,7 @@ func TestFinish(t *testing.T) {
 	}
 	var skipped []string
 	for _, s := range p.Skipped {
-		skipped = append(skipped, s.Why+" "+s.Pod)
+		skipped = append(skipped, s.Reason+" "+s.Pod)
 	}
 	if got := strings.Join(skipped, ","); got != "no-fit a/x,no-fit z/x,pdb a/y" {
 		t.Errorf("skips ordered %s", got)
@@ -84,5 +84,29 @@ func TestPrint(t *testing.T) {
 	}
 	if err := p.Print(&bytes.Buffer{}, "xml"); err == nil || !strings.Contains(err.Error(), `"xml"`) {
 		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// TestOneSkip: the plan's refusals and the executor's skips are one type
+// with one reason field; an executor's skip names the move it skipped.
+func TestOneSkip(t *testing.T) {
+	refused, err := json.Marshal(Skip{Pod: "a/x", Strategy: "Consolidation", Reason: ReasonPDB, Detail: "budget"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"pod":"a/x","uid":"","profile":"","strategy":"Consolidation","reason":"pdb","detail":"budget"}`; string(refused) != want {
+		t.Errorf("plan's skip: %s, want %s", refused, want)
+	}
+	m := Move{Pod: "a/y", Namespace: "a", Name: "y", UID: "u1", Profile: "p", Strategy: "HighNodeUtilization", Scheduler: "s", Source: "n1", Target: "n2"}
+	s := m.Skipped("gone", "the pod is gone")
+	if s.Pod != m.Pod || s.UID != m.UID || s.Profile != m.Profile || s.Strategy != m.Strategy || s.Scheduler != m.Scheduler || s.Reason != "gone" || s.Detail != "the pod is gone" {
+		t.Errorf("executor's skip %+v does not name its move's pod, strategy and scheduler with its reason", s)
+	}
+	if s.Move == nil || s.Move.Target != "n2" {
+		t.Errorf("executor's skip carries move %+v, want the planned move", s.Move)
+	}
+	m.Target = "changed"
+	if s.Move.Target != "n2" {
+		t.Error("the skip's move changes with the caller's copy")
 	}
 }

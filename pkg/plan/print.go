@@ -84,7 +84,7 @@ func (p *Plan) printTable(w io.Writer) error {
 	if len(s.Pinned) > 0 {
 		parts := make([]string, len(s.Pinned))
 		for i, n := range s.Pinned {
-			parts[i] = fmt.Sprintf("%s (%s: %s)", n.Node, n.Pod, n.Why)
+			parts[i] = fmt.Sprintf("%s (%s: %s)", n.Node, n.Pod, n.Reason)
 		}
 		fmt.Fprintf(w, "Pinned in use %d: %s.\n", len(s.Pinned), strings.Join(parts, ", "))
 	}

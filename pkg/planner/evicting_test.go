@@ -57,8 +57,8 @@ func TestEvictionsInBackground(t *testing.T) {
 		}
 	}
 	for _, s := range p.Skipped {
-		if s.Why == plan.ReasonEvicting && !strings.Contains(s.Detail, evictions.EvictionInProgressAnnotationKey) {
-			t.Errorf("%s skipped as %s with detail %q; want the annotation named", s.Pod, s.Why, s.Detail)
+		if s.Reason == plan.ReasonEvicting && !strings.Contains(s.Detail, evictions.EvictionInProgressAnnotationKey) {
+			t.Errorf("%s skipped as %s with detail %q; want the annotation named", s.Pod, s.Reason, s.Detail)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func TestGangMembersStay(t *testing.T) {
 		for _, pod := range []string{worker.Name, misplaced.Name} {
 			found := false
 			for _, s := range p.Skipped {
-				found = found || s.Pod == "default/"+pod && s.Why == plan.ReasonGang
+				found = found || s.Pod == "default/"+pod && s.Reason == plan.ReasonGang
 			}
 			if !found {
 				t.Errorf("%s is not skipped as %s: %+v", pod, plan.ReasonGang, p.Skipped)

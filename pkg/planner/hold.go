@@ -280,7 +280,7 @@ func (p *planner) drop(failed map[int]string, reason string) {
 			r = plan.ReasonTargetChanged
 		}
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,
-			Scheduler: m.Scheduler, Why: r, Detail: why})
+			Scheduler: m.Scheduler, Reason: r, Detail: why})
 		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
 		p.sources[m.Source]-- // read again by the next replay's checks
 	}

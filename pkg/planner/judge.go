@@ -277,7 +277,7 @@ func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string
 
 // skipFor records an eviction the plan refuses because of the pod's scheduler.
 func (p *planner) skipFor(profile, strategy string, pod *v1.Pod, scheduler, why, detail string) {
-	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Why: why, Detail: detail})
+	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Reason: why, Detail: detail})
 	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
 }
 

@@ -62,7 +62,7 @@ func TestConsolidationPacksAroundPinnedPods(t *testing.T) {
 				t.Fatalf("pinned nodes %+v, want the 3", p.Summary.Pinned)
 			}
 			for i, n := range p.Summary.Pinned {
-				if n.Node != pinnedNodes[i] || !strings.HasPrefix(n.Pod, fmt.Sprintf("team-a/db%d", i)) || n.Why != map[string]string{"opt-out": plan.ReasonOptOut, "sticky": plan.ReasonSticky, "pdb": plan.ReasonPDB}[pin] {
+				if n.Node != pinnedNodes[i] || !strings.HasPrefix(n.Pod, fmt.Sprintf("team-a/db%d", i)) || n.Reason != map[string]string{"opt-out": plan.ReasonOptOut, "sticky": plan.ReasonSticky, "pdb": plan.ReasonPDB}[pin] {
 					t.Errorf("pinned[%d] = %+v, want node %s for reason %s", i, n, pinnedNodes[i], pin)
 				}
 			}

@@ -518,6 +518,6 @@ func (h *judgingHandle) Pin(pod *v1.Pod, why, detail string) {
 		p.pinned = map[string]plan.PinnedNode{}
 	}
 	if _, ok := p.pinned[pod.Spec.NodeName]; !ok {
-		p.pinned[pod.Spec.NodeName] = plan.PinnedNode{Node: pod.Spec.NodeName, Pod: key(pod), Why: why, Detail: detail}
+		p.pinned[pod.Spec.NodeName] = plan.PinnedNode{Node: pod.Spec.NodeName, Pod: key(pod), Reason: why, Detail: detail}
 	}
 }

@@ -282,7 +282,7 @@ func skippedFor(p *plan.Plan, pod *v1.Pod, reasons ...string) bool {
 	for _, s := range p.Skipped {
 		if s.Pod == pod.Namespace+"/"+pod.Name {
 			for _, r := range reasons {
-				if s.Why == r {
+				if s.Reason == r {
 					return true
 				}
 			}
@@ -333,7 +333,7 @@ func TestEmptySelectorPDBCoversNamespace(t *testing.T) {
 	}
 	refused := map[string]bool{}
 	for _, s := range p.Skipped {
-		if s.Why == plan.ReasonPDB {
+		if s.Reason == plan.ReasonPDB {
 			refused[s.Pod] = true
 		}
 	}

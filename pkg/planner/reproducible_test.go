@@ -163,10 +163,10 @@ func TestNoMoveOffAFilledNode(t *testing.T) {
 		t.Fatalf("no skip %q; skipped %v", plan.ReasonTarget, p.Summary.SkippedByReason)
 	}
 	for _, s := range p.Skipped {
-		if s.Why == plan.ReasonTarget && !strings.Contains(s.Detail, "moves pods onto") {
+		if s.Reason == plan.ReasonTarget && !strings.Contains(s.Detail, "moves pods onto") {
 			t.Errorf("skip %+v: detail does not name the filled node", s)
 		}
-		if s.Why == plan.ReasonLimit && strings.Contains(s.Detail, "moves pods onto") {
+		if s.Reason == plan.ReasonLimit && strings.Contains(s.Detail, "moves pods onto") {
 			t.Errorf("skip %+v: a filled node reported as a limit", s)
 		}
 	}

@@ -176,8 +176,8 @@ func TestEachPodWithItsScheduler(t *testing.T) {
 	}
 	for _, s := range p.Skipped {
 		pod := byUID[s.UID]
-		if simulator.SchedulerName(pod) == "gpu-scheduler" && s.Why != plan.ReasonUnknownScheduler && s.Why != plan.ReasonProtected {
-			t.Errorf("%s of gpu-scheduler skipped as %s, want %s", s.Pod, s.Why, plan.ReasonUnknownScheduler)
+		if simulator.SchedulerName(pod) == "gpu-scheduler" && s.Reason != plan.ReasonUnknownScheduler && s.Reason != plan.ReasonProtected {
+			t.Errorf("%s of gpu-scheduler skipped as %s, want %s", s.Pod, s.Reason, plan.ReasonUnknownScheduler)
 		}
 	}
 	if len(p.Moves) == 0 {

@@ -102,7 +102,7 @@ func TestDefaultSchedulerThinClusterIsNotDrained(t *testing.T) {
 	why := map[string]int{}
 	for _, s := range res.Plan.Skipped {
 		if len(s.Pod) > len(e.ns) && s.Pod[:len(e.ns)+1] == e.ns+"/" {
-			why[s.Why]++
+			why[s.Reason]++
 		}
 	}
 	if why[plan.ReasonConflict]+why[plan.ReasonUnsteered] == 0 {

@@ -175,7 +175,7 @@ func TestExtenderSteersDefaultScheduler(t *testing.T) {
 	why := map[string]int{}
 	for _, s := range down.Plan.Skipped {
 		if strings.HasPrefix(s.Pod, e.ns+"/") {
-			why[s.Why]++
+			why[s.Reason]++
 		}
 	}
 	if why[plan.ReasonConflict]+why[plan.ReasonUnsteered] == 0 {

@@ -34,7 +34,7 @@ func (e *testEnv) historyFlag() (flag, name string) {
 func cooldownSkips(p plan.Plan, ns string) []string {
 	var out []string
 	for _, s := range p.Skipped {
-		if s.Why == plan.ReasonCooldown && strings.HasPrefix(s.Pod, ns+"/") {
+		if s.Reason == plan.ReasonCooldown && strings.HasPrefix(s.Pod, ns+"/") {
 			out = append(out, s.Pod)
 		}
 	}

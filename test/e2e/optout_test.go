@@ -44,7 +44,7 @@ func TestOptOutPodsStay(t *testing.T) {
 	}
 	optOuts := map[string]bool{}
 	for _, s := range res.Plan.Skipped {
-		if s.Why == plan.ReasonOptOut {
+		if s.Reason == plan.ReasonOptOut {
 			optOuts[s.Pod] = true
 		}
 	}

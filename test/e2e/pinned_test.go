@@ -58,8 +58,8 @@ func TestPackingAroundPinnedPods(t *testing.T) {
 	for _, p := range res.Plan.Summary.Pinned {
 		if strings.HasPrefix(p.Pod, e.ns+"/") {
 			names = append(names, p.Node)
-			if p.Why != plan.ReasonOptOut {
-				t.Errorf("pinned %s for %q, want %q", p.Node, p.Why, plan.ReasonOptOut)
+			if p.Reason != plan.ReasonOptOut {
+				t.Errorf("pinned %s for %q, want %q", p.Node, p.Reason, plan.ReasonOptOut)
 			}
 		}
 	}

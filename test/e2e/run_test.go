@@ -239,7 +239,7 @@ func TestRunTaintAndPDB(t *testing.T) {
 	}
 	pdbSkips := 0
 	for _, s := range res.Plan.Skipped {
-		if strings.HasPrefix(s.Pod, e.ns+"/db-") && s.Why == plan.ReasonPDB {
+		if strings.HasPrefix(s.Pod, e.ns+"/db-") && s.Reason == plan.ReasonPDB {
 			pdbSkips++
 		}
 	}
