@@ -28,16 +28,19 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/cli"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
@@ -444,19 +447,22 @@ func loadPair() (*api.DeschedulerPolicy, *config.KubeSchedulerProfile, error) {
 }
 
 func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error) {
-	snap, pol, prof, err := setup(nodes)
+	snap, pol, _, err := setup(nodes)
 	if err != nil {
 		return measurement{}, err
 	}
 	start := time.Now()
 	switch impl {
 	case "ours":
-		// The simulation is built from the snapshot as part of planning.
-		sim, err := simulator.New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
-		if err != nil {
-			return measurement{}, err
-		}
-		p, err := planner.Plan(ctx, sim, pol, planner.Options{MinScoreGain: 1})
+		// As `rebalancer plan --snapshot` plans once the file is decoded:
+		// the inputs checked, the placement resolved, the simulation built,
+		// with its default options and an empty move history.
+		sess := session.New(session.Options{
+			Files:       inputs.Files{Policy: policyFile, SchedulerConfigs: []string{schedulerFile}, Cluster: snap},
+			Planner:     planner.Options{MinScoreGain: 1},
+			UsageWindow: time.Minute, UsageInterval: 15 * time.Second,
+		})
+		p, _, err := sess.Plan(ctx, nil, history.New(clock.RealClock{}, 30*time.Minute))
 		if err != nil {
 			return measurement{}, err
 		}

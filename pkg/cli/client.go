@@ -8,18 +8,12 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
-// reachTimeout bounds the first request to the API server; syncTimeout the
-// wait for the first full view of the cluster after it.
-const (
-	reachTimeout = 10 * time.Second
-	syncTimeout  = 2 * time.Minute
-)
+// reachTimeout bounds the first request to the API server.
+const reachTimeout = 10 * time.Second
 
 // clientFlags are how a command reaches the API server, with the flags kube
 // components use for them.
@@ -80,25 +74,4 @@ func (c *clientFlags) newClient(ctx context.Context) (kubernetes.Interface, erro
 		return nil, fmt.Errorf("cannot reach the API server %s: %w", cfg.Host, err)
 	}
 	return client, nil
-}
-
-// capture waits for every informer to sync, then takes one snapshot: a plan
-// never starts on a half-filled cache.
-func capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
-	live := snapshot.NewLive(client)
-	defer live.Stop()
-	timer := time.AfterFunc(syncTimeout, live.Stop)
-	err := live.Start(ctx)
-	timer.Stop()
-	if err != nil {
-		return nil, fmt.Errorf("reading the cluster: %w", err)
-	}
-	snap, unknown, err := live.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	if unknown > 0 {
-		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
-	}
-	return snap, nil
 }

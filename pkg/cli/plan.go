@@ -9,25 +9,19 @@ import (
 	"strings"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
-	"github.com/rebalancer-dev/rebalancer/pkg/profile"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
@@ -50,8 +44,6 @@ type planOptions struct {
 	webhookConfig  string
 	usageWindow    time.Duration
 	usageInterval  time.Duration
-	// sampler samples a live cluster's usage, across cycles.
-	sampler *snapshot.Sampler
 }
 
 func newPlanCommand() *cobra.Command {
@@ -232,211 +224,29 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	if err := moves.Load(ctx); err != nil {
 		return nil, fmt.Errorf("%w (plan reads the move history to show the cooldown skips run would make; --history-configmap \"\" plans without it)", err)
 	}
-	p, _, err := o.planWith(ctx, client, capture, moves)
+	p, _, err := o.session(client).Plan(ctx, session.Capture, moves)
 	return p, err
 }
 
-// clusterView returns the live cluster's state to plan on.
-type clusterView func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error)
-
-// files are the inputs the flags name.
-func (o *planOptions) files() inputs.Files {
-	return inputs.Files{Policy: o.policy, SchedulerConfigs: o.schedulerConfig, SchedulerName: o.schedulerName, Snapshot: o.snapshot}
-}
-
-// planWith loads the inputs and plans, on the snapshot file if one is given,
-// else on the cluster of client as view returns it. moves is the move
-// history (nil: none). It returns the inputs too, for the recheck before execution.
-func (o *planOptions) planWith(ctx context.Context, client kubernetes.Interface, view clusterView, moves *history.History) (*plan.Plan, *inputs.Inputs, error) {
-	// Everything is loaded and checked before anything is planned: bad input
-	// of any kind ends here, with nothing planned.
-	in, err := inputs.Load(ctx, o.files(), client)
-	if err != nil {
-		return nil, nil, err
+// session is the planning session the flags set up, on the live cluster of
+// client, or offline on --snapshot when client is nil.
+func (o *planOptions) session(client kubernetes.Interface) *session.Session {
+	limit, _ := parseWorkloadLimit(o.maxPerWorkload) // validated
+	hold, _ := parseHold(o.holdEmpty)                // validated
+	opts := session.Options{
+		Files:  inputs.Files{Policy: o.policy, SchedulerConfigs: o.schedulerConfig, SchedulerName: o.schedulerName, Snapshot: o.snapshot},
+		Client: client,
+		Planner: planner.Options{
+			MinScoreGain: o.minScoreGain, MaxPerWorkload: limit, AllowConflicting: o.allowConflicts, HoldEmptyNodes: hold,
+		},
+		UsageWindow: o.usageWindow, UsageInterval: o.usageInterval, EveryNode: o.everyNode,
+		WebhookConfiguration: o.webhookConfig,
 	}
-	snap := in.Snapshot
-	var usageWarnings []string
-	if snap == nil {
-		if snap, usageWarnings, err = o.readCluster(ctx, client, view, in); err != nil {
-			return nil, nil, err
-		}
+	if o.optIn != "" {
+		opts.OptIn, _ = labels.Parse(o.optIn) // validated with the flags
+		opts.OptInFrom = "--opt-in-namespaces " + o.optIn
 	}
-	opts := o.plannerOptions(moves)
-	if in.Snapshot == nil {
-		opts.Warnings = append(answering(ctx, in), usageWarnings...)
-	}
-	opts.Warnings = append(opts.Warnings, o.optInto(ctx, client, in)...)
-	// The simulation's informers run until the plan is made: a daemon
-	// planning every cycle must not accumulate them.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sim, err := simulator.New(ctx, in.Schedulers, snap, o.simOptions(in)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts.Warnings = append(opts.Warnings, optInNote(sim, snap, in.OptIn)...)
-	p, err := planner.Plan(ctx, sim, in.Policy, opts)
-	return p, in, err
-}
-
-// readCluster returns the live cluster as view shows it, with its usage,
-// sampled from metrics.k8s.io over --usage-window, when the policy or a
-// scheduler profile works by it, and the Prometheus answers to the
-// policy's queries. Usage the policy needs and cannot have is an error:
-// nothing is planned, nothing evicted. A profile that places by usage
-// without it falls back to its pods' estimates, in the simulation as in
-// rebalancer-scheduler: a warning.
-func (o *planOptions) readCluster(ctx context.Context, client kubernetes.Interface, view clusterView, in *inputs.Inputs) (*snapshot.Snapshot, []string, error) {
-	snap, err := view(ctx, client)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := readPrometheus(ctx, client, in.Metrics, snap); err != nil {
-		return nil, nil, err
-	}
-	if !in.ReadsUsage() {
-		return snap, nil, nil
-	}
-	o.startSampling(ctx, client)
-	err = o.sampler.Fill(ctx, snap)
-	switch {
-	case err != nil && in.Metrics.Kubernetes != "":
-		return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
-	case err != nil:
-		return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
-			strings.Join(in.PlacesByUsage(), ", "), err)}, nil
-	}
-	return snap, nil, nil
-}
-
-// prometheusTimeout bounds each query to the cluster's Prometheus.
-const prometheusTimeout = 30 * time.Second
-
-// readPrometheus adds to snap the answers of the Prometheus m's provider
-// configures to m's queries, asked now (a snapshot's usage is read once,
-// a query's own range says how long a value must last). A query that
-// fails or that the descheduler could not read is an error naming the
-// policy's field and the server.
-func readPrometheus(ctx context.Context, client kubernetes.Interface, m policy.Metrics, snap *snapshot.Snapshot) error {
-	if len(m.Queries) == 0 {
-		return nil
-	}
-	prom, err := snapshot.PrometheusClient(ctx, client, m.Server, m.Prometheus)
-	if err != nil {
-		return fmt.Errorf("the policy's %w", err)
-	}
-	if c, ok := prom.(promapi.CloseIdler); ok {
-		defer c.CloseIdleConnections() // a new client each cycle: the token may have rotated
-	}
-	now := time.Now()
-	for _, q := range m.Queries {
-		ctx, cancel := context.WithTimeout(ctx, prometheusTimeout)
-		answer, err := snapshot.ReadPrometheus(ctx, prom, q.PromQL, now)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Prometheus, m.Server.URL, err)
-		}
-		snap.PrometheusQueries = append(snap.PrometheusQueries, answer)
-	}
-	return nil
-}
-
-// startSampling starts sampling the cluster's usage over --usage-window,
-// unless a sampler runs already: the long-lived mode starts it with the
-// process, so its first cycle has the window.
-func (o *planOptions) startSampling(ctx context.Context, client kubernetes.Interface) {
-	if o.sampler != nil && !o.sampler.Stopped() {
-		return
-	}
-	o.sampler = snapshot.NewSampler(client, o.usageInterval, o.usageWindow)
-	go o.sampler.Run(ctx)
-	klog.FromContext(ctx).Info("Sampling the cluster's usage", "window", o.usageWindow, "interval", o.usageInterval)
-}
-
-// simOptions model how the cluster's schedulers will follow the plan
-// (see steering), and how long usage must last (--usage-window).
-func (o *planOptions) simOptions(in *inputs.Inputs) []simulator.Option {
-	opts := append(steering(in), simulator.WithUsageWindow(o.usageWindow))
-	if o.everyNode {
-		opts = append(opts, simulator.WithEveryNode())
-	}
-	return opts
+	return session.New(opts)
 }
 
 const everyNodeHelp = "run every scheduling cycle's plugins on every node, as kube-scheduler does, instead of once for each class of nodes its plugins cannot tell apart (same labels but the hostname, taints, allocatable, requests, pod count and images: a cycle in which only the resource, taint and node-affinity plugins take part); the answers are the same, only slower"
-
-// steering models how the cluster's schedulers will follow the plan:
-// rebalancer's extenders, and the scheduler the webhook gives the pods of
-// opted-in namespaces.
-func steering(in *inputs.Inputs) []simulator.Option {
-	opts := []simulator.Option{simulator.WithExtenders(profile.ExtenderWeights(in.Extenders))}
-	if in.OptIn != nil {
-		opts = append(opts, simulator.WithOptIn(in.OptIn.SchedulerFor))
-	}
-	return opts
-}
-
-// optInto sets in.OptIn: from --opt-in-namespaces, else, on a live cluster,
-// from the webhook's configuration if its webhook answers. It returns what
-// the plan should say when the webhook cannot be counted on.
-func (o *planOptions) optInto(ctx context.Context, client kubernetes.Interface, in *inputs.Inputs) []string {
-	switch {
-	case o.optIn != "":
-		sel, _ := labels.Parse(o.optIn) // validated with the flags
-		in.OptIn = webhook.DefaultOptIn(sel, "--opt-in-namespaces "+o.optIn)
-	case in.Snapshot == nil && o.webhookConfig != "":
-		optIn, err := webhook.Live(ctx, client, o.webhookConfig)
-		if err != nil {
-			return []string{fmt.Sprintf("rebalancer's webhook cannot be counted on, so the pods of opted-in namespaces are planned as their own scheduler's: %v", err)}
-		}
-		in.OptIn = optIn
-	}
-	return nil
-}
-
-// optInNote says how many pods the simulation plans as the scheduler the
-// webhook gives them rather than the one they name.
-func optInNote(sim *simulator.Simulator, snap *snapshot.Snapshot, optIn *webhook.OptIn) []string {
-	if optIn == nil {
-		return nil
-	}
-	pods, opted := 0, map[string]bool{}
-	for _, pod := range snap.Pods {
-		if sim.SchedulerOf(pod) != simulator.SchedulerName(pod) {
-			pods++
-			opted[pod.Namespace] = true
-		}
-	}
-	if pods == 0 {
-		return nil
-	}
-	return []string{fmt.Sprintf("%d pod(s) naming default-scheduler in %d namespace(s) opted in (%s) are planned as %s's: the webhook gives their replacements that scheduler",
-		pods, len(opted), optIn.From, optIn.Scheduler)}
-}
-
-// answering keeps the extenders of in that answer now: a plan counts on an
-// extender only if it steers the replacements. The pods of the schedulers
-// of one that does not are planned as unsteered, and the plan says why.
-func answering(ctx context.Context, in *inputs.Inputs) (warnings []string) {
-	up := in.Extenders[:0:0]
-	for _, e := range in.Extenders {
-		if err := extender.Probe(ctx, e.Extender); err != nil {
-			warnings = append(warnings, fmt.Sprintf("%s does not answer, so it steers nothing this cycle and the pods of %s are planned as unsteered: %v",
-				e, strings.Join(e.Schedulers, ", "), err))
-			continue
-		}
-		up = append(up, e)
-	}
-	in.Extenders = up
-	return warnings
-}
-
-// plannerOptions are the planner's options the flags set.
-func (o *planOptions) plannerOptions(moves *history.History) planner.Options {
-	limit, _ := parseWorkloadLimit(o.maxPerWorkload) // validated
-	hold, _ := parseHold(o.holdEmpty)                // validated
-	return planner.Options{
-		MinScoreGain: o.minScoreGain, MaxPerWorkload: limit, AllowConflicting: o.allowConflicts, History: moves,
-		HoldEmptyNodes: hold,
-	}
-}

@@ -26,10 +26,9 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
-	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -181,22 +180,23 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		Stop:                  ctx.Done(),
 	})
 	out := cmd.OutOrStdout()
+	sess := o.session(client)
 	if o.once {
 		if !window.Contains(time.Now()) {
 			logger.Info("Outside the eviction window: nothing to do", "window", window.String())
 			return nil
 		}
-		return o.cycle(ctx, client, ex, moves, capture, out)
+		return o.cycle(ctx, sess, ex, moves, session.Capture, out)
 	}
 
 	// Long-lived: check the inputs once before anything starts, then keep one
 	// view of the cluster (one LIST per kind, then WATCH) for every cycle.
-	in, err := inputs.Load(ctx, o.files(), client)
+	in, err := sess.Load(ctx)
 	if err != nil {
 		return err
 	}
 	if in.ReadsUsage() {
-		o.startSampling(ctx, client)
+		sess.StartSampling(ctx)
 	}
 	live := snapshot.NewLive(client)
 	defer live.Stop()
@@ -217,7 +217,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		Schedule:    sched,
 		RunAtStart:  o.interval > 0,
 		Window:      window,
-		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, client, ex, moves, view, out) },
+		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, sess, ex, moves, view, out) },
 		Ready:       synced.Load,
 		BindAddress: o.bindAddress,
 		Registry:    reg,
@@ -235,13 +235,13 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 
 // cycle plans on the cluster view and carries the plan out (or prints it,
 // with --dry-run). It fails when a move failed with an API error.
-func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex *executor.Executor, moves *history.History, view clusterView, out io.Writer) error {
+func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *executor.Executor, moves *history.History, view session.View, out io.Writer) error {
 	// The stored history is read each cycle: the moves of earlier runs and
 	// of an earlier leader count. Without it nothing is evicted.
 	if err := moves.Load(ctx); err != nil {
 		return fmt.Errorf("refusing to plan without the move history: %w", err)
 	}
-	p, in, err := o.planWith(ctx, client, view, moves)
+	p, opened, err := sess.Plan(ctx, view, moves)
 	if err != nil {
 		return err
 	}
@@ -261,15 +261,11 @@ func (o *runOptions) cycle(ctx context.Context, client kubernetes.Interface, ex 
 		// moves before it made: the plan's view may be out of date.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		snap, _, err := o.readCluster(ctx, client, view, in)
-		if err != nil {
-			return fmt.Errorf("reading the cluster again before executing: %w", err)
-		}
-		sim, err := simulator.New(ctx, in.Schedulers, snap, o.simOptions(in)...)
+		rc, err := sess.Recheck(ctx, view, opened, p)
 		if err != nil {
 			return err
 		}
-		o.recheck.set(planner.NewRecheck(sim, p, o.minScoreGain))
+		o.recheck.set(rc)
 		defer o.recheck.set(nil)
 	}
 	res := ex.Execute(ctx, p)

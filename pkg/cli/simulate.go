@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
@@ -104,11 +103,12 @@ func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 
 func (o *simulateOptions) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
-	in, err := inputs.Load(ctx, o.files(), nil)
+	sess := o.session(nil)
+	opened, err := sess.Open(ctx, nil)
 	if err != nil {
 		return err
 	}
-	o.optInto(ctx, nil, in)
+	in := opened.Inputs
 	if len(in.Metrics.Queries) > 0 && o.rounds > 1 {
 		// Nothing says how a query's value follows a pod (see planner).
 		klog.FromContext(ctx).Info("Warning: the snapshot's Prometheus answers do not follow the simulated moves; every round reads them as captured, so nodes hot by a query stay hot",
@@ -116,9 +116,9 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	}
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds, Replays: o.replays,
-		Planner:  o.plannerOptions(nil),
+		Planner:  sess.Options().Planner,
 		Interval: o.interval, Cooldown: o.cooldown,
-		Steering: o.simOptions(in),
+		Steering: opened.Placement,
 	}
 	var c result.Comparison
 	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {

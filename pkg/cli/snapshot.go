@@ -19,6 +19,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
@@ -199,11 +200,11 @@ func newCaptureCommand() *cobra.Command {
 					return fmt.Errorf("%s: %w", policyFile, err)
 				}
 			}
-			snap, err := capture(cmd.Context(), client)
+			snap, err := session.Capture(cmd.Context(), client)
 			if err != nil {
 				return err
 			}
-			if err := readPrometheus(cmd.Context(), client, metrics, snap); err != nil {
+			if err := session.ReadPrometheus(cmd.Context(), client, metrics, snap); err != nil {
 				return fmt.Errorf("%s: %w", policyFile, err)
 			}
 			// The usage, where metrics-server runs: a policy that balances

@@ -34,6 +34,9 @@ type Files struct {
 	SchedulerName    string
 	// Snapshot is the cluster snapshot file; "" for a live cluster.
 	Snapshot string
+	// Cluster is a snapshot already in memory (a generated cluster), planned
+	// on in place of a file.
+	Cluster *snapshot.Snapshot
 }
 
 // Inputs are the loaded, checked inputs.
@@ -63,7 +66,10 @@ type Inputs struct {
 func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, error) {
 	in := &Inputs{}
 	classes := &snapshot.Snapshot{} // the PriorityClasses policy names resolve against, offline
-	if f.Snapshot != "" {
+	switch {
+	case f.Cluster != nil:
+		in.Snapshot = f.Cluster
+	case f.Snapshot != "":
 		snap, err := snapshot.Load(f.Snapshot)
 		if err != nil {
 			return nil, err
@@ -72,7 +78,9 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 			klog.FromContext(ctx).Info("Snapshot holds kinds the planner does not use; they are ignored", "file", f.Snapshot, "snapshot", snap.String())
 		}
 		in.Snapshot = snap
-		classes.PriorityClasses = snap.PriorityClasses
+	}
+	if in.Snapshot != nil {
+		classes.PriorityClasses = in.Snapshot.PriorityClasses
 	}
 	var err error
 	if in.Snapshot != nil || client == nil {

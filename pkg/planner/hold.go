@@ -22,10 +22,12 @@ import (
 // pending together and the schedulers place them in queue order (priority,
 // then arrival), with the pods already pending among them. hold replays the
 // plan like that on the cluster as it was and keeps only the moves that
-// still hold: a steered move's replacement lands on its target; an
-// unsteered one planned to leave its source does; an unsteered one planned
-// for its target lands there, or surely on another node that was in use
-// and is not emptied by the plan, which becomes its target. A drain with a
+// still hold by the rule that planned them (decide, told where each
+// replacement landed): a steered move's replacement lands on its target;
+// an unsteered one planned to leave its source does; an unsteered one
+// planned for its target lands there surely, or surely on another node
+// that was in use and is not emptied by the plan, which becomes its
+// target; an unsteered drain's lands only where nodes stay in use. A drain with a
 // move that fails is dropped whole. It repeats until the replay is the
 // plan, and returns the nodes' usage after it: the plan's "after".
 func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]simulator.NodeUsage, error) {
@@ -62,40 +64,23 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 				continue // nobody recreates it: there is no placement to check
 			}
 			l := landed[i]
+			v := decide(landing(m, l), intent{balance: m.Balance, drain: m.Drain, planned: m, replayed: true}, stray, p.opts.MinScoreGain)
 			switch {
-			case l.Node == "":
-				failed[i] = "with the plan's replacements pending together, no node is left for it"
-			case l.Node == m.Source:
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it back on %s", m.Scheduler, m.Source)
+			case v.reason != "":
+				failed[i] = "with the plan's replacements pending together and its drained nodes tainted, " + v.detail
 			case m.Drain && !m.Steered:
 				// An unsteered drain holds wherever its replacements land, so
 				// long as every node they may land on stays in use.
-				if why := strayLanding(simulator.Prediction{Node: l.Node, Certain: l.Certain, Candidates: l.Candidates}, stray); why != "" {
-					failed[i] = fmt.Sprintf("with the plan's replacements pending together and its drained nodes tainted, scheduler %q may place it elsewhere: %s", m.Scheduler, why)
-					break
-				}
 				m.Target, m.TargetScore = l.Node, l.Score
-				if !l.Certain {
-					m.Anywhere, m.Candidates = true, len(l.Candidates)
+				if v.anywhere {
+					m.Anywhere, m.Candidates = true, v.candidates
 				}
 				continue
-			case l.Node == m.Target && (m.Steered || l.Certain):
-				continue
-			case m.Anywhere:
-				continue // it leaves its source: that is the move
-			case m.Steered:
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, not %s", m.Scheduler, l.Node, m.Target)
-			case !l.Certain:
-				// Certain when planned alone, tied or sampled in the queue:
-				// the scheduler's own choice may go elsewhere.
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q may put it on another node than %s: %s does not score highest alone", m.Scheduler, m.Target, l.Node)
-			case p.sources[l.Node] > 0 || !inUse[l.Node]:
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, scheduler %q puts it on %s, a node the plan empties or that was empty", m.Scheduler, l.Node)
-			default:
-				// An unsteered scheduler surely puts it on another node that
-				// stays in use: the move holds with that target.
+			case v.retarget:
 				m.Target, m.TargetScore = l.Node, l.Score
 				retargeted = true
+				continue
+			default:
 				continue
 			}
 			if m.Drain {

@@ -16,10 +16,14 @@ type intent struct {
 	// drain: the pod must leave its node, which the plan empties; where it
 	// lands matters only in that it is a node the plan keeps in use.
 	drain bool
-	// planned is the move as planned when it is checked again before it is
-	// carried out (nil while planning): it must still hold as the plan
-	// made it, steered to its target or surely placed there.
+	// planned is the move as planned when it is checked again (nil while
+	// planning): it must still hold as the plan made it, steered to its
+	// target or surely placed there.
 	planned *plan.Move
+	// replayed: planned is checked in the plan's replay, all replacements
+	// pending together. A replacement left to its scheduler that surely
+	// lands on another node the plan keeps in use holds there instead.
+	replayed bool
 }
 
 // verdict is the decision on a move: accepted when reason is "", with the
@@ -32,12 +36,16 @@ type verdict struct {
 	// candidates counts the nodes a drain's replacement left to its
 	// scheduler may land on, when it is not certain of one.
 	candidates int
+	// retarget: in the plan's replay, the replacement surely lands on
+	// another node than planned, which the move keeps as its target.
+	retarget bool
 }
 
 // decide is the one rule that accepts a move, from the prediction of where
 // its replacement goes (made with the drained nodes tainted and, for a
 // planned steered move, every node but its target excluded), while
-// planning and before each eviction. stray says which nodes a drain's
+// planning, in the plan's replay (where the replacement landed, see
+// landing) and before each eviction. stray says which nodes a drain's
 // replacement must not land on (emptied by the plan, or not in use); nil
 // when nothing is known of them, and then no drain is left to its
 // scheduler's choice.
@@ -90,11 +98,25 @@ func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGa
 		return v
 	}
 	// Checked again, the move must still be the one planned.
+	exact := !m.Steered && !m.Anywhere && !m.Drain
 	switch {
 	case m.Steered && !v.steered:
 		return refuse(plan.ReasonUnsteered, "scheduler %q no longer scores every node, so the hint may not bring the replacement to %s", pred.Scheduler, m.Target)
-	case !m.Steered && !m.Anywhere && !m.Drain && (pred.Node != m.Target || !pred.Certain):
+	case exact && in.replayed && pred.Certain && pred.Node != m.Target && stray != nil && !stray(pred.Node):
+		v.retarget = true
+	case exact && in.replayed && pred.Certain && pred.Node != m.Target:
+		return refuse(plan.ReasonTargetChanged, "scheduler %q surely puts it on %s, a node the plan empties or that was empty", pred.Scheduler, pred.Node)
+	case exact && (pred.Node != m.Target || !pred.Certain):
 		return refuse(plan.ReasonTargetChanged, "scheduler %q would no longer surely place the replacement on %s (now %s)", pred.Scheduler, m.Target, pred.Node)
 	}
 	return v
+}
+
+// landing is the prediction a move's replacement that landed at l in the
+// plan's replay amounts to, for decide.
+func landing(m *plan.Move, l simulator.Landing) simulator.Prediction {
+	return simulator.Prediction{
+		Source: m.Source, Scheduler: m.Scheduler, Steered: m.Steered, Node: l.Node, Score: l.Score,
+		Certain: l.Certain, Candidates: l.Candidates, Exhaustive: m.Steered || l.Certain,
+	}
 }

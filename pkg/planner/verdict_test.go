@@ -56,6 +56,17 @@ func TestDecide(t *testing.T) {
 		{"rechecked: exact, now surely elsewhere", certain("u"), intent{planned: exact}, nil, plan.ReasonTargetChanged, "", "now u"},
 		{"rechecked: exact, now a tie it cannot return from", tied("t", "u"), intent{planned: exact}, nil, plan.ReasonTargetChanged, "", "no longer surely"},
 		{"rechecked: exact holds", certain("t"), intent{planned: exact}, nil, "", "exact", ""},
+		{"replayed: exact lands on its target", certain("t"), intent{planned: exact, replayed: true}, emptied, "", "exact", ""},
+		{"replayed: exact lands surely on another kept node", certain("u"), intent{planned: exact, replayed: true}, emptied, "", "retarget", ""},
+		{"replayed: exact lands surely on a node the plan empties", certain("drained"), intent{planned: exact, replayed: true}, emptied, plan.ReasonTargetChanged, "", "plan empties or that was empty"},
+		{"replayed: exact lands on its target by a tie", tied("t", "u"), intent{planned: exact, replayed: true}, emptied, plan.ReasonTargetChanged, "", "no longer surely"},
+		{"replayed: balance lands on its target by a tie", tied("t", "u"), intent{balance: true, planned: &plan.Move{Source: "src", Target: "t", Balance: true}, replayed: true}, emptied, plan.ReasonUnsteered, "", "would not surely choose"},
+		{"replayed: steered lands elsewhere", with(steered, func(p *simulator.Prediction) { p.Node = "u" }), intent{planned: hinted, replayed: true}, emptied, plan.ReasonNoFit, "", "t no longer fits"},
+		{"replayed: nothing left for it", with(certain(""), func(p *simulator.Prediction) { p.Certain = false }), intent{planned: exact, replayed: true}, emptied, plan.ReasonNoFit, "", "t no longer fits"},
+		{"replayed: back on its node", certain("src"), intent{planned: exact, replayed: true}, emptied, plan.ReasonSameNode, "", "back on src"},
+		{"replayed: violation anywhere but its node", tied("u", "v"), intent{planned: &plan.Move{Source: "src", Target: "t", Anywhere: true}, replayed: true}, emptied, "", "anywhere", ""},
+		{"replayed: unsteered drain among kept nodes", tied("u", "v"), intent{drain: true, planned: &plan.Move{Source: "src", Target: "t", Drain: true}, replayed: true}, emptied, "", "candidates 2", ""},
+		{"replayed: unsteered drain that may stray", tied("u", "empty"), intent{drain: true, planned: &plan.Move{Source: "src", Target: "t", Drain: true}, replayed: true}, emptied, plan.ReasonUnsteered, "", "empty"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := decide(c.pred, c.in, c.stray, 1)
@@ -70,6 +81,8 @@ func TestDecide(t *testing.T) {
 			}
 			kind := "exact"
 			switch {
+			case v.retarget:
+				kind = "retarget"
 			case v.steered:
 				kind = "steered"
 			case v.candidates > 0:

@@ -1,0 +1,320 @@
+// Package session is the one planning pipeline that plan, run and simulate
+// share: it opens the inputs (the files, or a live cluster with its usage,
+// its Prometheus answers and probes of rebalancer's extender and webhook),
+// resolves once who places each pod's replacement, and plans on it, then
+// rechecks the plan before it is carried out. The command line keeps only
+// its flags and its printing.
+package session
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	promapi "github.com/prometheus/client_golang/api"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/extender"
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
+)
+
+// Options are what a session plans with.
+type Options struct {
+	Files inputs.Files
+	// Client is the live cluster's; nil offline, on Files.Snapshot.
+	Client kubernetes.Interface
+	// Planner are the planner's options; each plan sets its History and
+	// the warnings of its inputs.
+	Planner planner.Options
+	// UsageWindow and UsageInterval: how long a node's usage must last to
+	// count, and how often a live cluster's usage is sampled over it.
+	UsageWindow, UsageInterval time.Duration
+	// EveryNode runs every scheduling cycle on every node
+	// (simulator.WithEveryNode).
+	EveryNode bool
+	// OptIn is the label selector of the namespaces rebalancer's webhook
+	// opts in (already parsed), named as the user gave it; it overrides
+	// WebhookConfiguration. nil: read the webhook's configuration, live.
+	OptIn     labels.Selector
+	OptInFrom string
+	// WebhookConfiguration names the MutatingWebhookConfiguration read on a
+	// live cluster for the opt-in; "" reads none.
+	WebhookConfiguration string
+}
+
+// Session plans with Options, one plan at a time; on a live cluster it
+// keeps the usage sampler across plans, so a long-lived daemon samples
+// over its whole window.
+type Session struct {
+	o       Options
+	sampler *snapshot.Sampler
+}
+
+// New returns a session.
+func New(o Options) *Session { return &Session{o: o} }
+
+// Options are the session's options.
+func (s *Session) Options() Options { return s.o }
+
+// View reads the live cluster's state to plan on: once (Capture), or from
+// a view a daemon keeps across cycles.
+type View func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error)
+
+// syncTimeout bounds the wait for the first full view of the cluster.
+const syncTimeout = 2 * time.Minute
+
+// Capture waits for every informer to sync, then takes one snapshot: a plan
+// never starts on a half-filled cache.
+func Capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
+	live := snapshot.NewLive(client)
+	defer live.Stop()
+	timer := time.AfterFunc(syncTimeout, live.Stop)
+	err := live.Start(ctx)
+	timer.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	snap, unknown, err := live.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	if unknown > 0 {
+		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
+	}
+	return snap, nil
+}
+
+// Opened is one opening of the inputs: the files checked, the cluster read,
+// and who places each pod's replacement resolved.
+type Opened struct {
+	Inputs *inputs.Inputs
+	// Snapshot is the state planned on: the file's, or the live cluster's
+	// with its usage and Prometheus answers.
+	Snapshot *snapshot.Snapshot
+	// Placement models how the cluster's schedulers will place the
+	// replacements: rebalancer's extenders that answer, the scheduler the
+	// webhook gives opted-in pods, the usage window.
+	Placement []simulator.Option
+	// Warnings are what the plan must say about them: an extender that does
+	// not answer, a webhook that cannot be counted on, usage that cannot
+	// be read.
+	Warnings []string
+}
+
+// Load loads and checks the files alone (the policy, the profiles and, offline,
+// the snapshot): a daemon checks them once before anything starts.
+func (s *Session) Load(ctx context.Context) (*inputs.Inputs, error) {
+	return inputs.Load(ctx, s.o.Files, s.o.Client)
+}
+
+// Open loads and checks every input before anything is planned (bad input
+// of any kind ends here), reads the cluster through view when planning
+// live, and resolves who places the replacements.
+func (s *Session) Open(ctx context.Context, view View) (*Opened, error) {
+	in, err := s.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := &Opened{Inputs: in, Snapshot: in.Snapshot}
+	if o.Snapshot == nil {
+		var usageWarnings []string
+		if o.Snapshot, usageWarnings, err = s.readCluster(ctx, view, in); err != nil {
+			return nil, err
+		}
+		o.Warnings = append(answering(ctx, in), usageWarnings...)
+	}
+	o.Warnings = append(o.Warnings, s.optInto(ctx, in)...)
+	o.Placement = s.placement(in)
+	return o, nil
+}
+
+// Plan opens the inputs and plans on them; moves is the move history (nil:
+// none). It returns what it opened too, for the recheck.
+func (s *Session) Plan(ctx context.Context, view View, moves *history.History) (*plan.Plan, *Opened, error) {
+	o, err := s.Open(ctx, view)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := s.o.Planner
+	opts.History = moves
+	opts.Warnings = append(append([]string(nil), opts.Warnings...), o.Warnings...)
+	// The simulation's informers run until the plan is made: a daemon
+	// planning every cycle must not accumulate them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sim, err := simulator.New(ctx, o.Inputs.Schedulers, o.Snapshot, o.Placement...)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.Warnings = append(opts.Warnings, optInNote(sim, o.Snapshot, o.Inputs.OptIn)...)
+	p, err := planner.Plan(ctx, sim, o.Inputs.Policy, opts)
+	return p, o, err
+}
+
+// Recheck reads the live cluster again through view and returns the
+// recheck of p's moves on it, modelled as o was; its simulation runs
+// until ctx ends.
+func (s *Session) Recheck(ctx context.Context, view View, o *Opened, p *plan.Plan) (*planner.Recheck, error) {
+	snap, _, err := s.readCluster(ctx, view, o.Inputs)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster again before executing: %w", err)
+	}
+	sim, err := simulator.New(ctx, o.Inputs.Schedulers, snap, o.Placement...)
+	if err != nil {
+		return nil, err
+	}
+	return planner.NewRecheck(sim, p, s.o.Planner.MinScoreGain), nil
+}
+
+// readCluster returns the live cluster as view shows it, with its usage,
+// sampled from metrics.k8s.io over the usage window, when the policy or a
+// scheduler profile works by it, and the Prometheus answers to the
+// policy's queries. Usage the policy needs and cannot have is an error:
+// nothing is planned, nothing evicted. A profile that places by usage
+// without it falls back to its pods' estimates, in the simulation as in
+// rebalancer-scheduler: a warning.
+func (s *Session) readCluster(ctx context.Context, view View, in *inputs.Inputs) (*snapshot.Snapshot, []string, error) {
+	snap, err := view(ctx, s.o.Client)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ReadPrometheus(ctx, s.o.Client, in.Metrics, snap); err != nil {
+		return nil, nil, err
+	}
+	if !in.ReadsUsage() {
+		return snap, nil, nil
+	}
+	s.StartSampling(ctx)
+	err = s.sampler.Fill(ctx, snap)
+	switch {
+	case err != nil && in.Metrics.Kubernetes != "":
+		return nil, nil, fmt.Errorf("the policy's %s: %w", in.Metrics.Kubernetes, err)
+	case err != nil:
+		return snap, []string{fmt.Sprintf("scheduler profile(s) %s place pods by usage, which cannot be read, so they are simulated with their pods' estimates (requests), as they then schedule: %v",
+			strings.Join(in.PlacesByUsage(), ", "), err)}, nil
+	}
+	return snap, nil, nil
+}
+
+// StartSampling starts sampling the live cluster's usage over the usage
+// window, unless a sampler runs already: the long-lived mode starts it
+// with the process, so its first cycle has the window.
+func (s *Session) StartSampling(ctx context.Context) {
+	if s.sampler != nil && !s.sampler.Stopped() {
+		return
+	}
+	s.sampler = snapshot.NewSampler(s.o.Client, s.o.UsageInterval, s.o.UsageWindow)
+	go s.sampler.Run(ctx)
+	klog.FromContext(ctx).Info("Sampling the cluster's usage", "window", s.o.UsageWindow, "interval", s.o.UsageInterval)
+}
+
+// prometheusTimeout bounds each query to the cluster's Prometheus.
+const prometheusTimeout = 30 * time.Second
+
+// ReadPrometheus adds to snap the answers of the Prometheus m's provider
+// configures to m's queries, asked now (a snapshot's usage is read once,
+// a query's own range says how long a value must last). A query that
+// fails or that the descheduler could not read is an error naming the
+// policy's field and the server.
+func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m policy.Metrics, snap *snapshot.Snapshot) error {
+	if len(m.Queries) == 0 {
+		return nil
+	}
+	prom, err := snapshot.PrometheusClient(ctx, client, m.Server, m.Prometheus)
+	if err != nil {
+		return fmt.Errorf("the policy's %w", err)
+	}
+	if c, ok := prom.(promapi.CloseIdler); ok {
+		defer c.CloseIdleConnections() // a new client each cycle: the token may have rotated
+	}
+	now := time.Now()
+	for _, q := range m.Queries {
+		ctx, cancel := context.WithTimeout(ctx, prometheusTimeout)
+		answer, err := snapshot.ReadPrometheus(ctx, prom, q.PromQL, now)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Prometheus, m.Server.URL, err)
+		}
+		snap.PrometheusQueries = append(snap.PrometheusQueries, answer)
+	}
+	return nil
+}
+
+// placement models how the cluster's schedulers will follow the plan:
+// rebalancer's extenders, the scheduler the webhook gives the pods of
+// opted-in namespaces, and how long usage must last.
+func (s *Session) placement(in *inputs.Inputs) []simulator.Option {
+	opts := []simulator.Option{simulator.WithExtenders(profile.ExtenderWeights(in.Extenders)), simulator.WithUsageWindow(s.o.UsageWindow)}
+	if in.OptIn != nil {
+		opts = append(opts, simulator.WithOptIn(in.OptIn.SchedulerFor))
+	}
+	if s.o.EveryNode {
+		opts = append(opts, simulator.WithEveryNode())
+	}
+	return opts
+}
+
+// optInto sets in.OptIn: from Options.OptIn, else, on a live cluster, from
+// the webhook's configuration if its webhook answers. It returns what the
+// plan should say when the webhook cannot be counted on.
+func (s *Session) optInto(ctx context.Context, in *inputs.Inputs) []string {
+	switch {
+	case s.o.OptIn != nil:
+		in.OptIn = webhook.DefaultOptIn(s.o.OptIn, s.o.OptInFrom)
+	case in.Snapshot == nil && s.o.WebhookConfiguration != "":
+		optIn, err := webhook.Live(ctx, s.o.Client, s.o.WebhookConfiguration)
+		if err != nil {
+			return []string{fmt.Sprintf("rebalancer's webhook cannot be counted on, so the pods of opted-in namespaces are planned as their own scheduler's: %v", err)}
+		}
+		in.OptIn = optIn
+	}
+	return nil
+}
+
+// optInNote says how many pods the simulation plans as the scheduler the
+// webhook gives them rather than the one they name.
+func optInNote(sim *simulator.Simulator, snap *snapshot.Snapshot, optIn *webhook.OptIn) []string {
+	if optIn == nil {
+		return nil
+	}
+	pods, opted := 0, map[string]bool{}
+	for _, pod := range snap.Pods {
+		if sim.SchedulerOf(pod) != simulator.SchedulerName(pod) {
+			pods++
+			opted[pod.Namespace] = true
+		}
+	}
+	if pods == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%d pod(s) naming default-scheduler in %d namespace(s) opted in (%s) are planned as %s's: the webhook gives their replacements that scheduler",
+		pods, len(opted), optIn.From, optIn.Scheduler)}
+}
+
+// answering keeps the extenders of in that answer now: a plan counts on an
+// extender only if it steers the replacements. The pods of the schedulers
+// of one that does not are planned as unsteered, and the plan says why.
+func answering(ctx context.Context, in *inputs.Inputs) (warnings []string) {
+	up := in.Extenders[:0:0]
+	for _, e := range in.Extenders {
+		if err := extender.Probe(ctx, e.Extender); err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s does not answer, so it steers nothing this cycle and the pods of %s are planned as unsteered: %v",
+				e, strings.Join(e.Schedulers, ", "), err))
+			continue
+		}
+		up = append(up, e)
+	}
+	in.Extenders = up
+	return warnings
+}
