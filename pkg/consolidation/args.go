@@ -19,6 +19,7 @@ import (
 //	    resources: [cpu, memory]
 //	    maxNodesPerCycle: 3
 //	    targetUtilizationCeiling: 90
+//	    maxDrainCostPercent: 200
 type Args struct {
 	metav1.TypeMeta `json:",inline"`
 	// Resources decide how utilized a node is (which nodes are tried first)
@@ -30,6 +31,14 @@ type Args struct {
 	// to a node that stays at or below it for every resource above after the
 	// move. Default 100 (any node the pod fits on).
 	TargetUtilizationCeiling int32 `json:"targetUtilizationCeiling,omitempty"`
+	// MaxDrainCostPercent weighs what emptying a node costs against what it
+	// saves, as Karpenter's Balanced consolidation does: a node is emptied
+	// only when evicting its pods costs at most this percentage of what a
+	// node in use costs on average (disruption.Cost: 1 a pod, more for a
+	// pod-deletion-cost or a priority). Emptying one node of N saves 1/N of
+	// the nodes; at 200, as Karpenter's k = 2, it may cost up to 2/N of the
+	// disruption of them all. 0, the default, weighs no cost.
+	MaxDrainCostPercent int32 `json:"maxDrainCostPercent,omitempty"`
 }
 
 // DeepCopyObject makes Args a runtime.Object, as the descheduler's plugin
@@ -83,6 +92,9 @@ func ValidateArgs(obj runtime.Object) error {
 	}
 	if c := a.TargetUtilizationCeiling; c < 0 || c > 100 {
 		return fmt.Errorf("%s args: targetUtilizationCeiling: invalid value %d: must be a percentage in [1, 100]", Name, c)
+	}
+	if a.MaxDrainCostPercent < 0 {
+		return fmt.Errorf("%s args: maxDrainCostPercent: invalid value %d: must be 0 (no limit) or a positive percentage", Name, a.MaxDrainCostPercent)
 	}
 	return nil
 }

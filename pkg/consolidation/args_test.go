@@ -31,6 +31,7 @@ func TestArgsValidation(t *testing.T) {
 		"negative max nodes": {Args{MaxNodesPerCycle: -1}, "maxNodesPerCycle"},
 		"ceiling above 100":  {Args{TargetUtilizationCeiling: 120}, "targetUtilizationCeiling"},
 		"negative ceiling":   {Args{TargetUtilizationCeiling: -5}, "targetUtilizationCeiling"},
+		"negative cost":      {Args{MaxDrainCostPercent: -1}, "maxDrainCostPercent"},
 		"empty resource":     {Args{Resources: []v1.ResourceName{"cpu", ""}}, "resources[1]"},
 		"duplicate resource": {Args{Resources: []v1.ResourceName{"cpu", "cpu"}}, "resources[1]"},
 	}

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -85,6 +86,8 @@ type candidate struct {
 	node        *v1.Node
 	utilization float64
 	load        int64 // requested CPU and memory, for ordering sources of a replace
+	// cost is what evicting the node's pods costs (disruption.CostOf).
+	cost float64
 }
 
 // Balance tries the given nodes from least to most utilized and empties a
@@ -109,14 +112,20 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			empties = append(empties, n)
 			continue
 		}
-		candidates = append(candidates, candidate{node: n, utilization: c.utilization(ni, nil)})
+		candidates = append(candidates, candidate{node: n, utilization: c.utilization(ni, nil), cost: c.cost(ni)})
 	}
+	// Least utilized first; of equally utilized nodes, the cheapest to empty.
 	sort.SliceStable(candidates, func(i, j int) bool {
-		if candidates[i].utilization != candidates[j].utilization {
-			return candidates[i].utilization < candidates[j].utilization
+		a, b := candidates[i], candidates[j]
+		switch {
+		case a.utilization != b.utilization:
+			return a.utilization < b.utilization
+		case a.cost != b.cost:
+			return a.cost < b.cost
 		}
-		return candidates[i].node.Name < candidates[j].node.Name
+		return a.node.Name < b.node.Name
 	})
+	affordable := c.affordable(candidates)
 
 	// A node holding a pod that may not move stays in use whatever the
 	// plan does: such nodes are preferred as targets, so that pods do not
@@ -137,7 +146,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			break
 		}
 		name := cand.node.Name
-		if pinned[name] {
+		if pinned[name] || !affordable(cand, logger) {
 			continue
 		}
 		movable, _, ok := c.movablePods(name)
@@ -165,7 +174,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	// Sources are tried smallest load first, so that as many as possible fit.
 	var sources []candidate
 	for _, cand := range candidates {
-		if inUse[cand.node.Name] && !pinned[cand.node.Name] {
+		if inUse[cand.node.Name] && !pinned[cand.node.Name] && affordable(cand, logger) {
 			ni, err := sim.Node(cand.node.Name)
 			if err != nil {
 				return &frameworktypes.Status{Err: err}
@@ -209,6 +218,39 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 	}
 	return nil
+}
+
+// cost is what evicting the pods that would leave the node costs
+// (disruption.Cost); DaemonSet and mirror pods stay with it.
+func (c *Consolidation) cost(ni fwk.NodeInfo) float64 {
+	var sum float64
+	for _, pi := range ni.GetPods() {
+		if pod := pi.GetPod(); !simulator.NodeBound(pod) {
+			sum += disruption.Cost(pod)
+		}
+	}
+	return sum
+}
+
+// affordable returns whether a candidate's drain costs little enough for
+// maxDrainCostPercent: at most that percentage of the mean cost of the
+// candidates (the nodes in use). With no limit every candidate is.
+func (c *Consolidation) affordable(candidates []candidate) func(candidate, klog.Logger) bool {
+	if c.args.MaxDrainCostPercent == 0 || len(candidates) == 0 {
+		return func(candidate, klog.Logger) bool { return true }
+	}
+	var total float64
+	for _, cand := range candidates {
+		total += cand.cost
+	}
+	limit := total / float64(len(candidates)) * float64(c.args.MaxDrainCostPercent) / 100
+	return func(cand candidate, logger klog.Logger) bool {
+		if cand.cost <= limit {
+			return true
+		}
+		logger.V(3).Info("Node not consolidated: emptying it costs more than maxDrainCostPercent allows", "node", cand.node.Name, "cost", cand.cost, "limit", limit)
+		return false
+	}
 }
 
 // maxReplaceTargets bounds the empty nodes one plan tries to fill, and

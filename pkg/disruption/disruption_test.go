@@ -124,3 +124,39 @@ func TestSpendAndRefund(t *testing.T) {
 		t.Fatalf("the caller's PDB changed: %+v", orig.Status)
 	}
 }
+
+func TestCost(t *testing.T) {
+	pod := func(annotation string, priority *int32) *v1.Pod {
+		p := &v1.Pod{}
+		if annotation != "" {
+			p.Annotations = map[string]string{v1.PodDeletionCost: annotation}
+		}
+		p.Spec.Priority = priority
+		return p
+	}
+	prio := func(n int32) *int32 { return &n }
+	for _, c := range []struct {
+		name string
+		pod  *v1.Pod
+		want float64
+	}{
+		{"plain", pod("", nil), 1},
+		{"priority 0", pod("", prio(0)), 1},
+		{"deletion cost 2^27", pod("134217728", nil), 2},
+		{"negative deletion cost", pod("-134217728", nil), 0},
+		{"int32 extreme, clamped", pod("2147483647", nil), 10},
+		{"deletion cost 2^30", pod("1073741824", nil), 9},
+		{"not an int32", pod("1e12", nil), 1},
+		{"not a number", pod("high", nil), 1},
+		{"priority 2^25", pod("", prio(1<<25)), 2},
+		{"system-cluster-critical, clamped", pod("", prio(2000000000)), 10},
+		{"lowest, clamped", pod("-2147483648", prio(-2147483648)), -10},
+	} {
+		if got := Cost(c.pod); got != c.want {
+			t.Errorf("%s: cost %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := CostOf([]*v1.Pod{pod("", nil), pod("134217728", nil)}); got != 3 {
+		t.Errorf("two pods cost %v, want 3", got)
+	}
+}

@@ -152,6 +152,9 @@ type Move struct {
 	// Steered, it is the intent a move is checked by again before its
 	// eviction.
 	Balance bool `json:"balance,omitempty"`
+	// Cost is what evicting the pod costs (disruption.Cost: 1, more for a
+	// pod-deletion-cost annotation or a priority).
+	Cost float64 `json:"cost"`
 	// Requests are the pod's requests; Usage, when the snapshot has the
 	// cluster's usage, what the pod uses (its own measurement, or with
 	// UsageEstimated the mean of its owner's measured pods, or its
@@ -218,8 +221,11 @@ type Summary struct {
 	EvictionsInFlight int `json:"evictionsInFlight,omitempty"`
 	// Pinned are the nodes a packing plugin found it cannot empty, each for
 	// a pod that may not move: the floor the plan packs around.
-	Pinned  []PinnedNode `json:"pinned,omitempty"`
-	PerNode []NodeUsage  `json:"perNode"`
+	Pinned []PinnedNode `json:"pinned,omitempty"`
+	// Drains are the nodes the plan empties, by name, each with what
+	// emptying it costs.
+	Drains  []Drain     `json:"drains,omitempty"`
+	PerNode []NodeUsage `json:"perNode"`
 }
 
 // PinnedNode is a node kept in use by a pod that may not move, and why
@@ -229,6 +235,14 @@ type PinnedNode struct {
 	Pod    string `json:"pod"`
 	Reason string `json:"reason"`
 	Detail string `json:"detail,omitempty"`
+}
+
+// Drain is a node the plan empties: the pods it moves off and what their
+// evictions cost together (the sum of the moves' Cost).
+type Drain struct {
+	Node string  `json:"node"`
+	Pods int     `json:"pods"`
+	Cost float64 `json:"cost"`
 }
 
 // NodeUsage is one node's requested CPU and memory as a percentage of its
@@ -281,6 +295,22 @@ func (p *Plan) Finish() {
 	})
 	sort.Slice(p.Summary.PerNode, func(i, j int) bool { return p.Summary.PerNode[i].Node < p.Summary.PerNode[j].Node })
 	p.Summary.Moves = len(p.Moves)
+	p.Summary.Drains = nil
+	drains := map[string]int{}
+	for _, m := range p.Moves {
+		if !m.Drain {
+			continue
+		}
+		i, ok := drains[m.Source]
+		if !ok {
+			i = len(p.Summary.Drains)
+			drains[m.Source] = i
+			p.Summary.Drains = append(p.Summary.Drains, Drain{Node: m.Source})
+		}
+		p.Summary.Drains[i].Pods++
+		p.Summary.Drains[i].Cost += m.Cost
+	}
+	sort.Slice(p.Summary.Drains, func(i, j int) bool { return p.Summary.Drains[i].Node < p.Summary.Drains[j].Node })
 	p.Summary.SkippedByReason = map[string]int{}
 	p.Summary.UnknownSchedulers = nil
 	for _, s := range p.Skipped {

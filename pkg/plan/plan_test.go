@@ -110,3 +110,26 @@ func TestOneSkip(t *testing.T) {
 		t.Error("the skip's move changes with the caller's copy")
 	}
 }
+
+// TestDrainsSummed: the nodes a plan empties are listed with their pods
+// and what their evictions cost together, in JSON and in the table.
+func TestDrainsSummed(t *testing.T) {
+	p := &Plan{ID: "p", Moves: []Move{
+		{Pod: "a/x", Source: "n2", Target: "n1", Drain: true, Cost: 1},
+		{Pod: "a/y", Source: "n2", Target: "n1", Drain: true, Cost: 1.5},
+		{Pod: "a/z", Source: "n3", Target: "n1", Cost: 1}, // a balance move: n3 stays in use
+		{Pod: "b/w", Source: "n0", Target: "n1", Drain: true, Cost: 3},
+	}}
+	p.Finish()
+	want := []Drain{{Node: "n0", Pods: 1, Cost: 3}, {Node: "n2", Pods: 2, Cost: 2.5}}
+	if len(p.Summary.Drains) != len(want) || p.Summary.Drains[0] != want[0] || p.Summary.Drains[1] != want[1] {
+		t.Fatalf("drains %+v, want %+v", p.Summary.Drains, want)
+	}
+	var b bytes.Buffer
+	if err := p.Print(&b, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if line := "Emptied 2: n0 (1 pod, cost 3), n2 (2 pods, cost 2.5)."; !strings.Contains(b.String(), line) {
+		t.Errorf("table without %q:\n%s", line, b.String())
+	}
+}

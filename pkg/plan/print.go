@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -68,6 +69,17 @@ func (p *Plan) printTable(w io.Writer) error {
 	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.Pods)
 	if s.EvictionsInFlight > 0 {
 		fmt.Fprintf(w, "Evictions in the background still running: %d (counted against the policy's limits).\n", s.EvictionsInFlight)
+	}
+	if len(s.Drains) > 0 {
+		parts := make([]string, len(s.Drains))
+		for i, d := range s.Drains {
+			pods := "pods"
+			if d.Pods == 1 {
+				pods = "pod"
+			}
+			parts[i] = fmt.Sprintf("%s (%d %s, cost %s)", d.Node, d.Pods, pods, strconv.FormatFloat(d.Cost, 'f', -1, 64))
+		}
+		fmt.Fprintf(w, "Emptied %d: %s.\n", len(s.Drains), Abbreviate(parts, 10))
 	}
 	if len(p.HeldEmpty) > 0 {
 		fmt.Fprintf(w, "Held empty for the cycle %d: %s.\n", len(p.HeldEmpty), Abbreviate(p.HeldEmpty, 10))

@@ -147,6 +147,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
 		Drain:   simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
 		Balance: p.balancing,
+		Cost:    disruption.Cost(pod),
 	}
 	if owner != nil {
 		m.Owner = &plan.Owner{Kind: owner.Kind, Name: owner.Name, UID: string(owner.UID)}
