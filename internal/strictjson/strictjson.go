@@ -1,7 +1,9 @@
-// Package strictjson decodes Kubernetes-style configuration files strictly,
-// as the API server does: field names match case-sensitively, and unknown and
+// Package strictjson is rebalancer's one strict JSON decoder, for
+// configuration files and snapshots alike: field names match
+// case-sensitively, as the API server matches them, and unknown and
 // duplicate fields are reported, with their path in the file, rather than
-// dropped. Its errors are worded for the person who wrote the file.
+// dropped; a value that does not decode is named by its path too
+// (DecodeLocated). Its errors are worded for the person who wrote the file.
 package strictjson
 
 import (
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -144,11 +147,15 @@ func decodeError(err error, at string) string {
 	return at + ": " + msg
 }
 
-func joinPath(at, path string) string {
-	if at == "" {
-		return path
+// joinPath appends child to the path parent: "a.b", "a[0]", or child alone.
+func joinPath(parent, child string) string {
+	switch {
+	case parent == "":
+		return child
+	case child == "" || strings.HasPrefix(child, "["):
+		return parent + child
 	}
-	return at + "." + path
+	return parent + "." + child
 }
 
 // caseFold returns the field of t that path's last element names in another
@@ -163,10 +170,10 @@ func caseFold(t reflect.Type, path string) string {
 		}
 	}
 	last := elems[len(elems)-1]
-	for name := range jsonFields(t) {
+	for _, f := range jsonFields(t) {
 		// Not the field itself, which a duplicate field names.
-		if name != last && strings.EqualFold(name, last) {
-			return name
+		if f.name != last && strings.EqualFold(f.name, last) {
+			return f.name
 		}
 	}
 	return ""
@@ -178,7 +185,11 @@ func child(t reflect.Type, elem string) reflect.Type {
 	name, _, _ := strings.Cut(elem, "[")
 	switch t = indirect(t); t.Kind() {
 	case reflect.Struct:
-		t = jsonFields(t)[name]
+		i := slices.IndexFunc(jsonFields(t), func(f jsonField) bool { return f.name == name })
+		if i < 0 {
+			return nil
+		}
+		t = jsonFields(t)[i].typ
 	case reflect.Map:
 		t = t.Elem()
 	default:
@@ -196,10 +207,16 @@ func child(t reflect.Type, elem string) reflect.Type {
 	return t
 }
 
-// jsonFields maps the JSON names of a struct's fields, including those of
-// inlined embedded structs, to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	fields := map[string]reflect.Type{}
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+// jsonFields lists the fields of a struct by their JSON names, in their
+// order, with the fields of inlined embedded structs (such as TypeMeta,
+// `json:",inline"`) promoted.
+func jsonFields(t reflect.Type) []jsonField {
+	var fields []jsonField
 	if t = indirect(t); t.Kind() != reflect.Struct {
 		return fields
 	}
@@ -208,13 +225,11 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		switch {
 		case name == "-" || !f.IsExported() && !f.Anonymous:
 		case f.Anonymous && name == "":
-			for n, ft := range jsonFields(f.Type) {
-				fields[n] = ft
-			}
+			fields = append(fields, jsonFields(f.Type)...)
 		case name == "":
-			fields[f.Name] = f.Type
+			fields = append(fields, jsonField{name: f.Name, typ: f.Type})
 		default:
-			fields[name] = f.Type
+			fields = append(fields, jsonField{name: name, typ: f.Type})
 		}
 	}
 	return fields

@@ -17,6 +17,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -296,14 +297,14 @@ func (r *rawItem) UnmarshalJSON(data []byte) error {
 // entries, when splitList cut them out) is data.
 func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 	if len(data) == 0 || data[0] != '{' {
-		return nil, at.errorf(ident{}, "not a Kubernetes object: %s", abbreviate(data))
+		return nil, at.errorf(ident{}, "not a Kubernetes object: %s", strictjson.Abbreviate(data))
 	}
 	var l listEnvelope
-	if len(entries) == 0 && decodeStrict(data, &l) == nil && l.Kind == "List" && l.APIVersion == "v1" {
+	if len(entries) == 0 && strictjson.DecodeLocated(data, &l) == nil && l.Kind == "List" && l.APIVersion == "v1" {
 		return envelopeItems(at, l, nil), nil // a List, read in one pass
 	}
 	var meta objectMeta
-	_ = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: decodeStrict reports what is wrong
+	_ = sjson.UnmarshalCaseSensitivePreserveInts(data, &meta) // lenient: strictjson.DecodeLocated reports what is wrong
 	id := meta.ident()
 	switch {
 	case meta.Kind == "List" && meta.APIVersion == "v1":
@@ -319,7 +320,7 @@ func listItems(at location, data []byte, entries []chunk) ([]item, error) {
 		return nil, at.errorf(id, "neither a v1 List nor an object the planner uses (%s)", kindNames())
 	}
 	l = listEnvelope{}
-	if err := decodeStrict(data, &l); err != nil {
+	if err := strictjson.DecodeLocated(data, &l); err != nil {
 		return nil, at.errorf(id, "%v", err)
 	}
 	return envelopeItems(at, l, entries), nil
@@ -519,7 +520,7 @@ func decodeItem(it item) result {
 		data = j[1 : len(j)-1] // the chunk is a sequence of one entry: [item]
 	}
 	if len(data) == 0 || data[0] != '{' {
-		return result{err: at.errorf(ident{}, "not an object: %s", abbreviate(data))}
+		return result{err: at.errorf(ident{}, "not an object: %s", strictjson.Abbreviate(data))}
 	}
 	meta, peeked := peekType(data)
 	var metaErr error
@@ -540,7 +541,7 @@ func decodeItem(it item) result {
 	}
 	if meta.APIVersion == "" || meta.Kind == "" {
 		if metaErr != nil {
-			return fail("%v", located(reflect.TypeOf(&meta), data, metaErr))
+			return fail("%v", strictjson.Located(reflect.TypeOf(&meta), data, metaErr))
 		}
 		if meta.APIVersion == "" {
 			return fail("apiVersion: required")
@@ -568,7 +569,7 @@ func decodeItem(it item) result {
 		return fail("apiVersion: %s is not supported, expected %s", meta.APIVersion, k.gvk.GroupVersion())
 	}
 	obj := k.new()
-	if err := decodeStrict(data, obj); err != nil {
+	if err := strictjson.DecodeLocated(data, obj); err != nil {
 		return fail("%v", err)
 	}
 	switch {
@@ -746,18 +747,6 @@ func (b *builder) checkMetrics() error {
 		}
 	}
 	return nil
-}
-
-// abbreviate shortens a value quoted in an error message.
-func abbreviate(data []byte) string {
-	limit := 60
-	if len(data) <= limit {
-		return string(data)
-	}
-	for !utf8.RuneStart(data[limit]) {
-		limit--
-	}
-	return string(data[:limit]) + "..."
 }
 
 // fieldErrors joins validation errors into one line; past three, it says how

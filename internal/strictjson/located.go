@@ -1,4 +1,4 @@
-package snapshot
+package strictjson
 
 import (
 	"encoding/json"
@@ -9,17 +9,18 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	sjson "sigs.k8s.io/json"
 )
 
-// decodeStrict decodes JSON into obj as the API server does (field names are
+// DecodeLocated decodes JSON into obj as the API server does (field names are
 // case-sensitive) and also rejects unknown and duplicate fields, which the API
 // server would drop or merge silently. The error names the field.
-func decodeStrict(data []byte, obj any) error {
+func DecodeLocated(data []byte, obj any) error {
 	strict, err := sjson.UnmarshalStrict(data, obj, sjson.DisallowDuplicateFields, sjson.DisallowUnknownFields)
 	if err != nil {
-		return located(reflect.TypeOf(obj), data, err)
+		return Located(reflect.TypeOf(obj), data, err)
 	}
 	if len(strict) > 0 {
 		msgs := make([]string, len(strict))
@@ -31,12 +32,12 @@ func decodeStrict(data []byte, obj any) error {
 	return nil
 }
 
-// located rewrites err, which decoding data into a value of type t returned,
+// Located rewrites err, which decoding data into a value of type t returned,
 // as "path: invalid value V: reason". encoding/json reports a failing
 // UnmarshalJSON method (resource.Quantity, metav1.Time) with no path at all and
 // a type error with no list indexes, so located finds the culprit by decoding
 // data piece by piece. Only failed decodes pay for this.
-func located(t reflect.Type, data []byte, err error) error {
+func Located(t reflect.Type, data []byte, err error) error {
 	path, value, cause := locate(t, data)
 	if cause == nil {
 		return err
@@ -46,7 +47,7 @@ func located(t reflect.Type, data []byte, err error) error {
 	if errors.As(cause, &typeErr) {
 		reason = fmt.Sprintf("expected %s, got %s", typeErr.Type, typeErr.Value)
 	}
-	msg := fmt.Sprintf("invalid value %s: %s", abbreviate(value), reason)
+	msg := fmt.Sprintf("invalid value %s: %s", Abbreviate(value), reason)
 	if path == "" {
 		return errors.New(msg)
 	}
@@ -61,9 +62,7 @@ func locate(t reflect.Type, data []byte) (path string, value []byte, err error) 
 	if err = sjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(t).Interface()); err == nil {
 		return "", nil, nil
 	}
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
+	t = indirect(t)
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		return "", data, err
 	}
@@ -104,41 +103,6 @@ func locate(t reflect.Type, data []byte) (path string, value []byte, err error) 
 	return "", data, err
 }
 
-type jsonField struct {
-	name string
-	typ  reflect.Type
-}
-
-// jsonFields lists the fields of a struct by their JSON names, with the fields
-// of embedded structs (such as TypeMeta, `json:",inline"`) promoted.
-func jsonFields(t reflect.Type) []jsonField {
-	var fields []jsonField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case name == "-":
-			continue
-		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
-			fields = append(fields, jsonFields(f.Type)...)
-			continue
-		case !f.IsExported():
-			continue
-		case name == "":
-			name = f.Name
-		}
-		fields = append(fields, jsonField{name: name, typ: f.Type})
-	}
-	return fields
-}
-
-func joinPath(parent, child string) string {
-	if child == "" || strings.HasPrefix(child, "[") {
-		return parent + child
-	}
-	return parent + "." + child
-}
-
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // mapKey writes a map key as a path element: "cpu", but "[nvidia.com/gpu]" for
@@ -148,4 +112,16 @@ func mapKey(k string) string {
 		return k
 	}
 	return "[" + k + "]"
+}
+
+// Abbreviate shortens a value quoted in an error message.
+func Abbreviate(data []byte) string {
+	limit := 60
+	if len(data) <= limit {
+		return string(data)
+	}
+	for !utf8.RuneStart(data[limit]) {
+		limit--
+	}
+	return string(data[:limit]) + "..."
 }
