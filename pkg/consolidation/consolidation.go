@@ -86,7 +86,7 @@ type candidate struct {
 	node        *v1.Node
 	utilization float64
 	load        int64 // requested CPU and memory, for ordering sources of a replace
-	// cost is what evicting the node's pods costs (disruption.CostOf).
+	// cost is what evicting the node's pods costs (see cost).
 	cost float64
 }
 

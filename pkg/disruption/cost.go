@@ -27,12 +27,3 @@ func Cost(pod *v1.Pod) float64 {
 	}
 	return math.Max(-10, math.Min(10, cost))
 }
-
-// CostOf is what evicting the pods costs together.
-func CostOf(pods []*v1.Pod) float64 {
-	var sum float64
-	for _, p := range pods {
-		sum += Cost(p)
-	}
-	return sum
-}

@@ -27,9 +27,10 @@ import (
 // an unsteered one planned to leave its source does; an unsteered one
 // planned for its target lands there surely, or surely on another node
 // that was in use and is not emptied by the plan, which becomes its
-// target; an unsteered drain's lands only where nodes stay in use. A drain with a
-// move that fails is dropped whole. It repeats until the replay is the
-// plan, and returns the nodes' usage after it: the plan's "after".
+// target; an unsteered drain's lands only where nodes stay in use. A
+// drain with a move that fails is dropped whole. It repeats until the
+// replay is the plan, and returns the nodes' usage after it: the plan's
+// "after".
 func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]simulator.NodeUsage, error) {
 	inUse := map[string]bool{}
 	for _, u := range before {
