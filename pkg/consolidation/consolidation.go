@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -173,8 +174,9 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	// Then several nodes onto one empty node, while the budget allows two.
 	// Sources are tried smallest load first, so that as many as possible fit.
 	var sources []candidate
+	replacing := int(c.args.MaxNodesPerCycle)-emptied >= 2 && len(empties) > 0
 	for _, cand := range candidates {
-		if inUse[cand.node.Name] && !pinned[cand.node.Name] && affordable(cand, logger) {
+		if replacing && inUse[cand.node.Name] && !pinned[cand.node.Name] && affordable(cand, logger) {
 			ni, err := sim.Node(cand.node.Name)
 			if err != nil {
 				return &frameworktypes.Status{Err: err}
@@ -244,13 +246,34 @@ func (c *Consolidation) affordable(candidates []candidate) func(candidate, klog.
 		total += cand.cost
 	}
 	limit := total / float64(len(candidates)) * float64(c.args.MaxDrainCostPercent) / 100
+	refused := map[string]bool{}
 	return func(cand candidate, logger klog.Logger) bool {
 		if cand.cost <= limit {
 			return true
 		}
-		logger.V(3).Info("Node not consolidated: emptying it costs more than maxDrainCostPercent allows", "node", cand.node.Name, "cost", cand.cost, "limit", limit)
+		if name := cand.node.Name; !refused[name] {
+			refused[name] = true
+			logger.V(3).Info("Node not consolidated: emptying it costs more than maxDrainCostPercent allows", "node", name, "cost", cand.cost, "limit", limit)
+			if pod := c.costliest(name); pod != nil {
+				c.sim.Skip(pod, plan.ReasonCost, fmt.Sprintf("emptying node %s costs %s (its pods' evictions), above maxDrainCostPercent %d%% of the average node in use's %s",
+					name, strconv.FormatFloat(cand.cost, 'f', 2, 64), c.args.MaxDrainCostPercent, strconv.FormatFloat(total/float64(len(candidates)), 'f', 2, 64)))
+			}
+		}
 		return false
 	}
+}
+
+// costliest is the pod of node whose eviction costs the most (the first of
+// equals), of those that would leave it.
+func (c *Consolidation) costliest(node string) *v1.Pod {
+	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil)
+	var out *v1.Pod
+	for _, p := range pods {
+		if !simulator.NodeBound(p) && (out == nil || disruption.Cost(p) > disruption.Cost(out)) {
+			out = p
+		}
+	}
+	return out
 }
 
 // maxReplaceTargets bounds the empty nodes one plan tries to fill, and

@@ -80,11 +80,15 @@ const (
 	// carries descheduler.alpha.kubernetes.io/eviction-in-progress): it
 	// leaves on its own, and counts against the policy's limits until then.
 	ReasonEvicting = "evicting"
+	// ReasonCost: emptying the pod's node costs more than the policy's
+	// maxDrainCostPercent allows (Consolidation); the pod named is the
+	// costliest of the node's.
+	ReasonCost = "cost"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

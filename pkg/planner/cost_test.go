@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -110,6 +111,19 @@ func TestDrainCost(t *testing.T) {
 		}
 		if len(got) == 0 {
 			t.Errorf("with maxDrainCostPercent 100 nothing drained; the nodes of cost 2 are below the average")
+		}
+		// The plan says why node-00 stays, naming its costliest pod.
+		said := 0
+		for _, s := range limited.Skipped {
+			if s.Reason == plan.ReasonCost {
+				said++
+				if !strings.HasPrefix(s.Pod, "team-a/") || !strings.Contains(s.Detail, "node-00 costs 3.00") || !strings.Contains(s.Detail, "2.17") {
+					t.Errorf("cost skip %s: %s; want node-00's high-priority pod, its cost and the average", s.Pod, s.Detail)
+				}
+			}
+		}
+		if said != 1 {
+			t.Errorf("%d skips for cost, want 1 (node-00)", said)
 		}
 		for n, cost := range got {
 			if cost > 13.0/6 {
