@@ -61,9 +61,20 @@ func PolicyPacks(policy *api.DeschedulerPolicy) bool {
 // RequestedToCapacityRatio shape rising with use). scoreWeights are the
 // weights of its Score plugins as its framework resolved them.
 func ProfilePacks(profile *config.KubeSchedulerProfile, scoreWeights map[string]int32) bool {
+	s, _, ok := scoring(profile, scoreWeights)
+	return ok && direction(s) == Pack
+}
+
+// scoring is the profile's NodeResourcesFit scoring strategy and the
+// plugin's score weight; ok is false when the profile does not score with
+// it.
+func scoring(profile *config.KubeSchedulerProfile, scoreWeights map[string]int32) (s *config.ScoringStrategy, weight int32, ok bool) {
 	fit := fitArgs(profile)
-	_, scored := scoreWeights["NodeResourcesFit"]
-	return fit != nil && fit.ScoringStrategy != nil && scored && direction(fit.ScoringStrategy) == Pack
+	weight, scored := scoreWeights["NodeResourcesFit"]
+	if fit == nil || fit.ScoringStrategy == nil || !scored {
+		return nil, 0, false
+	}
+	return fit.ScoringStrategy, weight, true
 }
 
 // Result lists the conflicts (a pair that fights: refuse it) and warnings
@@ -90,13 +101,12 @@ func Check(policy *api.DeschedulerPolicy, profile *config.KubeSchedulerProfile, 
 				prof.Name, name, profile.SchedulerName, loadaware.Name, loadaware.Name))
 		}
 	}
-	fit := fitArgs(profile)
-	fitWeight, scored := scoreWeights["NodeResourcesFit"]
-	if fit == nil || fit.ScoringStrategy == nil || !scored {
+	scoringStrategy, fitWeight, ok := scoring(profile, scoreWeights)
+	if !ok {
 		return r
 	}
-	strategy := fit.ScoringStrategy.Type
-	dir := direction(fit.ScoringStrategy)
+	strategy := scoringStrategy.Type
+	dir := direction(scoringStrategy)
 	for _, prof := range policy.Profiles {
 		for _, name := range prof.Plugins.Balance.Enabled {
 			want, ok := policyDirections[name]
