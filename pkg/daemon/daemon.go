@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,30 @@ func Run(ctx context.Context, o Options) error {
 		Client:     le.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 	}
+	// client-go's elector runs OnStartedLeading in a goroutine it does not
+	// wait for, and releases the lease as soon as its context ends. A
+	// shutdown must instead stop the cycles first (a cycle being cut short
+	// still records its moves and removes its drain taints) and only then
+	// release the lease, so the next leader never runs beside a cycle and
+	// the process never exits in the middle of one. So the elector's
+	// context ends only after the loop has returned.
+	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElector()
+	var (
+		mu       sync.Mutex
+		leading  bool
+		loopDone = make(chan struct{})
+	)
+	waitLoop := func() {
+		mu.Lock()
+		l := leading
+		mu.Unlock()
+		if l {
+			<-loopDone
+		}
+	}
+	stopWatching := context.AfterFunc(ctx, func() { waitLoop(); stopElector() })
+	defer stopWatching()
 	lost := false
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -104,10 +129,22 @@ func Run(ctx context.Context, o Options) error {
 		WatchDog:        watchdog,
 		Name:            le.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaderCtx context.Context) {
+				mu.Lock()
+				if ctx.Err() != nil {
+					mu.Unlock()
+					return
+				}
+				leading = true
+				mu.Unlock()
+				defer close(loopDone)
+				// Cycles stop when the lease is lost or the daemon stops.
+				cycleCtx, cancel := context.WithCancel(leaderCtx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
 				logger.Info("Leading: cycles start", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 				m.leader.Set(1)
-				loop(ctx, o, m)
+				loop(cycleCtx, o, m)
 			},
 			OnStoppedLeading: func() {
 				m.leader.Set(0)
@@ -121,7 +158,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-	elector.Run(ctx)
+	elector.Run(electorCtx)
+	// A lost lease ends the elector before the loop: its cycle is stopping.
+	waitLoop()
 	if lost {
 		return ErrLostLease
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	testingclock "k8s.io/utils/clock/testing"
@@ -134,6 +135,66 @@ func TestLeaderElection(t *testing.T) {
 	if count("a") != frozen {
 		t.Fatal("a ran a cycle after it stopped")
 	}
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShutdownWaitsForTheCycle: a leader told to stop while a cycle runs
+// keeps the lease, and Run does not return, until the cycle has ended (it
+// may still be recording its moves); only then is the lease released and
+// another replica takes over.
+func TestShutdownWaitsForTheCycle(t *testing.T) {
+	client := fake.NewClientset()
+	cycling, finish := make(chan struct{}), make(chan struct{})
+	var bRan atomic.Int32
+	run := func(ctx context.Context, id string, cycle func(context.Context) error) chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, Options{
+				Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
+				LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
+					LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 50 * time.Millisecond},
+				Cycle: cycle,
+			})
+		}()
+		return done
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	doneA := run(ctxA, "a", func(ctx context.Context) error {
+		close(cycling)
+		<-ctx.Done()
+		<-finish // the cycle's last writes, after it was told to stop
+		return ctx.Err()
+	})
+	<-cycling
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneB := run(ctxB, "b", func(context.Context) error { bRan.Add(1); return nil })
+
+	stopA()
+	time.Sleep(300 * time.Millisecond) // several retry periods of b
+	select {
+	case err := <-doneA:
+		t.Fatalf("Run returned (%v) while its cycle was still running", err)
+	default:
+	}
+	if n := bRan.Load(); n != 0 {
+		t.Fatalf("b ran %d cycles while a's cycle was still running", n)
+	}
+	lease, err := client.CoordinationV1().Leases("rebalancer-system").Get(context.Background(), "rebalancer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || *h != "a" {
+		t.Fatalf("the lease is held by %v while a's cycle runs, want a", h)
+	}
+	close(finish)
+	if err := <-doneA; err != nil {
+		t.Fatalf("a returned %v on shutdown, want nil", err)
+	}
+	waitFor(t, "b to take over", func() bool { return bRan.Load() > 0 })
 	stopB()
 	if err := <-doneB; err != nil {
 		t.Fatal(err)
