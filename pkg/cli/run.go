@@ -26,6 +26,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/session"
@@ -198,15 +199,15 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	if in.ReadsUsage() {
 		sess.StartSampling(ctx)
 	}
-	live := snapshot.NewLive(client)
-	defer live.Stop()
+	cluster := live.NewCluster(client)
+	defer cluster.Stop()
 	var synced atomic.Bool
-	if err := live.Start(ctx); err != nil {
+	if err := cluster.Start(ctx); err != nil {
 		return fmt.Errorf("reading the cluster: %w", err)
 	}
 	synced.Store(true)
 	view := func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, error) {
-		snap, unknown, err := live.Snapshot()
+		snap, unknown, err := cluster.Snapshot()
 		if unknown > 0 {
 			logger.Info("Left out pods bound to nodes not seen yet", "pods", unknown)
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -204,7 +205,7 @@ func newCaptureCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := session.ReadPrometheus(cmd.Context(), client, metrics, snap); err != nil {
+			if err := live.ReadPrometheus(cmd.Context(), client, metrics, snap); err != nil {
 				return fmt.Errorf("%s: %w", policyFile, err)
 			}
 			// The usage, where metrics-server runs: a policy that balances
@@ -212,7 +213,7 @@ func newCaptureCommand() *cobra.Command {
 			// the window.
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			sampler := snapshot.NewSampler(client, usageInterval, usageWindow)
+			sampler := live.NewSampler(client, usageInterval, usageWindow)
 			go sampler.Run(ctx)
 			if err := sampler.Fill(ctx, snap); err != nil {
 				klog.FromContext(ctx).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -20,9 +19,9 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -58,7 +57,7 @@ type Options struct {
 // over its whole window.
 type Session struct {
 	o       Options
-	sampler *snapshot.Sampler
+	sampler *live.Sampler
 }
 
 // New returns a session.
@@ -77,15 +76,15 @@ const syncTimeout = 2 * time.Minute
 // Capture waits for every informer to sync, then takes one snapshot: a plan
 // never starts on a half-filled cache.
 func Capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
-	live := snapshot.NewLive(client)
-	defer live.Stop()
-	timer := time.AfterFunc(syncTimeout, live.Stop)
-	err := live.Start(ctx)
+	cluster := live.NewCluster(client)
+	defer cluster.Stop()
+	timer := time.AfterFunc(syncTimeout, cluster.Stop)
+	err := cluster.Start(ctx)
 	timer.Stop()
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
-	snap, unknown, err := live.Snapshot()
+	snap, unknown, err := cluster.Snapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +188,7 @@ func (s *Session) readCluster(ctx context.Context, view View, in *inputs.Inputs)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := ReadPrometheus(ctx, s.o.Client, in.Metrics, snap); err != nil {
+	if err := live.ReadPrometheus(ctx, s.o.Client, in.Metrics, snap); err != nil {
 		return nil, nil, err
 	}
 	if !in.ReadsUsage() {
@@ -214,41 +213,9 @@ func (s *Session) StartSampling(ctx context.Context) {
 	if s.sampler != nil && !s.sampler.Stopped() {
 		return
 	}
-	s.sampler = snapshot.NewSampler(s.o.Client, s.o.UsageInterval, s.o.UsageWindow)
+	s.sampler = live.NewSampler(s.o.Client, s.o.UsageInterval, s.o.UsageWindow)
 	go s.sampler.Run(ctx)
 	klog.FromContext(ctx).Info("Sampling the cluster's usage", "window", s.o.UsageWindow, "interval", s.o.UsageInterval)
-}
-
-// prometheusTimeout bounds each query to the cluster's Prometheus.
-const prometheusTimeout = 30 * time.Second
-
-// ReadPrometheus adds to snap the answers of the Prometheus m's provider
-// configures to m's queries, asked now (a snapshot's usage is read once,
-// a query's own range says how long a value must last). A query that
-// fails or that the descheduler could not read is an error naming the
-// policy's field and the server.
-func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m policy.Metrics, snap *snapshot.Snapshot) error {
-	if len(m.Queries) == 0 {
-		return nil
-	}
-	prom, err := snapshot.PrometheusClient(ctx, client, m.Server, m.Prometheus)
-	if err != nil {
-		return fmt.Errorf("the policy's %w", err)
-	}
-	if c, ok := prom.(promapi.CloseIdler); ok {
-		defer c.CloseIdleConnections() // a new client each cycle: the token may have rotated
-	}
-	now := time.Now()
-	for _, q := range m.Queries {
-		ctx, cancel := context.WithTimeout(ctx, prometheusTimeout)
-		answer, err := snapshot.ReadPrometheus(ctx, prom, q.PromQL, now)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Prometheus, m.Server.URL, err)
-		}
-		snap.PrometheusQueries = append(snap.PrometheusQueries, answer)
-	}
-	return nil
 }
 
 // placement models how the cluster's schedulers will follow the plan:

@@ -17,7 +17,6 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +24,8 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	sjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 )
 
 // Decode is Load on bytes; name is used in error messages (the file name).

@@ -1,7 +1,9 @@
-// Package snapshot is the cluster state the planner works on, read from a
-// file rather than from a live API server so that a plan can be computed,
-// reviewed and reproduced offline from exactly what `kubectl get -o yaml`
-// captured.
+// Package snapshot is the format of the cluster state the planner works
+// on: the objects a plan reads (as `kubectl get -o yaml` lists them), the
+// usage metrics.k8s.io served and the answers of the policy's Prometheus
+// queries, encoded and decoded so that a plan can be computed, reviewed and
+// reproduced offline from exactly what was captured. A live cluster is read
+// into the same value by package live.
 //
 // Decoding is strict: a snapshot that is silently misread (a typo'd field
 // dropped, a quantity misparsed, a pod bound to a node that is not there)

@@ -163,7 +163,7 @@ func TestFillLeavesOutWhatCannotBePlannedOn(t *testing.T) {
 	samples.PodMetrics[0].Containers[1].Name = "gone" // web-1: one container of another pod
 	samples.PodMetrics[1].Containers = nil            // web-2: too young
 	now, _ := time.Parse(time.RFC3339, "2026-11-23T10:00:30Z")
-	dropped := fill(s, samples.NodeMetrics, samples.PodMetrics, now)
+	dropped := s.SetUsage(samples.NodeMetrics, samples.PodMetrics, now)
 	if len(s.NodeMetrics) != 1 || s.NodeMetrics[0].Name != "n1" {
 		t.Errorf("NodeMetrics kept = %v, want n1's alone", s.NodeMetrics)
 	}

@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // KWOK reports a pod's usage from these annotations (hack/kwok-metrics.yaml).
@@ -32,9 +32,9 @@ const (
 // nodeUsage reads every node's CPU usage, in millicores, from
 // metrics.k8s.io as metrics-server serves it.
 func (e *testEnv) nodeUsage() (map[string]int64, error) {
-	raw, err := client.Discovery().RESTClient().Get().AbsPath(snapshot.NodeMetricsPath).DoRaw(e.ctx)
+	raw, err := client.Discovery().RESTClient().Get().AbsPath(live.NodeMetricsPath).DoRaw(e.ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", snapshot.NodeMetricsPath, err)
+		return nil, fmt.Errorf("reading %s: %w", live.NodeMetricsPath, err)
 	}
 	var l metricsv1beta1.NodeMetricsList
 	if err := json.Unmarshal(raw, &l); err != nil {

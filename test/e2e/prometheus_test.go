@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -234,7 +235,7 @@ func TestPrometheusProvider(t *testing.T) {
 		t.Errorf("no token Secret yet: run --once: %v; stderr lacks %q:\n%s", err, missing, stderr)
 	}
 	secret := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "rebalancer-system", Name: "prometheus-auth-token"},
-		Data: map[string][]byte{snapshot.PrometheusAuthTokenKey: []byte(token)}}
+		Data: map[string][]byte{live.PrometheusAuthTokenKey: []byte(token)}}
 	if _, err := client.CoreV1().Secrets("rebalancer-system").Create(e.ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

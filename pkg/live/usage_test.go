@@ -1,4 +1,4 @@
-package snapshot
+package live
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // metricsServer serves metrics.k8s.io's node and pod lists as
@@ -105,7 +107,7 @@ func TestSamplerKeepsTheWindow(t *testing.T) {
 	defer cancel()
 	go s.Run(ctx)
 
-	snap := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}},
+	snap := &snapshot.Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}},
 		Pods: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}}}
 	filled := make(chan error, 1)
 	go func() { filled <- s.Fill(ctx, snap) }()
@@ -145,13 +147,13 @@ func TestSamplerReportsMetricsServerDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go s.Run(ctx)
-	err := s.Fill(ctx, &Snapshot{})
+	err := s.Fill(ctx, &snapshot.Snapshot{})
 	if err == nil || !strings.Contains(err.Error(), "metrics-server does not answer") || !strings.Contains(err.Error(), NodeMetricsPath) {
 		t.Errorf("Fill: %v, want an error naming metrics-server and the path", err)
 	}
 	s = NewSampler(clientFor(t, http.NotFoundHandler()), time.Millisecond, 0)
 	go s.Run(ctx)
-	err = s.Fill(ctx, &Snapshot{})
+	err = s.Fill(ctx, &snapshot.Snapshot{})
 	if err == nil || !strings.Contains(err.Error(), "metrics.k8s.io is not served; install metrics-server") {
 		t.Errorf("Fill without metrics.k8s.io: %v", err)
 	}
@@ -161,7 +163,7 @@ func TestSamplerWaitsForANodeLeftOut(t *testing.T) {
 	at := time.Now()
 	ms := &metricsServer{nodes: []string{"n1", "n2"}, leftOut: map[string]int{"n2": 1}}
 	ms.set("1", at)
-	snap := &Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}}
+	snap := &snapshot.Snapshot{Nodes: []*v1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, {ObjectMeta: metav1.ObjectMeta{Name: "n2"}}}}
 	s := NewSampler(clientFor(t, ms), time.Millisecond, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -214,7 +216,7 @@ func TestSamplerWaitsForANodeLeftOut(t *testing.T) {
 	}
 }
 
-func sampledNodes(snap *Snapshot) string {
+func sampledNodes(snap *snapshot.Snapshot) string {
 	var names []string
 	for _, m := range snap.NodeMetrics {
 		names = append(names, m.Name)

@@ -1,4 +1,4 @@
-package snapshot
+package live
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -19,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 func objectMetaOf(namespace, name string) metav1.ObjectMeta {
@@ -38,7 +40,7 @@ func livePod(namespace, name, nodeName string, phase v1.PodPhase) *v1.Pod {
 }
 
 // keys lists objects as namespace/name, or name for cluster-scoped ones.
-func keys[T object](objs []T) []string {
+func keys[T metav1.Object](objs []T) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
 		out[i] = o.GetName()
@@ -49,11 +51,11 @@ func keys[T object](objs []T) []string {
 	return out
 }
 
-// startLive starts a Live on client and stops it when the test ends.
-func startLive(t *testing.T, client *fake.Clientset) *Live {
+// startCluster starts a Cluster on client and stops it when the test ends.
+func startCluster(t *testing.T, client *fake.Clientset) *Cluster {
 	t.Helper()
 	watchingPods := fakewatch.Started(client, "pods")
-	l := NewLive(client)
+	l := NewCluster(client)
 	t.Cleanup(l.Stop)
 	// Not a ctx with a timeout: the informers stop when the ctx given to Start ends.
 	if err := l.Start(t.Context()); err != nil {
@@ -63,7 +65,7 @@ func startLive(t *testing.T, client *fake.Clientset) *Live {
 	return l
 }
 
-func TestLiveEveryKindInOrder(t *testing.T) {
+func TestClusterEveryKindInOrder(t *testing.T) {
 	// Given out of order, so that only sorting puts them in order.
 	objs := []runtime.Object{
 		liveNode("n2"), liveNode("n10"), liveNode("n1"),
@@ -87,7 +89,7 @@ func TestLiveEveryKindInOrder(t *testing.T) {
 		&storagev1.CSINode{ObjectMeta: objectMetaOf("", "n2")},
 		&storagev1.CSINode{ObjectMeta: objectMetaOf("", "n1")},
 	}
-	l := startLive(t, fake.NewClientset(objs...))
+	l := startCluster(t, fake.NewClientset(objs...))
 
 	snap, skipped, err := l.Snapshot()
 	if err != nil {
@@ -127,13 +129,13 @@ func TestLiveEveryKindInOrder(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Snapshot: %v", err)
 		}
-		if d := diffs(again, snap); len(d) > 0 {
-			t.Fatalf("second Snapshot differs from the first: %v", d)
+		if !equality.Semantic.DeepEqual(again.Objects(), snap.Objects()) {
+			t.Fatalf("second Snapshot differs from the first: %s vs %s", again, snap)
 		}
 	}
 }
 
-func TestLivePodsOnUnknownNodes(t *testing.T) {
+func TestClusterPodsOnUnknownNodes(t *testing.T) {
 	client := fake.NewClientset(
 		liveNode("n1"),
 		livePod("ns", "here", "n1", v1.PodRunning),
@@ -141,7 +143,7 @@ func TestLivePodsOnUnknownNodes(t *testing.T) {
 		livePod("ns", "new", "n-not-yet-seen", v1.PodRunning),
 		livePod("ns", "unscheduled", "", v1.PodPending),
 	)
-	l := startLive(t, client)
+	l := startCluster(t, client)
 
 	snap, skipped, err := l.Snapshot()
 	if err != nil {
@@ -155,8 +157,8 @@ func TestLivePodsOnUnknownNodes(t *testing.T) {
 	}
 }
 
-func TestLiveSnapshotBeforeStart(t *testing.T) {
-	l := NewLive(fake.NewClientset(liveNode("n1")))
+func TestClusterSnapshotBeforeStart(t *testing.T) {
+	l := NewCluster(fake.NewClientset(liveNode("n1")))
 	t.Cleanup(l.Stop)
 	if snap, _, err := l.Snapshot(); err == nil {
 		t.Fatalf("Snapshot before Start = %v, want an error", snap)
@@ -173,11 +175,11 @@ func podListFails(client *fake.Clientset) {
 	})
 }
 
-func TestLiveStartNotSynced(t *testing.T) {
+func TestClusterStartNotSynced(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		client := fake.NewClientset(liveNode("n1"), livePod("ns", "p", "n1", v1.PodRunning))
 		podListFails(client)
-		l := NewLive(client)
+		l := NewCluster(client)
 		t.Cleanup(l.Stop)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -200,7 +202,7 @@ func TestLiveStartNotSynced(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		client := fake.NewClientset(liveNode("n1"))
 		podListFails(client)
-		l := NewLive(client)
+		l := NewCluster(client)
 		t.Cleanup(l.Stop)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
@@ -217,7 +219,7 @@ func TestLiveStartNotSynced(t *testing.T) {
 	t.Run("stopped", func(t *testing.T) {
 		client := fake.NewClientset(liveNode("n1"))
 		podListFails(client)
-		l := NewLive(client)
+		l := NewCluster(client)
 		t.Cleanup(l.Stop)
 		time.AfterFunc(100*time.Millisecond, l.Stop) // bounds the sync, not the informers' lifetime
 
@@ -228,9 +230,9 @@ func TestLiveStartNotSynced(t *testing.T) {
 	})
 }
 
-func TestLiveFollowsWatch(t *testing.T) {
+func TestClusterFollowsWatch(t *testing.T) {
 	client := fake.NewClientset(liveNode("n1"), livePod("ns", "old", "n1", v1.PodRunning))
-	l := startLive(t, client)
+	l := startCluster(t, client)
 	ctx := t.Context()
 
 	if _, err := client.CoreV1().Nodes().Create(ctx, liveNode("n2"), metav1.CreateOptions{}); err != nil {
@@ -247,7 +249,7 @@ func TestLiveFollowsWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	last := &Snapshot{}
+	last := &snapshot.Snapshot{}
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		snap, _, err := l.Snapshot()
 		if err != nil {
@@ -264,15 +266,15 @@ func TestLiveFollowsWatch(t *testing.T) {
 	}
 }
 
-func TestLiveNoNodes(t *testing.T) {
-	l := startLive(t, fake.NewClientset(&v1.Namespace{ObjectMeta: objectMetaOf("", "default")}))
+func TestClusterNoNodes(t *testing.T) {
+	l := startCluster(t, fake.NewClientset(&v1.Namespace{ObjectMeta: objectMetaOf("", "default")}))
 	_, _, err := l.Snapshot()
 	if err == nil || err.Error() != "no nodes in the cluster" {
 		t.Fatalf("Snapshot of a cluster without nodes: error = %v, want \"no nodes in the cluster\"", err)
 	}
 }
 
-func TestLiveStripsManagedFields(t *testing.T) {
+func TestClusterStripsManagedFields(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{
 		Manager:    "kubelet",
 		Operation:  metav1.ManagedFieldsOperationUpdate,
@@ -285,7 +287,7 @@ func TestLiveStripsManagedFields(t *testing.T) {
 	listed := livePod("ns", "listed", "n1", v1.PodRunning)
 	listed.ManagedFields = managed
 	client := fake.NewClientset(n, listed)
-	l := startLive(t, client)
+	l := startCluster(t, client)
 
 	// A pod that arrives through the watch, not the initial list.
 	watched := livePod("ns", "watched", "n1", v1.PodRunning)
@@ -305,7 +307,7 @@ func TestLiveStripsManagedFields(t *testing.T) {
 		}
 	}
 
-	var snap *Snapshot
+	var snap *snapshot.Snapshot
 	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		var err error
 		snap, _, err = l.Snapshot()
@@ -324,8 +326,8 @@ func TestLiveStripsManagedFields(t *testing.T) {
 	}
 }
 
-func TestLiveStartOnce(t *testing.T) {
-	l := startLive(t, fake.NewClientset(liveNode("n1")))
+func TestClusterStartOnce(t *testing.T) {
+	l := startCluster(t, fake.NewClientset(liveNode("n1")))
 	if err := l.Start(t.Context()); err == nil {
 		t.Error("second Start succeeded, want an error")
 	}
@@ -334,15 +336,15 @@ func TestLiveStartOnce(t *testing.T) {
 	}
 }
 
-func TestLiveStop(t *testing.T) {
-	l := startLive(t, fake.NewClientset(liveNode("n1")))
+func TestClusterStop(t *testing.T) {
+	l := startCluster(t, fake.NewClientset(liveNode("n1")))
 	l.Stop() // returns only once the informers have
 	if snap, _, err := l.Snapshot(); err == nil {
 		t.Errorf("Snapshot after Stop = %v, want an error: the caches no longer follow the cluster", snap)
 	}
 	l.Stop() // again: a no-op
 
-	stopped := NewLive(fake.NewClientset(liveNode("n1")))
+	stopped := NewCluster(fake.NewClientset(liveNode("n1")))
 	stopped.Stop()
 	if err := stopped.Start(t.Context()); err == nil {
 		t.Error("Start after Stop succeeded, want an error")

@@ -1,4 +1,4 @@
-package snapshot
+package live
 
 import (
 	"cmp"
@@ -17,13 +17,17 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
-// Live keeps a Snapshot of a cluster current through client-go informers:
+// Cluster keeps a snapshot.Snapshot of a cluster current through client-go informers:
 // one initial list per kind, then WATCH. Used by `rebalancer plan --kubeconfig`
 // (once) and by the long-lived daemon (every cycle), which thus reads the whole
 // cluster once and then only receives changes, instead of listing every pod
@@ -31,11 +35,11 @@ import (
 // initial list is itself a WATCH that streams the current objects first, where
 // the API server supports it.)
 //
-// A Live runs once: Start it, take Snapshots, then cancel the ctx given to
-// Start or call Stop. After a failed Start or a Stop, make a new Live.
-type Live struct {
+// A Cluster runs once: Start it, take Snapshots, then cancel the ctx given to
+// Start or call Stop. After a failed Start or a Stop, make a new Cluster.
+type Cluster struct {
 	factory informers.SharedInformerFactory
-	kinds   []liveKind // in the order of Snapshot's fields
+	kinds   []kind // in the order of Snapshot's fields
 
 	mu     sync.Mutex
 	cancel context.CancelFunc // set by Start so that Stop can stop the informers
@@ -43,22 +47,25 @@ type Live struct {
 	synced atomic.Bool // Start saw every informer synced: Snapshot may read the caches
 }
 
-// liveKind is the informer of one kind of Snapshot.
-type liveKind struct {
+// kind is the informer of one kind of Snapshot.
+type kind struct {
 	name     string       // resource, e.g. "pods", for errors
 	typ      reflect.Type // the informer's key in the factory, e.g. *v1.Pod
 	informer cache.SharedIndexInformer
-	fill     func(*Snapshot) // sets the kind's field of a Snapshot from the informer's cache
+	fill     func(*snapshot.Snapshot) // sets the kind's field of a Snapshot from the informer's cache
 }
 
-// liveKindOf is the liveKind of the objects of type P that informer caches and
+// kindOf is the kind of the objects of type P that informer caches and
 // list finds in a Snapshot.
-func liveKindOf[P object](name string, informer cache.SharedIndexInformer, list func(*Snapshot) *[]P) liveKind {
-	return liveKind{
+func kindOf[P interface {
+	metav1.Object
+	runtime.Object
+}](name string, informer cache.SharedIndexInformer, list func(*snapshot.Snapshot) *[]P) kind {
+	return kind{
 		name:     name,
 		typ:      reflect.TypeFor[P](),
 		informer: informer,
-		fill: func(s *Snapshot) {
+		fill: func(s *snapshot.Snapshot) {
 			items := informer.GetStore().List()
 			out := make([]P, 0, len(items))
 			for _, o := range items {
@@ -73,35 +80,35 @@ func liveKindOf[P object](name string, informer cache.SharedIndexInformer, list 
 	}
 }
 
-// NewLive prepares informers for every kind of Snapshot (nodes, pods, PDBs policy/v1, namespaces,
+// NewCluster prepares informers for every kind of Snapshot (nodes, pods, PDBs policy/v1, namespaces,
 // priorityclasses scheduling/v1, PVCs, PVs, storageclasses, csinodes). Nothing is contacted yet.
 //
 // Pods are watched in all namespaces and in every phase: the simulation must
 // account for every pod on a node, and it is the planner, not the source, that
 // decides what to do with terminal ones.
-func NewLive(client kubernetes.Interface) *Live {
-	// Resync 0: a resync only replays the cache to event handlers, and Live has none.
+func NewCluster(client kubernetes.Interface) *Cluster {
+	// Resync 0: a resync only replays the cache to event handlers, and Cluster has none.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripManagedFields))
 	core, storage := factory.Core().V1(), factory.Storage().V1()
 	// Every informer is created here, before Start: the factory starts, and waits
 	// for, only the informers that exist when Start calls it.
-	return &Live{
+	return &Cluster{
 		factory: factory,
-		kinds: []liveKind{
-			liveKindOf("nodes", core.Nodes().Informer(), func(s *Snapshot) *[]*v1.Node { return &s.Nodes }),
-			liveKindOf("pods", core.Pods().Informer(), func(s *Snapshot) *[]*v1.Pod { return &s.Pods }),
-			liveKindOf("poddisruptionbudgets", factory.Policy().V1().PodDisruptionBudgets().Informer(),
-				func(s *Snapshot) *[]*policyv1.PodDisruptionBudget { return &s.PodDisruptionBudgets }),
-			liveKindOf("namespaces", core.Namespaces().Informer(), func(s *Snapshot) *[]*v1.Namespace { return &s.Namespaces }),
-			liveKindOf("priorityclasses", factory.Scheduling().V1().PriorityClasses().Informer(),
-				func(s *Snapshot) *[]*schedulingv1.PriorityClass { return &s.PriorityClasses }),
-			liveKindOf("persistentvolumeclaims", core.PersistentVolumeClaims().Informer(),
-				func(s *Snapshot) *[]*v1.PersistentVolumeClaim { return &s.PersistentVolumeClaims }),
-			liveKindOf("persistentvolumes", core.PersistentVolumes().Informer(),
-				func(s *Snapshot) *[]*v1.PersistentVolume { return &s.PersistentVolumes }),
-			liveKindOf("storageclasses", storage.StorageClasses().Informer(),
-				func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
-			liveKindOf("csinodes", storage.CSINodes().Informer(), func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
+		kinds: []kind{
+			kindOf("nodes", core.Nodes().Informer(), func(s *snapshot.Snapshot) *[]*v1.Node { return &s.Nodes }),
+			kindOf("pods", core.Pods().Informer(), func(s *snapshot.Snapshot) *[]*v1.Pod { return &s.Pods }),
+			kindOf("poddisruptionbudgets", factory.Policy().V1().PodDisruptionBudgets().Informer(),
+				func(s *snapshot.Snapshot) *[]*policyv1.PodDisruptionBudget { return &s.PodDisruptionBudgets }),
+			kindOf("namespaces", core.Namespaces().Informer(), func(s *snapshot.Snapshot) *[]*v1.Namespace { return &s.Namespaces }),
+			kindOf("priorityclasses", factory.Scheduling().V1().PriorityClasses().Informer(),
+				func(s *snapshot.Snapshot) *[]*schedulingv1.PriorityClass { return &s.PriorityClasses }),
+			kindOf("persistentvolumeclaims", core.PersistentVolumeClaims().Informer(),
+				func(s *snapshot.Snapshot) *[]*v1.PersistentVolumeClaim { return &s.PersistentVolumeClaims }),
+			kindOf("persistentvolumes", core.PersistentVolumes().Informer(),
+				func(s *snapshot.Snapshot) *[]*v1.PersistentVolume { return &s.PersistentVolumes }),
+			kindOf("storageclasses", storage.StorageClasses().Informer(),
+				func(s *snapshot.Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
+			kindOf("csinodes", storage.CSINodes().Informer(), func(s *snapshot.Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
 		},
 	}
 }
@@ -129,35 +136,35 @@ func stripManagedFields(obj any) (any, error) {
 // would stop the informers when it expires; to bound the sync alone, call Stop
 // from a timer (time.AfterFunc), which makes a waiting Start return an error.
 // Start may be called only once.
-func (l *Live) Start(ctx context.Context) error {
-	l.mu.Lock()
-	if l.cancel != nil {
-		l.mu.Unlock()
-		return errors.New("Start called twice: a Live runs once")
+func (c *Cluster) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.cancel != nil {
+		c.mu.Unlock()
+		return errors.New("Start called twice: a Cluster runs once")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	l.cancel = cancel
-	l.mu.Unlock()
+	c.cancel = cancel
+	c.mu.Unlock()
 
-	l.factory.StartWithContext(ctx)
+	c.factory.StartWithContext(ctx)
 	done := make(chan struct{})
-	go l.progress(ctx, done)
-	res := l.factory.WaitForCacheSyncWithContext(ctx)
+	go c.progress(ctx, done)
+	res := c.factory.WaitForCacheSyncWithContext(ctx)
 	close(done)
 	// Look up every kind rather than trust res.Err alone: an informer the factory
 	// did not start (after Stop) is missing from res.Synced, and counts as not synced.
 	var unsynced []string
-	for _, k := range l.kinds {
+	for _, k := range c.kinds {
 		if !res.Synced[k.typ] {
 			unsynced = append(unsynced, k.name)
 		}
 	}
 	if len(unsynced) > 0 {
-		cancel() // a Live whose Start failed is not used: leave nothing running
+		cancel() // a Cluster whose Start failed is not used: leave nothing running
 		return fmt.Errorf("informers not synced: %s: %w", strings.Join(unsynced, ", "),
-			cmp.Or(res.Err, errors.New("the Live was stopped before Start")))
+			cmp.Or(res.Err, errors.New("the Cluster was stopped before Start")))
 	}
-	l.synced.Store(true)
+	c.synced.Store(true)
 	return nil
 }
 
@@ -167,7 +174,7 @@ var progressEvery = 5 * time.Second
 // progress logs, while Start waits, which kinds are still being read and
 // how many objects have arrived, so a large cluster's first sync is not
 // minutes of silence.
-func (l *Live) progress(ctx context.Context, done <-chan struct{}) {
+func (c *Cluster) progress(ctx context.Context, done <-chan struct{}) {
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	logger := klog.FromContext(ctx)
@@ -181,7 +188,7 @@ func (l *Live) progress(ctx context.Context, done <-chan struct{}) {
 		}
 		var waiting []string
 		objects := 0
-		for _, k := range l.kinds {
+		for _, k := range c.kinds {
 			objects += len(k.informer.GetStore().ListKeys())
 			if !k.informer.HasSynced() {
 				waiting = append(waiting, k.name)
@@ -195,14 +202,14 @@ func (l *Live) progress(ctx context.Context, done <-chan struct{}) {
 // Cancelling the ctx given to Start stops them too, without waiting; Stop is for
 // callers that must not leave goroutines behind (a one-shot plan, tests).
 // Stop may be called before Start, and more than once.
-func (l *Live) Stop() {
-	l.mu.Lock()
-	if l.cancel != nil {
-		l.cancel()
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	if c.cancel != nil {
+		c.cancel()
 	}
-	l.mu.Unlock()
+	c.mu.Unlock()
 	// Shutdown waits for the informers' goroutines, which return once their ctx is done.
-	l.factory.Shutdown()
+	c.factory.Shutdown()
 }
 
 // Snapshot returns the current state, in a deterministic order (nodes and other
@@ -217,17 +224,17 @@ func (l *Live) Stop() {
 // node watches) are left out and counted in podsOnUnknownNodes, not an error;
 // pods not bound to any node are kept. Returns an error if Start has not
 // completed, if the informers have stopped, or if there are no nodes.
-func (l *Live) Snapshot() (snap *Snapshot, podsOnUnknownNodes int, err error) {
-	if !l.synced.Load() {
+func (c *Cluster) Snapshot() (snap *snapshot.Snapshot, podsOnUnknownNodes int, err error) {
+	if !c.synced.Load() {
 		return nil, 0, errors.New("informers not synced: Start has not completed")
 	}
-	for _, k := range l.kinds {
+	for _, k := range c.kinds {
 		if k.informer.IsStopped() {
 			return nil, 0, errors.New("informers stopped: the cluster is no longer watched")
 		}
 	}
-	s := &Snapshot{Ignored: map[string]int{}} // only kinds the planner uses are watched
-	for _, k := range l.kinds {
+	s := &snapshot.Snapshot{Ignored: map[string]int{}} // only kinds the planner uses are watched
+	for _, k := range c.kinds {
 		k.fill(s)
 	}
 	if len(s.Nodes) == 0 {
