@@ -5,10 +5,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // Args configures Consolidation in a DeschedulerPolicy:
@@ -82,7 +82,7 @@ func ValidateArgs(obj runtime.Object) error {
 		if seen[r] {
 			return fmt.Errorf("%s args: resources[%d]: duplicate resource %q", Name, i, r)
 		}
-		if !simulator.Schedulable(r) {
+		if !requests.Schedulable(r) {
 			return fmt.Errorf("%s args: resources[%d]: unknown resource %q: want cpu, memory, ephemeral-storage, pods, hugepages-<size> or an extended resource (example.com/gpu)", Name, i, r)
 		}
 		seen[r] = true

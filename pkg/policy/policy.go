@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientset "k8s.io/client-go/kubernetes"
@@ -23,8 +24,6 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
-
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // Load reads the DeschedulerPolicy at path. It first runs a strict pass that
@@ -87,7 +86,7 @@ func checkResources(p *api.DeschedulerPolicy) error {
 			}
 			for _, field := range slices.Sorted(maps.Keys(fields)) {
 				for _, r := range slices.Sorted(maps.Keys(fields[field])) {
-					if !simulator.Schedulable(r) {
+					if !requests.Schedulable(r) {
 						problems = append(problems, fmt.Sprintf("profiles[%d].pluginConfig[%s].args.%s.%s: unknown resource %q: want cpu, memory, ephemeral-storage, pods, hugepages-<size> or an extended resource (example.com/gpu)", i, pc.Name, field, r, r))
 					}
 				}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler"
 )
 
 const kind = "KubeSchedulerConfiguration"
@@ -127,7 +127,7 @@ func checkPlugins(i int, plugins *configv1.Plugins) []string {
 
 // registeredPlugins are the plugins rebalancer-scheduler is built with.
 func registeredPlugins() (map[string]bool, error) {
-	r, err := simulator.Registry()
+	r, err := scheduler.All(nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/features"
 )
 
@@ -22,4 +23,15 @@ func Of(pod *v1.Pod) v1.ResourceList {
 		SkipPodLevelResources:                          !utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
 		UseDRANodeAllocatableResourceClaimStatus:       utilfeature.DefaultFeatureGate.Enabled(features.DRANodeAllocatableResources),
 	})
+}
+
+// Schedulable says whether a resource is one a node's allocatable holds and
+// the scheduler's resource fit counts: cpu, memory, ephemeral-storage, pods,
+// hugepages-<size> or an extended resource (a domain-qualified name).
+func Schedulable(r v1.ResourceName) bool {
+	switch r {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		return true
+	}
+	return v1helper.IsHugePageResourceName(r) || v1helper.IsExtendedResourceName(r)
 }

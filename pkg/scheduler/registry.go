@@ -4,6 +4,7 @@
 package scheduler
 
 import (
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
@@ -21,4 +22,14 @@ func Registry(hint, load frameworkruntime.PluginFactory) frameworkruntime.Regist
 		load = loadaware.New
 	}
 	return frameworkruntime.Registry{rebalancehint.Name: hint, loadaware.Name: load}
+}
+
+// All is the plugins rebalancer-scheduler is built with: kube-scheduler's
+// in-tree ones and Registry's, built by the given factories (nil: their own).
+func All(hint, load frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
+	r := plugins.NewInTreeRegistry()
+	if err := r.Merge(Registry(hint, load)); err != nil {
+		return nil, err
+	}
+	return r, nil
 }

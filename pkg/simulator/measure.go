@@ -13,7 +13,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"sigs.k8s.io/descheduler/pkg/utils"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
@@ -208,15 +207,4 @@ func placingTaints(n *v1.Node) []v1.Taint {
 		}
 	}
 	return out
-}
-
-// Schedulable says whether a resource is one a node's allocatable holds and
-// the scheduler's resource fit counts: cpu, memory, ephemeral-storage, pods,
-// hugepages-<size> or an extended resource (a domain-qualified name).
-func Schedulable(r v1.ResourceName) bool {
-	switch r {
-	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
-		return true
-	}
-	return v1helper.IsHugePageResourceName(r) || v1helper.IsExtendedResourceName(r)
 }

@@ -34,7 +34,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -50,22 +49,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
-
-// Registry returns the plugins rebalancer-scheduler is built with: the
-// in-tree ones and ours (schedulerplugins.Registry, which it registers).
-func Registry() (frameworkruntime.Registry, error) {
-	return registry(nil, nil)
-}
-
-// registry is Registry with our plugins built by the given factories (nil:
-// their own).
-func registry(hintFactory, loadFactory frameworkruntime.PluginFactory) (frameworkruntime.Registry, error) {
-	r := plugins.NewInTreeRegistry()
-	if err := r.Merge(schedulerplugins.Registry(hintFactory, loadFactory)); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
 
 // Prediction is the outcome of one simulated scheduling cycle.
 type Prediction struct {
@@ -303,7 +286,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 			return nil, fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
 		}
 		sc := &scheduler{profile: prof}
-		registry, err := registry(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		registry, err := schedulerplugins.All(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
 			if err == nil {
 				sc.hints = p
