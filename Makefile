@@ -5,6 +5,8 @@
 #                   plane that it starts and stops itself
 #   make lint       golangci-lint (pinned in hack/tools/lint; see .golangci.yml),
 #                   shellcheck
+#   make verify     lint, go.mod tidy, the chart's copies the same as their
+#                   sources: what CI checks before the tests
 #   make image      the container image (needs a Docker engine)
 #   make demo       rebalancer plan on an example cluster
 #   make fuzz       every fuzz target for FUZZTIME (default 30s) each
@@ -31,7 +33,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.36.1 \
 LDFLAGS := -X github.com/rebalancer-dev/rebalancer/pkg/version.Version=$(VERSION) $(K8S_LDFLAGS)
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build test test-unit test-e2e lint image demo bench fuzz chart cluster-up cluster-down clean
+.PHONY: all build test test-unit test-e2e lint verify image demo bench fuzz chart cluster-up cluster-down clean
 
 all: build
 
@@ -69,14 +71,19 @@ $(PROMETHEUS): hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/prometheus && $(GO) build -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
 
-# The chart carries copies of the shipped policies and RBAC files (Helm
-# reads no file outside the chart); the e2e suite checks they are the same.
+# The chart carries copies of the shipped policies, RBAC and monitoring
+# files (Helm reads no file outside the chart): source:copy pairs, written by
+# `make chart` and compared by `make verify`.
+CHART_FILES := manifests/helm/rebalancer/files
+CHART_COPIES := $(foreach f,$(filter-out policies/kustomization.yaml,$(wildcard policies/*.yaml)),$(f):$(CHART_FILES)/policies/$(notdir $(f))) \
+	manifests/rebalancer/rbac.yaml:$(CHART_FILES)/rbac/rebalancer.yaml \
+	manifests/scheduler/rbac.yaml:$(CHART_FILES)/rbac/scheduler.yaml \
+	manifests/extender/rbac.yaml:$(CHART_FILES)/rbac/extender.yaml \
+	manifests/monitoring/dashboard.json:$(CHART_FILES)/monitoring/dashboard.json \
+	manifests/monitoring/alerts.yaml:$(CHART_FILES)/monitoring/alerts.yaml
+
 chart:
-	cp $(filter-out policies/kustomization.yaml,$(wildcard policies/*.yaml)) manifests/helm/rebalancer/files/policies/
-	cp manifests/rebalancer/rbac.yaml manifests/helm/rebalancer/files/rbac/rebalancer.yaml
-	cp manifests/scheduler/rbac.yaml manifests/helm/rebalancer/files/rbac/scheduler.yaml
-	cp manifests/extender/rbac.yaml manifests/helm/rebalancer/files/rbac/extender.yaml
-	cp manifests/monitoring/dashboard.json manifests/monitoring/alerts.yaml manifests/helm/rebalancer/files/monitoring/
+	@for pair in $(CHART_COPIES); do cp "$${pair%%:*}" "$${pair#*:}"; done
 
 # golangci-lint is built from its pinned module, like the control plane, and
 # rebuilt only when that pin changes.
@@ -88,6 +95,10 @@ $(LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 lint: $(LINT)
 	$(LINT) run ./...
 	@if command -v shellcheck >/dev/null; then shellcheck hack/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
+
+verify: lint
+	$(GO) mod tidy -diff
+	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
 image:
 	docker build -t $(IMAGE) .
