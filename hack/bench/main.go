@@ -500,7 +500,7 @@ func benchPredict(ctx context.Context, nodes, count int) (measurement, error) {
 	pods := movable(sim)
 	start := time.Now()
 	for i := 0; i < count; i++ {
-		if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.Options{}); err != nil {
+		if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.PredictOptions{}); err != nil {
 			return measurement{}, err
 		}
 	}
@@ -548,7 +548,7 @@ func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
 		}
 		start := time.Now()
 		for i := 0; i < count; i++ {
-			if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.Options{}); err != nil {
+			if _, err := sim.Predict(ctx, pods[(i*7919)%len(pods)], simulator.PredictOptions{}); err != nil {
 				return 0, err
 			}
 		}

@@ -39,7 +39,7 @@ type Simulation interface {
 	// Move judges the eviction of pod as the planner judges every eviction
 	// (limits, PDBs, the simulated target), with extra prediction options;
 	// nil means the move is in the plan.
-	Move(ctx context.Context, pod *v1.Pod, opts simulator.Options, eo evictions.EvictOptions) error
+	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error
 	// Begin starts a group of moves that enter the plan all together or not
 	// at all; groups nest.
 	Begin() Transaction
@@ -314,7 +314,7 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 		}
 		node := c.sim.Begin() // this source, all or nothing
 		for _, p := range movable {
-			opts := simulator.Options{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
+			opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
 			err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
 			if err == nil {
 				continue
@@ -403,12 +403,12 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 }
 
 // empty moves every pod off node in one transaction, onto a preferred
-// target where one is allowed (simulator.Options.Prefer). It reports false,
+// target where one is allowed (simulator.PredictOptions.Prefer). It reports false,
 // with the moves taken back, when one of them has no acceptable target.
 func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, prefer func(target string) bool) (bool, error) {
 	tx := c.sim.Begin()
 	for _, p := range pods {
-		opts := simulator.Options{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }, Prefer: prefer}
+		opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }, Prefer: prefer}
 		err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
 		if err == nil {
 			continue

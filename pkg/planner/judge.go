@@ -51,7 +51,7 @@ var errSkipped = errors.New("eviction not in the plan")
 // move enters the plan (the plugin then accounts for it as evicted), and an
 // error otherwise; limit errors use the descheduler's own types so plugins
 // stop asking for more on that node, namespace or at all.
-func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.Options) error {
+func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions) error {
 	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) {
 		return errSkipped // another plugin already moved it in this plan
 	}

@@ -491,7 +491,7 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 			return err
 		}
 	}
-	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.Options{})
+	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.PredictOptions{})
 }
 
 // judgingHandle also gives rebalancer's own plugins (Consolidation) the
@@ -500,7 +500,7 @@ var _ consolidation.Simulation = &judgingHandle{}
 
 func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
 
-func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.Options, eo evictions.EvictOptions) error {
+func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error {
 	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, opts)
 }
 

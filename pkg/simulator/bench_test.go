@@ -32,7 +32,7 @@ func BenchmarkPredict(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if _, err := s.Predict(ctx, pods[(i*7919)%len(pods)], Options{}); err != nil {
+				if _, err := s.Predict(ctx, pods[(i*7919)%len(pods)], PredictOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -121,7 +121,7 @@ profiles:
 						}
 					}
 					for _, bound := range byNode.Bound()[:10] {
-						opts := Options{LeaveSource: round == 2, Drained: drained}
+						opts := PredictOptions{LeaveSource: round == 2, Drained: drained}
 						got, err := byNode.Predict(ctx, bound, opts)
 						if err != nil {
 							t.Fatal(err)

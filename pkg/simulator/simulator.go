@@ -75,15 +75,15 @@ type Prediction struct {
 	// Certain says the scheduler itself, left to its own scoring, would
 	// pick Node and no other: it scores every feasible node (no sampling
 	// by percentageOfNodesToScore) and Node's score is strictly the
-	// highest (kube-scheduler breaks ties at random). Options.Exclude does
+	// highest (kube-scheduler breaks ties at random). PredictOptions.Exclude does
 	// not count: the scheduler does not know it.
 	Certain bool
-	// Candidates, for a drain's pod (Options.LeaveSource) whose scheduler
+	// Candidates, for a drain's pod (PredictOptions.LeaveSource) whose scheduler
 	// does not follow hints, when it is not Certain, are all the nodes it
 	// could choose by itself: each node
 	// that scores highest, ties included, in some sample of feasible nodes
 	// it may score (all of them when it scores every feasible node, else any
-	// nodesToScore of them). Options.Exclude does not narrow them.
+	// nodesToScore of them). PredictOptions.Exclude does not narrow them.
 	Candidates []string
 	// Unschedulable explains an empty Node, from the filters' statuses.
 	Unschedulable string
@@ -460,8 +460,8 @@ var initMetrics sync.Once
 
 func ptrTo[T any](v T) *T { return &v }
 
-// Options narrow one prediction.
-type Options struct {
+// PredictOptions narrow one prediction.
+type PredictOptions struct {
 	// Exclude rules nodes out as targets after the filters ran (e.g. nodes
 	// being drained). It is not asked about the source.
 	Exclude func(node string) bool
@@ -488,7 +488,7 @@ type Options struct {
 // source node (a move must be strictly better), then to the node name, so
 // predictions are repeatable. A pod whose scheduler is not modelled gets
 // ErrUnknownScheduler.
-func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts Options) (Prediction, error) {
+func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOptions) (Prediction, error) {
 	pred := Prediction{Source: pod.Spec.NodeName, Scheduler: s.SchedulerOf(pod)}
 	sc, err := s.schedulerOf(pod)
 	if err != nil {

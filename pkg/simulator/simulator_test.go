@@ -72,7 +72,7 @@ func TestPredictMostAllocated(t *testing.T) {
 	ctx := context.Background()
 
 	// c1 (1 CPU) on the emptiest node: the fullest node with room is a.
-	p, err := s.Predict(ctx, pod("c1", "c", "1"), Options{})
+	p, err := s.Predict(ctx, pod("c1", "c", "1"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestPredictMostAllocated(t *testing.T) {
 	}
 
 	// a2 (2 CPU) already sits on the fullest node it fits: it stays.
-	p, err = s.Predict(ctx, pod("a2", "a", "2"), Options{})
+	p, err = s.Predict(ctx, pod("a2", "a", "2"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPredictMostAllocated(t *testing.T) {
 	}
 
 	// Excluding a sends c1 to b, the next fullest.
-	p, err = s.Predict(ctx, pod("c1", "c", "1"), Options{Exclude: func(n string) bool { return n == "a" }})
+	p, err = s.Predict(ctx, pod("c1", "c", "1"), PredictOptions{Exclude: func(n string) bool { return n == "a" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestPredictMostAllocated(t *testing.T) {
 
 func TestPredictBalancing(t *testing.T) {
 	s := newSim(t, "balancing-scheduler.yaml", thin())
-	p, err := s.Predict(context.Background(), pod("a2", "a", "2"), Options{})
+	p, err := s.Predict(context.Background(), pod("a2", "a", "2"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestPredictBalancing(t *testing.T) {
 
 func TestPredictNoFit(t *testing.T) {
 	s := newSim(t, "binpacking-scheduler.yaml", thin())
-	p, err := s.Predict(context.Background(), pod("big", "", "9"), Options{})
+	p, err := s.Predict(context.Background(), pod("big", "", "9"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestPredictTaintedSourceIsInfeasible(t *testing.T) {
 	snap := thin()
 	snap.Nodes[2].Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
 	s := newSim(t, "binpacking-scheduler.yaml", snap)
-	p, err := s.Predict(context.Background(), pod("c1", "c", "1"), Options{})
+	p, err := s.Predict(context.Background(), pod("c1", "c", "1"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestPredictLeavesStateUnchanged(t *testing.T) {
 	s := newSim(t, "binpacking-scheduler.yaml", thin())
 	before := requested(t, s)
 	for i := 0; i < 3; i++ {
-		if _, err := s.Predict(context.Background(), pod("b1", "b", "3"), Options{}); err != nil {
+		if _, err := s.Predict(context.Background(), pod("b1", "b", "3"), PredictOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestMoveIsSeenByLaterPredictions(t *testing.T) {
 	if got := requested(t, s); got != "a=8000 b=3000 c=0" {
 		t.Fatalf("requests after move: %s", got)
 	}
-	p, err := s.Predict(ctx, pod("b1", "b", "3"), Options{})
+	p, err := s.Predict(ctx, pod("b1", "b", "3"), PredictOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

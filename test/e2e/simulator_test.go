@@ -79,7 +79,7 @@ func TestSimulatorPredictsRealScheduler(t *testing.T) {
 				}
 				spec := e.podSpec(schedName, req)
 				pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("probe-%d", i), Namespace: e.ns, UID: types.UID(fmt.Sprintf("probe-%d", i))}, Spec: spec}
-				pred, err := sim.Predict(ctx, pod, simulator.Options{})
+				pred, err := sim.Predict(ctx, pod, simulator.PredictOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
