@@ -66,9 +66,10 @@ type Inputs struct {
 func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, error) {
 	in := &Inputs{}
 	classes := &snapshot.Snapshot{} // the PriorityClasses policy names resolve against, offline
+	source := "snapshot " + f.Snapshot // what errors name
 	switch {
 	case f.Cluster != nil:
-		in.Snapshot = f.Cluster
+		in.Snapshot, source = f.Cluster, "the cluster given in memory"
 	case f.Snapshot != "":
 		snap, err := snapshot.Load(f.Snapshot)
 		if err != nil {
@@ -98,13 +99,13 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 		return nil, fmt.Errorf("%s: %w", f.Policy, err)
 	}
 	if in.Snapshot != nil && in.Metrics.Kubernetes != "" && !in.Snapshot.HasUsage() {
-		return nil, fmt.Errorf("%s: %s reads the nodes' usage from metrics.k8s.io, and snapshot %s holds none (no NodeMetrics): capture one with `rebalancer snapshot capture` from a cluster that runs metrics-server",
-			f.Policy, in.Metrics.Kubernetes, f.Snapshot)
+		return nil, fmt.Errorf("%s: %s reads the nodes' usage from metrics.k8s.io, and %s holds none (no NodeMetrics): capture one with `rebalancer snapshot capture` from a cluster that runs metrics-server",
+			f.Policy, in.Metrics.Kubernetes, source)
 	}
 	for _, q := range in.Metrics.Queries {
 		if in.Snapshot != nil && in.Snapshot.PrometheusQuery(q.PromQL) == nil {
-			return nil, fmt.Errorf("%s: %s asks Prometheus %q, and snapshot %s holds no answer to it (no PrometheusQuery of that query): capture one with `rebalancer snapshot capture --policy %s`",
-				f.Policy, q.Field, q.PromQL, f.Snapshot, f.Policy)
+			return nil, fmt.Errorf("%s: %s asks Prometheus %q, and %s holds no answer to it (no PrometheusQuery of that query): capture one with `rebalancer snapshot capture --policy %s`",
+				f.Policy, q.Field, q.PromQL, source, f.Policy)
 		}
 	}
 	return in, nil

@@ -333,9 +333,11 @@ func TestLoadCluster(t *testing.T) {
 	if in.Snapshot != snap {
 		t.Errorf("snapshot %v, want the cluster given", in.Snapshot)
 	}
-	// Its usage is checked as a file's is.
+	// Its usage is checked as a file's is, and the error names the cluster,
+	// not the file it did not read.
 	f.Cluster = &snapshot.Snapshot{Nodes: snap.Nodes}
-	if _, err := inputs.Load(context.Background(), f, nil); err == nil || !strings.Contains(err.Error(), "no NodeMetrics") {
+	_, err = inputs.Load(context.Background(), f, nil)
+	if err == nil || !strings.Contains(err.Error(), "the cluster given in memory holds none (no NodeMetrics)") || strings.Contains(err.Error(), "absent.yaml") {
 		t.Errorf("err = %v, want the cluster's missing usage", err)
 	}
 }
