@@ -48,6 +48,11 @@ var scheme = func() *runtime.Scheme {
 // defaulted in place. Errors are field errors with their paths.
 func admit(obj object) field.ErrorList {
 	scheme.Default(obj)
+	return check(obj)
+}
+
+// check validates a defaulted object; it only reads it.
+func check(obj object) field.ErrorList {
 	switch o := obj.(type) {
 	case *v1.Pod:
 		errs := validate(o, func(p *core.Pod) field.ErrorList {
@@ -229,12 +234,27 @@ func tooLarge(v float64) bool { return v*1000 >= math.MaxInt64 }
 // (a generated or replayed cluster), as Decode does for a file: the
 // objects then read as kube-apiserver would have stored them.
 func (s *Snapshot) Admit() error {
+	type admitted struct {
+		kind kind
+		obj  object
+		errs field.ErrorList
+	}
+	var all []admitted
 	for _, k := range kinds {
 		for _, o := range k.objects(s, nil) {
-			obj := o.(object)
-			if errs := admit(obj); len(errs) > 0 {
-				return fmt.Errorf("%s: %s", ident{kind: k.gvk.Kind, namespace: obj.GetNamespace(), name: obj.GetName()}, fieldErrors(errs))
-			}
+			all = append(all, admitted{kind: k, obj: o.(object)})
+		}
+	}
+	// Objects built in code may share parts (one workload's requests), so
+	// they are defaulted one after another; validation only reads them,
+	// and runs on every core.
+	for _, a := range all {
+		scheme.Default(a.obj)
+	}
+	inParallel(len(all), func(i int) { all[i].errs = check(all[i].obj) })
+	for _, a := range all {
+		if len(a.errs) > 0 {
+			return fmt.Errorf("%s: %s", ident{kind: a.kind.gvk.Kind, namespace: a.obj.GetNamespace(), name: a.obj.GetName()}, fieldErrors(a.errs))
 		}
 	}
 	return nil

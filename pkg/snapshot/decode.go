@@ -484,17 +484,22 @@ type result struct {
 // the time of decoding a large snapshot. Results keep the order of items.
 func decodeAll(items []item) []result {
 	results := make([]result, len(items))
+	inParallel(len(items), func(i int) { results[i] = decodeItem(items[i]) })
+	return results
+}
+
+// inParallel calls f(0), ..., f(n-1) on every core, each index once.
+func inParallel(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(items)) {
+	for range min(runtime.GOMAXPROCS(0), n) {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(items); i = int(next.Add(1) - 1) {
-				results[i] = decodeItem(items[i])
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				f(i)
 			}
 		})
 	}
 	wg.Wait()
-	return results
 }
 
 // decodeItem decodes one item strictly. It does not look at other items, so
