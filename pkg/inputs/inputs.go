@@ -65,7 +65,7 @@ type Inputs struct {
 // PriorityClasses at all).
 func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, error) {
 	in := &Inputs{}
-	classes := &snapshot.Snapshot{} // the PriorityClasses policy names resolve against, offline
+	classes := &snapshot.Snapshot{}    // the PriorityClasses policy names resolve against, offline
 	source := "snapshot " + f.Snapshot // what errors name
 	switch {
 	case f.Cluster != nil:
