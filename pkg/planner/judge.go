@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -59,11 +60,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
-	if why, detail := untouchable(p.sim, pod, pod.Spec.NodeName); why != "" {
+	if why, detail := p.stays(pod, p.balancing); why != "" {
 		return skip(why, detail, errSkipped)
-	}
-	if p.balancing && hint.IsSticky(pod) {
-		return skip(plan.ReasonSticky, stickyDetail(pod), errSkipped)
 	}
 
 	// The policy's limits and ours, in the order the descheduler checks its own.
@@ -85,13 +83,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 			}
 		}
 	}
-	if p.opts.History.InCooldown(pod) {
-		return skip(plan.ReasonCooldown, p.cooldownDetail(pod), errSkipped)
-	}
-	// PodDisruptionBudgets as the eviction API applies them.
-	pdb, err := p.budgets.Admit(pod)
-	if err != nil {
-		return skip(plan.ReasonPDB, p.pdbDetail(pod, err), errSkipped)
+	pdb, why, detail := p.heldBack(pod)
+	if why != "" {
+		return skip(why, detail, errSkipped)
 	}
 
 	// No balance move off a node the plan moves pods onto, and no move
@@ -198,19 +192,38 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 // PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
 // Consolidation prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
+	if why, detail := p.stays(pod, true); why != "" {
+		return why, detail
+	}
+	_, why, detail = p.heldBack(pod)
+	return why, detail
+}
+
+// stays says why pod is not moved by anyone (untouchable), or, for a
+// balance move, because it is sticky; judge's first checks.
+func (p *planner) stays(pod *v1.Pod, balance bool) (why, detail string) {
 	if why, detail := untouchable(p.sim, pod, pod.Spec.NodeName); why != "" {
 		return why, detail
 	}
-	switch {
-	case hint.IsSticky(pod):
+	if balance && hint.IsSticky(pod) {
 		return plan.ReasonSticky, stickyDetail(pod)
-	case p.opts.History.InCooldown(pod):
-		return plan.ReasonCooldown, p.cooldownDetail(pod)
-	}
-	if _, err := p.budgets.Admit(pod); err != nil {
-		return plan.ReasonPDB, p.pdbDetail(pod, err)
 	}
 	return "", ""
+}
+
+// heldBack says why pod is not moved now: its owner's cooldown, or a
+// PodDisruptionBudget as the eviction API applies them; judge checks it
+// after the plan's limits, as the descheduler does. pdb is the budgets'
+// admission of the eviction, for the plan to spend.
+func (p *planner) heldBack(pod *v1.Pod) (pdb *policyv1.PodDisruptionBudget, why, detail string) {
+	if p.opts.History.InCooldown(pod) {
+		return pdb, plan.ReasonCooldown, p.cooldownDetail(pod)
+	}
+	pdb, err := p.budgets.Admit(pod)
+	if err != nil {
+		return pdb, plan.ReasonPDB, p.pdbDetail(pod, err)
+	}
+	return pdb, "", ""
 }
 
 // gangDetail says why a gang's member stays: evicted alone, its group may
