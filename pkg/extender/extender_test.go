@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	promtestutil "github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,14 +26,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
-var (
-	yes   = true
-	owner = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web", Controller: &yes}
-)
+var owner = testutil.ControllerRef("ReplicaSet", "web-1", "uid-web")
 
 func pod(name, node string, annotations map[string]string) *v1.Pod {
 	return &v1.Pod{
@@ -54,9 +52,7 @@ type env struct {
 
 func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	t.Helper()
-	logger, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
+	logger, ctx := testutil.Context(t)
 	e := &env{ctx: ctx, client: fake.NewClientset(), reg: prometheus.NewRegistry()}
 	for _, p := range objs {
 		if _, err := e.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -160,15 +156,15 @@ func TestSteersTheReplacementOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitFor(t, "the hint to be consumed", func() bool {
-		return testutil.ToFloat64(e.ext.metrics.consumed) == 1
+		return promtestutil.ToFloat64(e.ext.metrics.consumed) == 1
 	})
 	if _, _, list = e.prioritize(t, argsFor(pod("web-d", "", nil), "full", "half")); scores(list)["half"] != 5 {
 		t.Fatalf("a consumed hint steered again: %v", list)
 	}
-	if got := testutil.ToFloat64(e.ext.metrics.steered); got != 2 {
+	if got := promtestutil.ToFloat64(e.ext.metrics.steered); got != 2 {
 		t.Errorf("steered_total = %v, want 2 (the replacement and its retry)", got)
 	}
-	if got := testutil.ToFloat64(e.ext.metrics.requests.WithLabelValues("prioritize", "200")); got != 5 {
+	if got := promtestutil.ToFloat64(e.ext.metrics.requests.WithLabelValues("prioritize", "200")); got != 5 {
 		t.Errorf("requests_total{code=200} = %v, want 5", got)
 	}
 }

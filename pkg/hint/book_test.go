@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
@@ -18,8 +19,7 @@ var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 func leaving(uid types.UID, owner types.UID, h *Hint) *v1.Pod {
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: string(uid), Namespace: "ns", UID: uid}}
 	if owner != "" {
-		yes := true
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: owner, Controller: &yes}}
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", "rs", owner)}
 	}
 	if h != nil {
 		p.Annotations = h.Annotations()

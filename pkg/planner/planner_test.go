@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -75,30 +76,20 @@ func newCluster() *cluster {
 }
 
 func (c *cluster) node(name, cpu, memory string, taints ...v1.Taint) *v1.Node {
-	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory), v1.ResourcePods: resource.MustParse("110")}
-	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Spec:       v1.NodeSpec{Taints: taints},
-		Status:     v1.NodeStatus{Capacity: rl, Allocatable: rl, Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
-	}
+	n := testutil.BuildTestNode(name, cpu, memory, testutil.WithTaints(taints...))
 	c.snap.Nodes = append(c.snap.Nodes, n)
 	return n
 }
 
-// pod adds a running pod; ownerKind "" makes a bare pod.
+// pod adds a running pod named <app>-<n>, of UID uid-<n> and labelled
+// app=<app>; ownerKind "" makes a bare pod.
 func (c *cluster) pod(ns, app, ownerKind, node, cpu, memory string) *v1.Pod {
 	c.n++
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%d", app, c.n), Namespace: ns, UID: types.UID(fmt.Sprintf("uid-%d", c.n)),
-			Labels: map[string]string{"app": app},
-		},
-		Spec: v1.PodSpec{NodeName: node, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "c",
-			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}}}}},
-		Status: v1.PodStatus{Phase: v1.PodRunning},
-	}
+	p := testutil.BuildTestPod(fmt.Sprintf("%s-%d", app, c.n), node, cpu, memory, testutil.Running,
+		testutil.WithScheduler("rebalancer-scheduler"), testutil.WithLabels(map[string]string{"app": app}),
+		func(p *v1.Pod) { p.Namespace, p.UID = ns, types.UID(fmt.Sprintf("uid-%d", c.n)) })
 	if ownerKind != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: ownerKind, Name: app, UID: types.UID("owner-" + ns + "-" + app), Controller: ptrTo(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef(ownerKind, app, types.UID("owner-"+ns+"-"+app))}
 	}
 	c.snap.Pods = append(c.snap.Pods, p)
 	return p

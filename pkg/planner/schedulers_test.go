@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -61,9 +62,7 @@ profiles:
 // test ends.
 func simulation(t *testing.T, profs []*config.KubeSchedulerProfile, snap *snapshot.Snapshot) (context.Context, *simulator.Simulator) {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
+	_, ctx := testutil.Context(t)
 	sim, err := simulator.New(ctx, profs, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -335,9 +334,7 @@ func extended(t *testing.T, snap *snapshot.Snapshot, files ...string) (context.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
+	_, ctx := testutil.Context(t)
 	sim, err := simulator.New(ctx, profs, snap, simulator.WithExtenders(profile.ExtenderWeights(exts)))
 	if err != nil {
 		t.Fatal(err)

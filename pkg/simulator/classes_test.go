@@ -12,13 +12,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -244,11 +244,8 @@ func alikeCluster(random *rand.Rand, scheduler string, preferred, required bool)
 }
 
 func plainPod(name, scheduler, cpu, mem string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name), Labels: map[string]string{"kind": "plain"}},
-		Spec: v1.PodSpec{SchedulerName: scheduler, Containers: []v1.Container{{Name: "c", Image: "registry.example.com/app:v1",
-			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(mem)}}}}},
-	}
+	return testutil.BuildTestPod(name, "", cpu, mem, testutil.WithLabels(map[string]string{"kind": "plain"}), testutil.WithScheduler(scheduler),
+		func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example.com/app:v1" })
 }
 
 // randomPod is a new pod of a random kind, labelled with it.

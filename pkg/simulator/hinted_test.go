@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -160,7 +161,7 @@ func randomCluster(r *rand.Rand, nodes, podsPerNode int, cpus []string, perOwner
 	for i := range podsPerNode * nodes {
 		p := pod(fmt.Sprintf("p%04d", i), snap.Nodes[r.IntN(nodes)].Name, cpus[r.IntN(len(cpus))])
 		rs := fmt.Sprintf("rs%d", i/perOwner)
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: ptrTo(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", rs, types.UID(rs))}
 		snap.Pods = append(snap.Pods, p)
 	}
 	return snap

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
@@ -32,26 +32,17 @@ func profile(t testing.TB, file string) *config.KubeSchedulerProfile {
 	return &cfg.Profiles[0]
 }
 
-func node(name, cpu string) *v1.Node {
-	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Status: v1.NodeStatus{Capacity: rl, Allocatable: rl, Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}}
-}
+// node is a Ready node of cpu CPUs and 32Gi.
+func node(name, cpu string) *v1.Node { return testutil.BuildTestNode(name, cpu, "32Gi") }
 
+// pod is a running pod of cpu CPUs and 1Gi for rebalancer-scheduler.
 func pod(name, nodeName, cpu string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec: v1.PodSpec{NodeName: nodeName, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
-			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
-		Status: v1.PodStatus{Phase: v1.PodRunning},
-	}
+	return testutil.BuildTestPod(name, nodeName, cpu, "1Gi", testutil.Running, testutil.WithScheduler("rebalancer-scheduler"))
 }
 
 func newSim(t testing.TB, file string, snap *snapshot.Snapshot) *Simulator {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
+	_, ctx := testutil.Context(t)
 	s, err := New(ctx, []*config.KubeSchedulerProfile{profile(t, file)}, snap)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +293,7 @@ func TestPlaceUnfitStaysPending(t *testing.T) {
 // says.
 func TestReplayStickyPodReturns(t *testing.T) {
 	owned := func(p *v1.Pod, sticky bool) *v1.Pod {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs-" + p.Name, UID: types.UID("rs-" + p.Name), Controller: ptrTo(true)}}
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", "rs-"+p.Name, types.UID("rs-"+p.Name))}
 		if sticky {
 			p.Annotations = map[string]string{wellknown.StickyAnnotation: "true"}
 		}

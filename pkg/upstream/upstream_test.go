@@ -14,7 +14,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -46,42 +46,18 @@ func (c *cluster) nextUID() types.UID {
 }
 
 func (c *cluster) node(name string, taints ...v1.Taint) *v1.Node {
-	rl := v1.ResourceList{
-		v1.ResourceCPU:    resource.MustParse("4"),
-		v1.ResourceMemory: resource.MustParse("8Gi"),
-		v1.ResourcePods:   resource.MustParse("110"),
-	}
-	n := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: c.nextUID(), Labels: map[string]string{"kubernetes.io/hostname": name}},
-		Spec:       v1.NodeSpec{Taints: taints},
-		Status: v1.NodeStatus{
-			Capacity:    rl,
-			Allocatable: rl,
-			Conditions:  []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}},
-		},
-	}
+	n := testutil.BuildTestNode(name, "4", "8Gi", testutil.WithTaints(taints...), func(n *v1.Node) { n.UID = c.nextUID() })
 	c.snap.Nodes = append(c.snap.Nodes, n)
 	return n
 }
 
 func (c *cluster) pod(name, node string, labels map[string]string) *v1.Pod {
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: "default", Name: name, UID: c.nextUID(), Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: new(true)}},
-		},
-		Spec: v1.PodSpec{
-			NodeName: node,
-			Containers: []v1.Container{{Name: "c", Image: "img", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
-				v1.ResourceCPU:    resource.MustParse("500m"),
-				v1.ResourceMemory: resource.MustParse("256Mi"),
-			}}}},
-		},
-		Status: v1.PodStatus{
-			Phase:      v1.PodRunning,
-			Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}},
-		},
-	}
+	p := testutil.BuildTestPod(name, node, "500m", "256Mi", testutil.WithLabels(labels), testutil.Running, func(p *v1.Pod) {
+		p.UID = c.nextUID()
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", "rs", "rs-uid")}
+		p.Spec.Containers[0].Image = "img"
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
+	})
 	c.snap.Pods = append(c.snap.Pods, p)
 	return p
 }

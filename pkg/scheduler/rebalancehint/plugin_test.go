@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -33,6 +32,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
@@ -44,24 +44,21 @@ const (
 
 var (
 	t0     = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	web    = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "uid-web", Controller: ptrTo(true)}
-	api    = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "api-1", UID: "uid-api", Controller: ptrTo(true)}
+	web    = testutil.ControllerRef("ReplicaSet", "web-1", "uid-web")
+	api    = testutil.ControllerRef("ReplicaSet", "api-1", "uid-api")
 	toNode = hint.Hint{Source: "full", Target: "half", PlanID: "plan-1", Time: t0}
 )
 
-func ptrTo[T any](v T) *T { return &v }
-
+// node is a node of cpu CPUs and 32Gi without the hostname label and Ready
+// condition testutil.BuildTestNode gives.
 func node(name string, cpu string) *v1.Node {
 	rl := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: v1.NodeStatus{Capacity: rl, Allocatable: rl}}
 }
 
+// pod is a pod of cpu CPUs and 1Gi, owned by owner unless nil.
 func pod(name, nodeName, cpu string, owner *metav1.OwnerReference) *v1.Pod {
-	p := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
-		Spec: v1.PodSpec{NodeName: nodeName, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
-			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
-	}
+	p := testutil.BuildTestPod(name, nodeName, cpu, "1Gi")
 	if owner != nil {
 		p.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
@@ -89,9 +86,7 @@ type env struct {
 }
 
 func newEnv(t testing.TB, rawArgs string) *env {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
+	_, ctx := testutil.Context(t)
 	client := fake.NewClientset()
 	watching := fakewatch.Started(client, "pods")
 	factory := informers.NewSharedInformerFactory(client, 0)
