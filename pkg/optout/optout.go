@@ -31,7 +31,12 @@ var (
 
 // Pod returns the annotation (as "key=value") by which the pod opts out of
 // being moved, or "".
-func Pod(pod *v1.Pod) string { return match(pod.Annotations, podRules) }
+func Pod(pod *v1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	return match(pod.Annotations, podRules)
+}
 
 // Node returns the annotation by which the node opts out of having its pods
 // moved off (being drained or balanced), or "".

@@ -72,6 +72,9 @@ func TestPod(t *testing.T) {
 }
 
 func TestNode(t *testing.T) {
+	if got := optout.Pod(nil); got != "" {
+		t.Errorf("optout.Pod(nil) = %q, want \"\"", got)
+	}
 	if got := optout.Node(nil); got != "" {
 		t.Errorf("optout.Node(nil) = %q, want \"\"", got)
 	}

@@ -29,7 +29,7 @@ func Decode(plugin string, obj runtime.Object, args Args) error {
 	switch o := obj.(type) {
 	case nil:
 	case *runtime.Unknown:
-		if len(o.Raw) > 0 {
+		if o != nil && len(o.Raw) > 0 { // a typed nil is no args, as nil is
 			data, err := yaml.YAMLToJSONStrict(o.Raw)
 			if err == nil {
 				err = strictjson.Unmarshal(data, args)

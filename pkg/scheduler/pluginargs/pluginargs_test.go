@@ -57,6 +57,7 @@ func TestDecode(t *testing.T) {
 	}{
 		{"no args", nil, defaultCount, ""},
 		{"empty raw", &runtime.Unknown{}, defaultCount, ""},
+		{"typed nil", (*runtime.Unknown)(nil), defaultCount, ""},
 		// As apimachinery converts "args: null": no args.
 		{"null", unknown("null"), defaultCount, ""},
 		{"yaml", unknown("count: 5\nnested:\n  mode: fast\n"), 5, "fast"},
