@@ -19,6 +19,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/session"
@@ -224,7 +225,7 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	if err := moves.Load(ctx); err != nil {
 		return nil, fmt.Errorf("%w (plan reads the move history to show the cooldown skips run would make; --history-configmap \"\" plans without it)", err)
 	}
-	p, _, err := o.session(client).Plan(ctx, session.Capture, moves)
+	p, _, err := o.session(client).Plan(ctx, live.Capture, moves)
 	return p, err
 }
 

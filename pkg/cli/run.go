@@ -187,7 +187,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 			logger.Info("Outside the eviction window: nothing to do", "window", window.String())
 			return nil
 		}
-		return o.cycle(ctx, sess, ex, moves, session.Capture, out)
+		return o.cycle(ctx, sess, ex, moves, live.Capture, out)
 	}
 
 	// Long-lived: check the inputs once before anything starts, then keep one
@@ -206,12 +206,8 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		return fmt.Errorf("reading the cluster: %w", err)
 	}
 	synced.Store(true)
-	view := func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, error) {
-		snap, unknown, err := cluster.Snapshot()
-		if unknown > 0 {
-			logger.Info("Left out pods bound to nodes not seen yet", "pods", unknown)
-		}
-		return snap, err
+	view := func(ctx context.Context, _ kubernetes.Interface) (*snapshot.Snapshot, error) {
+		return cluster.Current(ctx)
 	}
 	sched, _ := daemon.ParseSchedule(o.interval, o.schedule) // validated
 	opts := daemon.Options{

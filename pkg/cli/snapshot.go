@@ -20,7 +20,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
-	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
@@ -201,7 +200,7 @@ func newCaptureCommand() *cobra.Command {
 					return fmt.Errorf("%s: %w", policyFile, err)
 				}
 			}
-			snap, err := session.Capture(cmd.Context(), client)
+			snap, err := live.Capture(cmd.Context(), client)
 			if err != nil {
 				return err
 			}

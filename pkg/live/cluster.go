@@ -253,3 +253,29 @@ func (c *Cluster) Snapshot() (snap *snapshot.Snapshot, podsOnUnknownNodes int, e
 	})
 	return s, podsOnUnknownNodes, nil
 }
+
+// Current is Snapshot, the pods it leaves out logged.
+func (c *Cluster) Current(ctx context.Context) (*snapshot.Snapshot, error) {
+	snap, unknown, err := c.Snapshot()
+	if unknown > 0 {
+		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
+	}
+	return snap, err
+}
+
+// syncTimeout bounds the wait for the first full view of the cluster.
+const syncTimeout = 2 * time.Minute
+
+// Capture reads the cluster once: it waits for every informer to sync,
+// then takes one snapshot, so a plan never starts on a half-filled cache.
+func Capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
+	c := NewCluster(client)
+	defer c.Stop()
+	timer := time.AfterFunc(syncTimeout, c.Stop)
+	err := c.Start(ctx)
+	timer.Stop()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster: %w", err)
+	}
+	return c.Current(ctx)
+}

@@ -66,33 +66,9 @@ func New(o Options) *Session { return &Session{o: o} }
 // Options are the session's options.
 func (s *Session) Options() Options { return s.o }
 
-// View reads the live cluster's state to plan on: once (Capture), or from
+// View reads the live cluster's state to plan on: once (live.Capture), or from
 // a view a daemon keeps across cycles.
 type View func(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error)
-
-// syncTimeout bounds the wait for the first full view of the cluster.
-const syncTimeout = 2 * time.Minute
-
-// Capture waits for every informer to sync, then takes one snapshot: a plan
-// never starts on a half-filled cache.
-func Capture(ctx context.Context, client kubernetes.Interface) (*snapshot.Snapshot, error) {
-	cluster := live.NewCluster(client)
-	defer cluster.Stop()
-	timer := time.AfterFunc(syncTimeout, cluster.Stop)
-	err := cluster.Start(ctx)
-	timer.Stop()
-	if err != nil {
-		return nil, fmt.Errorf("reading the cluster: %w", err)
-	}
-	snap, unknown, err := cluster.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	if unknown > 0 {
-		klog.FromContext(ctx).Info("Left out pods bound to nodes not seen yet", "pods", unknown)
-	}
-	return snap, nil
-}
 
 // Opened is one opening of the inputs: the files checked, the cluster read,
 // and who places each pod's replacement resolved.
