@@ -98,6 +98,21 @@ func TestCyclesNeverOverlap(t *testing.T) {
 	}
 }
 
+// runReplica runs a replica named id with leader election on client's
+// Lease until ctx ends; Run's result arrives on the channel.
+func runReplica(ctx context.Context, t *testing.T, client *fake.Clientset, id string, cycle func(context.Context) error) chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{
+			Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
+			LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
+				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
+			Cycle: cycle,
+		})
+	}()
+	return done
+}
+
 // TestLeaderElection: two replicas on one Lease; only the leader runs
 // cycles, and when it stops (releasing the lease) the other takes over.
 func TestLeaderElection(t *testing.T) {
@@ -106,16 +121,7 @@ func TestLeaderElection(t *testing.T) {
 	ran := map[string]int{}
 	start := func(id string) (context.CancelFunc, chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- Run(ctx, Options{
-				Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
-				LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
-					LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
-				Cycle: func(context.Context) error { mu.Lock(); ran[id]++; mu.Unlock(); return nil },
-			})
-		}()
-		return cancel, done
+		return cancel, runReplica(ctx, t, client, id, func(context.Context) error { mu.Lock(); ran[id]++; mu.Unlock(); return nil })
 	}
 	count := func(id string) int { mu.Lock(); defer mu.Unlock(); return ran[id] }
 	stopA, doneA := start("a")
@@ -149,20 +155,8 @@ func TestShutdownWaitsForTheCycle(t *testing.T) {
 	client := fake.NewClientset()
 	cycling, finish := make(chan struct{}), make(chan struct{})
 	var bRan atomic.Int32
-	run := func(ctx context.Context, id string, cycle func(context.Context) error) chan error {
-		done := make(chan error, 1)
-		go func() {
-			done <- Run(ctx, Options{
-				Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
-				LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
-					LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 50 * time.Millisecond},
-				Cycle: cycle,
-			})
-		}()
-		return done
-	}
 	ctxA, stopA := context.WithCancel(context.Background())
-	doneA := run(ctxA, "a", func(ctx context.Context) error {
+	doneA := runReplica(ctxA, t, client, "a", func(ctx context.Context) error {
 		close(cycling)
 		<-ctx.Done()
 		<-finish // the cycle's last writes, after it was told to stop
@@ -171,10 +165,10 @@ func TestShutdownWaitsForTheCycle(t *testing.T) {
 	<-cycling
 	ctxB, stopB := context.WithCancel(context.Background())
 	defer stopB()
-	doneB := run(ctxB, "b", func(context.Context) error { bRan.Add(1); return nil })
+	doneB := runReplica(ctxB, t, client, "b", func(context.Context) error { bRan.Add(1); return nil })
 
 	stopA()
-	time.Sleep(300 * time.Millisecond) // several retry periods of b
+	time.Sleep(500 * time.Millisecond) // several retry periods of b
 	select {
 	case err := <-doneA:
 		t.Fatalf("Run returned (%v) while its cycle was still running", err)
