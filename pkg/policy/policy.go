@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientset "k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/descheduler/pkg/api"
-	"sigs.k8s.io/descheduler/pkg/descheduler"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 )
@@ -42,7 +41,8 @@ import (
 //	policy.yaml: metricsProviders[0].source: unknown source "prometheus" (did you mean "Prometheus"?)
 //
 // Then it decodes, converts, defaults and validates the policy with the
-// descheduler's LoadPolicyConfig; its messages about metricsProviders get
+// descheduler's LoadPolicyConfig, given the bytes the strict pass read
+// (the file is read once); its messages about metricsProviders get
 // the field they are about. Every error is one line starting with path.
 //
 // registry must be pluginregistry.PluginRegistry or a subset of it, filled by
@@ -58,7 +58,7 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	p, err := descheduler.LoadPolicyConfig(path, client, argsInErrors(registry))
+	p, err := loadBytes(path, data, client, argsInErrors(registry))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", path, withFieldPaths(err, written.MetricsProviders))
 	}

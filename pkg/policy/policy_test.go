@@ -353,6 +353,9 @@ func TestLoadErrors(t *testing.T) {
 			if !strings.HasPrefix(msg, path+": ") || strings.Contains(msg, "\n") {
 				t.Errorf("want one line starting with %q", path+": ")
 			}
+			if strings.Contains(msg, "/dev/fd/") {
+				t.Error("the message names the pipe the policy was loaded through, not the file")
+			}
 			for _, want := range tc.want {
 				if !strings.Contains(msg, want) {
 					t.Errorf("want %q in it", want)
