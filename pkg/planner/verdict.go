@@ -55,8 +55,10 @@ func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGa
 	}
 	m := in.planned
 	switch {
-	case pred.Node == "" && (pred.Unschedulable != "" || m == nil):
+	case pred.Node == "" && m == nil:
 		return verdict{reason: plan.ReasonNoFit, detail: pred.Unschedulable}
+	case m != nil && pred.Node == "" && pred.Unschedulable != "":
+		return refuse(plan.ReasonNoFit, "%s no longer fits it (%s)", m.Target, pred.Unschedulable)
 	case m != nil && m.Steered && pred.Node != m.Target, m != nil && pred.Node == "":
 		return refuse(plan.ReasonNoFit, "%s no longer fits it", m.Target)
 	case pred.Node == pred.Source:

@@ -574,6 +574,16 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	}
 	if best < 0 {
 		pred.Unschedulable = res.diagnosis
+		if len(scores) > 0 {
+			// Nodes passed the filters, but none the pod may go to.
+			pred.Unschedulable = fmt.Sprintf("%d/%d nodes pass the filters, none it may go to", len(scores), res.considered)
+			if pred.SourceFeasible && opts.LeaveSource {
+				pred.Unschedulable += fmt.Sprintf(": it must leave %s", pred.Source)
+				if len(scores) > 1 {
+					pred.Unschedulable += ", and the others are ruled out as targets"
+				}
+			}
+		}
 		return pred, nil
 	}
 	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
