@@ -14,8 +14,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,6 +40,7 @@ import (
 // A Cluster runs once: Start it, take Snapshots, then cancel the ctx given to
 // Start or call Stop. After a failed Start or a Stop, make a new Cluster.
 type Cluster struct {
+	client  kubernetes.Interface
 	factory informers.SharedInformerFactory
 	kinds   []kind // in the order of Snapshot's fields
 
@@ -81,7 +84,8 @@ func kindOf[P interface {
 }
 
 // NewCluster prepares informers for every kind of Snapshot (nodes, pods, PDBs policy/v1, namespaces,
-// priorityclasses scheduling/v1, PVCs, PVs, storageclasses, csinodes). Nothing is contacted yet.
+// priorityclasses scheduling/v1, PVCs, PVs, storageclasses, csinodes; and, where the cluster
+// serves resource.k8s.io/v1, the DRA kinds, see Start). Nothing is contacted yet.
 //
 // Pods are watched in all namespaces and in every phase: the simulation must
 // account for every pod on a node, and it is the planner, not the source, that
@@ -93,6 +97,7 @@ func NewCluster(client kubernetes.Interface) *Cluster {
 	// Every informer is created here, before Start: the factory starts, and waits
 	// for, only the informers that exist when Start calls it.
 	return &Cluster{
+		client:  client,
 		factory: factory,
 		kinds: []kind{
 			kindOf("nodes", core.Nodes().Informer(), func(s *snapshot.Snapshot) *[]*v1.Node { return &s.Nodes }),
@@ -146,6 +151,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.cancel = cancel
 	c.mu.Unlock()
 
+	if err := c.addDRA(ctx); err != nil {
+		cancel()
+		return err
+	}
 	c.factory.StartWithContext(ctx)
 	done := make(chan struct{})
 	go c.progress(ctx, done)
@@ -165,6 +174,34 @@ func (c *Cluster) Start(ctx context.Context) error {
 			cmp.Or(res.Err, errors.New("the Cluster was stopped before Start")))
 	}
 	c.synced.Store(true)
+	return nil
+}
+
+// addDRA adds the informers of Dynamic Resource Allocation's kinds when the
+// cluster serves resource.k8s.io/v1 (Kubernetes 1.34 and later, unless
+// turned off): without them a pod's device claims could not be simulated.
+// A cluster that does not serve it has no such claims, and its snapshots
+// carry none.
+func (c *Cluster) addDRA(ctx context.Context) error {
+	_, err := c.client.Discovery().ServerResourcesForGroupVersion(resourcev1.SchemeGroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+		klog.FromContext(ctx).V(2).Info("The cluster does not serve resource.k8s.io/v1: no DRA objects to read")
+		return nil
+	case err != nil:
+		return fmt.Errorf("asking the cluster whether it serves %s: %w", resourcev1.SchemeGroupVersion, err)
+	}
+	dra := c.factory.Resource().V1()
+	c.kinds = append(c.kinds,
+		kindOf("resourceclaims", dra.ResourceClaims().Informer(),
+			func(s *snapshot.Snapshot) *[]*resourcev1.ResourceClaim { return &s.ResourceClaims }),
+		kindOf("resourceclaimtemplates", dra.ResourceClaimTemplates().Informer(),
+			func(s *snapshot.Snapshot) *[]*resourcev1.ResourceClaimTemplate { return &s.ResourceClaimTemplates }),
+		kindOf("resourceslices", dra.ResourceSlices().Informer(),
+			func(s *snapshot.Snapshot) *[]*resourcev1.ResourceSlice { return &s.ResourceSlices }),
+		kindOf("deviceclasses", dra.DeviceClasses().Informer(),
+			func(s *snapshot.Snapshot) *[]*resourcev1.DeviceClass { return &s.DeviceClasses }),
+	)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -348,5 +349,37 @@ func TestClusterStop(t *testing.T) {
 	stopped.Stop()
 	if err := stopped.Start(t.Context()); err == nil {
 		t.Error("Start after Stop succeeded, want an error")
+	}
+}
+
+// TestClusterReadsDRAWhereServed: a cluster that serves resource.k8s.io/v1
+// has its ResourceClaims, templates, ResourceSlices and DeviceClasses in
+// the snapshot; one that does not serve it is read without them (its
+// informers would never sync).
+func TestClusterReadsDRAWhereServed(t *testing.T) {
+	objs := []runtime.Object{
+		liveNode("n1"),
+		&resourcev1.ResourceClaim{ObjectMeta: objectMetaOf("ml", "trainer-0-gpu")},
+		&resourcev1.ResourceClaimTemplate{ObjectMeta: objectMetaOf("ml", "gpu")},
+		&resourcev1.ResourceSlice{ObjectMeta: objectMetaOf("", "n1-gpu")},
+		&resourcev1.DeviceClass{ObjectMeta: objectMetaOf("", "gpu.example.com")},
+	}
+	for _, served := range []bool{true, false} {
+		client := fake.NewClientset(objs...)
+		if served {
+			client.Resources = []*metav1.APIResourceList{{GroupVersion: resourcev1.SchemeGroupVersion.String()}}
+		}
+		snap, _, err := startCluster(t, client).Snapshot()
+		if err != nil {
+			t.Fatalf("served %v: %v", served, err)
+		}
+		got := [][]string{keys(snap.ResourceClaims), keys(snap.ResourceClaimTemplates), keys(snap.ResourceSlices), keys(snap.DeviceClasses)}
+		want := [][]string{{"ml/trainer-0-gpu"}, {"ml/gpu"}, {"n1-gpu"}, {"gpu.example.com"}}
+		if !served {
+			want = [][]string{{}, {}, {}, {}}
+		}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("served %v: DRA objects %q, want %q", served, got, want)
+		}
 	}
 }

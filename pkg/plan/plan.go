@@ -84,11 +84,15 @@ const (
 	// maxDrainCostPercent allows (Consolidation); the pod named is the
 	// costliest of the node's.
 	ReasonCost = "cost"
+	// ReasonClaim: the pod uses devices through a ResourceClaim (Dynamic
+	// Resource Allocation), named in the detail; the simulation does not
+	// yet re-allocate a replacement's devices, so such pods stay.
+	ReasonClaim = "resource-claim"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost, ReasonClaim}
 
 // Plan is one planning cycle's decision.
 type Plan struct {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
@@ -255,7 +256,8 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 
 // untouchable says why no move of pod on node is made by anyone, at plan
 // time or before its eviction: its owner evicts it in the background, it
-// or its node opts out, or it belongs to a gang; a plan reason and its
+// or its node opts out, it belongs to a gang, or it uses devices through a
+// ResourceClaim; a plan reason and its
 // detail, "" when none. judge, mustStay and Recheck.Move begin with it.
 func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
 	if evictingInBackground(pod) {
@@ -266,6 +268,9 @@ func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detai
 	}
 	if g := gang.Of(pod); g != "" {
 		return plan.ReasonGang, gangDetail(g)
+	}
+	if c := claims.Of(pod); len(c) > 0 {
+		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s: a replacement's devices are not simulated yet, so it stays on %s", plan.Abbreviate(c, 3), node)
 	}
 	return "", ""
 }

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
@@ -146,6 +147,13 @@ func TestEveryReasonThroughEveryCaller(t *testing.T) {
 			name: plan.ReasonGang, scenario: thinDrain,
 			cond: func(e env) { e.pod.Labels[gang.PodGroupLabel] = "train" },
 			plan: plan.ReasonGang, replay: "" /* as judged */, recheck: plan.ReasonGang,
+		},
+		{
+			name: plan.ReasonClaim, scenario: thinDrain,
+			cond: func(e env) {
+				e.pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("shared-gpu")}}
+			},
+			plan: plan.ReasonClaim, replay: "" /* as judged */, recheck: plan.ReasonClaim,
 		},
 		{
 			name: plan.ReasonEvicting, scenario: thinDrain,

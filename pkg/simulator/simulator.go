@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
@@ -272,6 +273,9 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		// goroutine hand-offs when nothing blocks.
 		frameworkruntime.WithParallelism(runtime.GOMAXPROCS(0)),
 	}
+	// Caches fed by informer event handlers: synced only once their
+	// handlers have seen every object the informers list.
+	var draSynced []cache.InformerSynced
 	if utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		// Without a DRA manager the DynamicResources PreFilter panics.
 		claims := assumecache.NewAssumeCache(logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
@@ -279,6 +283,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		if err != nil {
 			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
+		draSynced = append(draSynced, claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSynced, slices.HasSynced)
 		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(libCtx, claims, slices, factory)))
 	}
 	for _, prof := range profiles {
@@ -339,6 +344,9 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		if !ok {
 			return nil, fmt.Errorf("informer for %v did not sync", typ)
 		}
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), draSynced...) {
+		return nil, errors.New("the ResourceClaims and ResourceSlices of the simulation did not sync")
 	}
 
 	for _, n := range snap.Nodes {

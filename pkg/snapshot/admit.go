@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -21,6 +22,8 @@ import (
 	"k8s.io/kubernetes/pkg/apis/policy"
 	policyinstall "k8s.io/kubernetes/pkg/apis/policy/install"
 	policyvalidation "k8s.io/kubernetes/pkg/apis/policy/validation"
+	resourceinstall "k8s.io/kubernetes/pkg/apis/resource/install"
+	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
 	schedulinginstall "k8s.io/kubernetes/pkg/apis/scheduling/install"
 	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
 	storageinstall "k8s.io/kubernetes/pkg/apis/storage/install"
@@ -36,6 +39,7 @@ var scheme = func() *runtime.Scheme {
 	policyinstall.Install(s)
 	schedulinginstall.Install(s)
 	storageinstall.Install(s)
+	resourceinstall.Install(s)
 	return s
 }()
 
@@ -86,6 +90,14 @@ func check(obj object) field.ErrorList {
 		return validate(o, storagevalidation.ValidateStorageClass)
 	case *storagev1.CSINode:
 		return validate(o, storagevalidation.ValidateCSINode)
+	case *resourcev1.ResourceClaim:
+		return validate(o, resourcevalidation.ValidateResourceClaim)
+	case *resourcev1.ResourceClaimTemplate:
+		return validate(o, resourcevalidation.ValidateResourceClaimTemplate)
+	case *resourcev1.ResourceSlice:
+		return validate(o, resourcevalidation.ValidateResourceSlice)
+	case *resourcev1.DeviceClass:
+		return validate(o, resourcevalidation.ValidateDeviceClass)
 	case *metricsv1beta1.NodeMetrics:
 		return validateMetrics(o.ObjectMeta, o.Timestamp, o.Window, field.NewPath("usage"), o.Usage)
 	case *metricsv1beta1.PodMetrics:

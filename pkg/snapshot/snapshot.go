@@ -22,6 +22,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,14 @@ type Snapshot struct {
 	PersistentVolumes      []*v1.PersistentVolume
 	StorageClasses         []*storagev1.StorageClass
 	CSINodes               []*storagev1.CSINode
+	// The objects of Dynamic Resource Allocation (resource.k8s.io/v1):
+	// the devices each node publishes, their classes, and the claims pods
+	// make on them, allocated or not, with the templates pods' claims are
+	// made from.
+	ResourceClaims         []*resourcev1.ResourceClaim
+	ResourceClaimTemplates []*resourcev1.ResourceClaimTemplate
+	ResourceSlices         []*resourcev1.ResourceSlice
+	DeviceClasses          []*resourcev1.DeviceClass
 	// NodeMetrics and PodMetrics are the nodes' and pods' usage as
 	// metrics.k8s.io (metrics-server) reported it when the snapshot was
 	// captured: what a policy that balances by real usage reads. A node or
@@ -173,6 +182,14 @@ var kinds = []kind{
 		func(s *Snapshot) *[]*storagev1.StorageClass { return &s.StorageClasses }),
 	kindOf(storagev1.SchemeGroupVersion.WithKind("CSINode"), false, "CSINode", "CSINodes",
 		func(s *Snapshot) *[]*storagev1.CSINode { return &s.CSINodes }),
+	kindOf(resourcev1.SchemeGroupVersion.WithKind("ResourceClaim"), true, "ResourceClaim", "ResourceClaims",
+		func(s *Snapshot) *[]*resourcev1.ResourceClaim { return &s.ResourceClaims }),
+	kindOf(resourcev1.SchemeGroupVersion.WithKind("ResourceClaimTemplate"), true, "ResourceClaimTemplate", "ResourceClaimTemplates",
+		func(s *Snapshot) *[]*resourcev1.ResourceClaimTemplate { return &s.ResourceClaimTemplates }),
+	kindOf(resourcev1.SchemeGroupVersion.WithKind("ResourceSlice"), false, "ResourceSlice", "ResourceSlices",
+		func(s *Snapshot) *[]*resourcev1.ResourceSlice { return &s.ResourceSlices }),
+	kindOf(resourcev1.SchemeGroupVersion.WithKind("DeviceClass"), false, "DeviceClass", "DeviceClasses",
+		func(s *Snapshot) *[]*resourcev1.DeviceClass { return &s.DeviceClasses }),
 	usageKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("NodeMetrics"), false, "NodeMetrics", "NodeMetrics",
 		func(s *Snapshot) *[]*metricsv1beta1.NodeMetrics { return &s.NodeMetrics })),
 	usageKind(kindOf(metricsv1beta1.SchemeGroupVersion.WithKind("PodMetrics"), true, "PodMetrics", "PodMetrics",

@@ -142,6 +142,47 @@ var everyKind = list(
     drivers:
     - name: ebs.csi.aws.com
       nodeID: i-1
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata:
+    name: job-1-gpu
+    namespace: default
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          deviceClassName: gpu.example.com
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaimTemplate
+  metadata:
+    name: gpu
+    namespace: default
+  spec:
+    spec:
+      devices:
+        requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.example.com
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceSlice
+  metadata:
+    name: n1-gpu.example.com
+  spec:
+    driver: gpu.example.com
+    nodeName: n1
+    pool: {name: n1, generation: 1, resourceSliceCount: 1}
+    devices:
+    - name: gpu-0
+- apiVersion: resource.k8s.io/v1
+  kind: DeviceClass
+  metadata:
+    name: gpu.example.com
+  spec:
+    selectors:
+    - cel:
+        expression: device.driver == "gpu.example.com"
 - apiVersion: apps/v1
   kind: Deployment
   metadata:
@@ -187,6 +228,10 @@ func TestDecodeEveryKind(t *testing.T) {
 		"PersistentVolume":      len(s.PersistentVolumes),
 		"StorageClass":          len(s.StorageClasses),
 		"CSINode":               len(s.CSINodes),
+		"ResourceClaim":         len(s.ResourceClaims),
+		"ResourceClaimTemplate": len(s.ResourceClaimTemplates),
+		"ResourceSlice":         len(s.ResourceSlices),
+		"DeviceClass":           len(s.DeviceClasses),
 	} {
 		if n != 1 {
 			t.Errorf("%d %s, want 1", n, kind)
@@ -202,7 +247,8 @@ func TestDecodeEveryKind(t *testing.T) {
 	if got := s.PriorityClasses[0].Description; got != "Pods that must run.\n\nEven on a full cluster.\n" {
 		t.Errorf("block scalar description = %q", got)
 	}
-	want := "2 nodes, 4 pods, 1 PDB, 1 namespace, 1 priority class, 1 PVC, 1 PV, 1 storage class, 1 CSINode; " +
+	want := "2 nodes, 4 pods, 1 PDB, 1 namespace, 1 priority class, 1 PVC, 1 PV, 1 storage class, 1 CSINode, " +
+		"1 ResourceClaim, 1 ResourceClaimTemplate, 1 ResourceSlice, 1 DeviceClass; " +
 		"ignored: 2 apps/v1/Deployment, 1 example.com/v1/Node, 1 v1/Event"
 	if got := s.String(); got != want {
 		t.Errorf("String() =\n%s\nwant\n%s", got, want)
@@ -216,11 +262,11 @@ func TestObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := s.Objects()
-	if len(objs) != 13 { // 2 nodes, 4 pods, one of each of the other 7 kinds
-		t.Fatalf("%d objects, want 13", len(objs))
+	if len(objs) != 17 { // 2 nodes, 4 pods, one of each of the other 11 kinds
+		t.Fatalf("%d objects, want 17", len(objs))
 	}
-	if objs[0] != runtime.Object(s.Nodes[0]) || objs[2] != runtime.Object(s.Pods[0]) || objs[12] != runtime.Object(s.CSINodes[0]) {
-		t.Errorf("objects are not the snapshot's own, in kind order: %T %T %T", objs[0], objs[2], objs[12])
+	if objs[0] != runtime.Object(s.Nodes[0]) || objs[2] != runtime.Object(s.Pods[0]) || objs[12] != runtime.Object(s.CSINodes[0]) || objs[16] != runtime.Object(s.DeviceClasses[0]) {
+		t.Errorf("objects are not the snapshot's own, in kind order: %T %T %T %T", objs[0], objs[2], objs[12], objs[16])
 	}
 }
 
@@ -385,6 +431,23 @@ func TestDecodeErrors(t *testing.T) {
 		input string
 		want  []string // all in the error message
 	}{
+		{
+			// DRA objects are validated as kube-apiserver validates them.
+			name: "a device request without a class",
+			input: list(n1, `- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaim
+  metadata:
+    name: gpu
+    namespace: default
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly:
+          count: 1
+`),
+			want: []string{"(ResourceClaim default/gpu): ", "spec.devices.requests[0].exactly.deviceClassName", "Required value"},
+		},
 		{
 			name:  "bad quantity",
 			input: list(n1, strings.Replace(web1, "cpu: 100m", "cpu: 2x", 1)),
