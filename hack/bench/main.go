@@ -80,14 +80,17 @@ type Results struct {
 	Plan map[string]PlanResult `json:"plan"`
 	// PlanFile is `rebalancer plan --snapshot` on the 5,000-node synthetic
 	// file: the path users run, decoding and admission included.
-	PlanFile            PlanFileResult    `json:"plan_file_5000"`
-	PlanFileJSON        PlanFileResult    `json:"plan_file_json_5000"`
-	PredictionsPerS5000 float64           `json:"predictions_per_s_5000"`
-	HintOverheadPct     float64           `json:"hint_overhead_pct"`
-	HintOverheadHinted  float64           `json:"hint_overhead_hinted_pct"`
-	Openb               OpenbResult       `json:"openb"`
-	Commands            map[string]string `json:"commands"`
-	Machine             string            `json:"machine"`
+	PlanFile            PlanFileResult `json:"plan_file_5000"`
+	PlanFileJSON        PlanFileResult `json:"plan_file_json_5000"`
+	PredictionsPerS5000 float64        `json:"predictions_per_s_5000"`
+	HintOverheadPct     float64        `json:"hint_overhead_pct"`
+	HintOverheadHinted  float64        `json:"hint_overhead_hinted_pct"`
+	// ExtenderPrioritize is one prioritize call of the extender at 5,000
+	// nodes, through its HTTP handler.
+	ExtenderPrioritize LatencyResult     `json:"extender_prioritize_5000"`
+	Openb              OpenbResult       `json:"openb"`
+	Commands           map[string]string `json:"commands"`
+	Machine            string            `json:"machine"`
 	// Commit and Go name what was measured, so that two result files can
 	// be compared.
 	Commit string   `json:"commit"`
@@ -103,6 +106,13 @@ type PlanResult struct {
 	UpstreamRSSMiB    float64 `json:"upstream_rss_mib"`
 	Moves             int     `json:"moves"`
 	UpstreamEvictions int     `json:"upstream_evictions"`
+}
+
+// LatencyResult is the latency of a serving path's calls, in milliseconds.
+type LatencyResult struct {
+	P99Ms  float64 `json:"p99_ms"`
+	MeanMs float64 `json:"mean_ms"`
+	Calls  int     `json:"calls"`
 }
 
 // PlanFileResult is one `rebalancer plan --snapshot` of a snapshot file.
@@ -198,6 +208,11 @@ func parent(out, openbDir string, sizes []string) error {
 		return err
 	}
 	res.HintOverheadPct, res.HintOverheadHinted = round(m.Value, 2), round(m.Value2, 2)
+	m, err = run("extender_prioritize_5000", "prioritize", "--nodes", "5000", "--count", "3000")
+	if err != nil {
+		return err
+	}
+	res.ExtenderPrioritize = LatencyResult{P99Ms: round(m.Value, 2), MeanMs: round(m.Value2, 2), Calls: m.Count}
 	m, err = run("openb", "openb", "--dir", openbDir, "--rounds", "10")
 	if err != nil {
 		return err
@@ -263,6 +278,7 @@ func printTable(r Results) {
 	fmt.Fprintf(tw, "predictions/s at 5000 nodes\t%.0f\n", r.PredictionsPerS5000)
 	fmt.Fprintf(tw, "RebalanceHint overhead, pods without a hint\t%.2f %%\n", r.HintOverheadPct)
 	fmt.Fprintf(tw, "RebalanceHint overhead, hinted pods\t%.2f %%\n", r.HintOverheadHinted)
+	fmt.Fprintf(tw, "extender prioritize at 5000 nodes\tp99 %.2f ms\tmean %.2f ms\n", r.ExtenderPrioritize.P99Ms, r.ExtenderPrioritize.MeanMs)
 	o := r.Openb
 	fmt.Fprintf(tw, "\nOPENB (10 ROUNDS)\tREBALANCER\tUPSTREAM\n")
 	fmt.Fprintf(tw, "nodes in use before\t%d\t%d\n", o.NodesBefore, o.NodesBefore)
@@ -328,7 +344,7 @@ func child(sub string, args []string) error {
 	fs := flag.NewFlagSet(sub, flag.ExitOnError)
 	nodes := fs.Int("nodes", 1000, "cluster size")
 	impl := fs.String("impl", "ours", "ours or upstream")
-	count := fs.Int("count", 300, "predictions")
+	count := fs.Int("count", 300, "predictions, or calls")
 	dir := fs.String("dir", "", "openb trace directory")
 	rounds := fs.Int("rounds", 10, "rounds")
 	out := fs.String("out", "", "snapshot file to write")
@@ -363,6 +379,8 @@ func child(sub string, args []string) error {
 		m, err = benchPredict(ctx, *nodes, *count)
 	case "hint":
 		m, err = benchHint(ctx, *nodes, *count)
+	case "prioritize":
+		m, err = benchPrioritize(ctx, *nodes, *count)
 	case "openb":
 		m, err = benchOpenb(ctx, *dir, *rounds)
 	default:
