@@ -1,28 +1,47 @@
-// Package claims is the one place that knows which ResourceClaims (Dynamic
-// Resource Allocation) a pod uses: the claims its spec names, the claims
-// made for it from templates, which its status names once the
-// resourceclaim controller created them, and the claim kube-scheduler made
-// for extended resources that DRA devices back.
+// Package claims is the one place that knows which of a pod's
+// ResourceClaims (Dynamic Resource Allocation) keep it where it is: the
+// claims its spec names, the claim kube-scheduler made for extended
+// resources that devices back, and claims sharing a device's capacity. A
+// claim made for the pod from a template (its status names it, once the
+// resourceclaim controller made it) is the pod's own: its replacement gets
+// a fresh one.
 package claims
 
 import (
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 )
 
-// Of lists the claims pod uses, as "namespace/name", in the order its spec
-// lists them; a template whose claim has not been created yet is listed as
-// "template namespace/name". nil for a pod without claims.
-func Of(pod *v1.Pod) []string {
+// Generated is the name of the claim made for the pod's claim entry from
+// its template, as the pod's status records it; "" when none is recorded.
+func Generated(pod *v1.Pod, entry string) string {
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.Name == entry && s.ResourceClaimName != nil {
+			return *s.ResourceClaimName
+		}
+	}
+	return ""
+}
+
+// Pinned lists the claims that keep pod on its node, as Of names them: a
+// claim it names (others may share it, and its devices stay allocated
+// where they are), the claim kube-scheduler made for extended resources
+// that devices back, and a claim made from a template whose devices are
+// shared by consumed capacity. A replacement gets fresh claims from the
+// pod's other templates. nil when the pod may move.
+func Pinned(pod *v1.Pod, allocated func(namespace, name string) *resourceapi.ResourceClaim) []string {
 	var out []string
 	for _, c := range pod.Spec.ResourceClaims {
 		switch {
 		case c.ResourceClaimName != nil:
 			out = append(out, pod.Namespace+"/"+*c.ResourceClaimName)
 		case c.ResourceClaimTemplateName != nil:
-			if name := generated(pod, c.Name); name != "" {
+			name := Generated(pod, c.Name)
+			if name == "" {
+				continue
+			}
+			if claim := allocated(pod.Namespace, name); claim != nil && consumesCapacity(claim) {
 				out = append(out, pod.Namespace+"/"+name)
-			} else {
-				out = append(out, "template "+pod.Namespace+"/"+*c.ResourceClaimTemplateName)
 			}
 		}
 	}
@@ -32,13 +51,16 @@ func Of(pod *v1.Pod) []string {
 	return out
 }
 
-// generated is the name of the claim made for the pod's claim entry from
-// its template, as the pod's status records it; "" when none is recorded.
-func generated(pod *v1.Pod, entry string) string {
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.Name == entry && s.ResourceClaimName != nil {
-			return *s.ResourceClaimName
+// consumesCapacity says whether the claim's allocation shares a device by
+// consumed capacity, which the simulation does not give back.
+func consumesCapacity(claim *resourceapi.ResourceClaim) bool {
+	if claim.Status.Allocation == nil {
+		return false
+	}
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.ShareID != nil || len(r.ConsumedCapacity) > 0 {
+			return true
 		}
 	}
-	return ""
+	return false
 }

@@ -85,8 +85,10 @@ const (
 	// costliest of the node's.
 	ReasonCost = "cost"
 	// ReasonClaim: the pod uses devices through a ResourceClaim (Dynamic
-	// Resource Allocation), named in the detail; the simulation does not
-	// yet re-allocate a replacement's devices, so such pods stay.
+	// Resource Allocation), named in the detail, that stays allocated where
+	// it is: one the pod names (others may share it), one for extended
+	// resources, or one sharing a device's capacity. A pod whose claims are
+	// made from templates moves: its replacement gets fresh claims.
 	ReasonClaim = "resource-claim"
 )
 

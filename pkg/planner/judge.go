@@ -124,7 +124,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(v.reason, v.detail, errSkipped)
 	}
 
-	replacement, err := p.sim.Move(pod, pred.Node)
+	replacement, err := p.sim.Move(ctx, pod, pred.Node)
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
@@ -257,7 +257,7 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 // untouchable says why no move of pod on node is made by anyone, at plan
 // time or before its eviction: its owner evicts it in the background, it
 // or its node opts out, it belongs to a gang, or it uses devices through a
-// ResourceClaim; a plan reason and its
+// ResourceClaim that cannot follow it; a plan reason and its
 // detail, "" when none. judge, mustStay and Recheck.Move begin with it.
 func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
 	if evictingInBackground(pod) {
@@ -269,8 +269,8 @@ func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detai
 	if g := gang.Of(pod); g != "" {
 		return plan.ReasonGang, gangDetail(g)
 	}
-	if c := claims.Of(pod); len(c) > 0 {
-		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s: a replacement's devices are not simulated yet, so it stays on %s", plan.Abbreviate(c, 3), node)
+	if c := claims.Pinned(pod, sim.Claim); len(c) > 0 {
+		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s, which stays allocated where it is (a claim the pod names, which others may share, one for extended resources, or one sharing a device's capacity): it stays on %s", plan.Abbreviate(c, 3), node)
 	}
 	return "", ""
 }

@@ -94,7 +94,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	default:
 		return false, v.reason, v.detail
 	}
-	if _, err := r.sim.Move(pod, pred.Node); err != nil {
+	if _, err := r.sim.Move(ctx, pod, pred.Node); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))
 	}
 	return true, "", ""

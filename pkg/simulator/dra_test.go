@@ -2,10 +2,13 @@ package simulator
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -58,5 +61,105 @@ func TestDevicesDecidePlacement(t *testing.T) {
 				t.Fatalf("placed %v (%s), want on %s", bound, why, c.want)
 			}
 		})
+	}
+}
+
+// allocations maps each allocated device to the claims holding it, over
+// every claim the simulation has.
+func allocations(t *testing.T, s *Simulator) map[string][]string {
+	t.Helper()
+	claims, err := s.dra.claims.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			dev := r.Pool + "/" + r.Device
+			out[dev] = append(out[dev], c.Name)
+		}
+	}
+	return out
+}
+
+// TestMoveTakesItsDevicesAlong: trainer-0, whose claim is made from a
+// template and holds gpu-a's GPU, moves to gpu-b: its claim is released
+// (gpu-a's GPU is free again), its replacement gets a claim of its own from
+// the template, owned by it, allocated gpu-b's GPU; no device is held by two
+// claims; and a Revert brings the claims back as they were. Predicting the
+// move changes nothing.
+func TestMoveTakesItsDevicesAlong(t *testing.T) {
+	snap, err := snapshot.Load("../../test/testdata/dra-snapshot.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSim(t, "binpacking-scheduler.yaml", snap)
+	ctx := context.Background()
+	var trainer *v1.Pod
+	for _, p := range s.Bound() {
+		if p.Name == "trainer-0" {
+			trainer = p
+		}
+	}
+	before := allocations(t, s)
+	if want := map[string][]string{"gpu-a/gpu-0": {"trainer-0-gpu-x7k2p"}}; !reflect.DeepEqual(before, want) {
+		t.Fatalf("allocations %v, want %v", before, want)
+	}
+
+	pred, err := s.Predict(ctx, trainer, PredictOptions{LeaveSource: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pred.Node != "gpu-b" {
+		t.Fatalf("predicted %q (%s), want gpu-b, the only other GPU", pred.Node, pred.Unschedulable)
+	}
+	if got := allocations(t, s); !reflect.DeepEqual(got, before) {
+		t.Fatalf("Predict changed the allocations: %v", got)
+	}
+
+	f := s.Fork()
+	r, err := s.Move(ctx, trainer, "gpu-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := claims.Generated(r, "gpu")
+	claim := s.Claim("ml", name)
+	if name == "" || claim == nil || claim.Status.Allocation == nil {
+		t.Fatalf("the replacement's claim %q: %+v", name, claim)
+	}
+	if owner := metav1.GetControllerOf(claim); owner == nil || owner.UID != r.UID {
+		t.Errorf("the replacement's claim is owned by %+v, want the replacement %s", owner, r.UID)
+	}
+	if s.Claim("ml", "trainer-0-gpu-x7k2p") != nil {
+		t.Error("trainer-0's own claim is still there after it left")
+	}
+	if got, want := allocations(t, s), map[string][]string{"gpu-b/gpu-0": {name}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after the move: allocations %v, want %v", got, want)
+	}
+	// gpu-a's GPU is free again: the waiting pod can have it.
+	for _, p := range s.Pending() {
+		if p.Name == "waiting" {
+			if bound, why, err := s.Place(ctx, p); err != nil || bound == nil || bound.Spec.NodeName != "gpu-a" {
+				t.Errorf("waiting placed on %v (%s, %v), want gpu-a, whose GPU the move freed", bound, why, err)
+			}
+		}
+	}
+	for dev, holders := range allocations(t, s) {
+		if len(holders) > 1 {
+			t.Errorf("device %s allocated to %v", dev, holders)
+		}
+	}
+
+	if err := s.Revert(f); err != nil {
+		t.Fatal(err)
+	}
+	if got := allocations(t, s); !reflect.DeepEqual(got, before) {
+		t.Errorf("after Revert: allocations %v, want %v", got, before)
+	}
+	if s.Claim("ml", name) != nil {
+		t.Error("the replacement's claim outlived the Revert")
 	}
 }

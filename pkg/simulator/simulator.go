@@ -22,6 +22,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -36,6 +37,7 @@ import (
 	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -98,6 +100,9 @@ type scheduler struct {
 	// hints is the profile's RebalanceHint plugin, nil when the profile
 	// does not enable it.
 	hints *rebalancehint.Plugin
+	// devices is the profile's DynamicResources plugin, nil when DRA is
+	// off or the profile does not enable it.
+	devices devicePlugin
 	// steered: the profile scores with RebalanceHint, or rebalancer's
 	// extender steers it (modelled as RebalanceHint, see WithExtenders).
 	steered bool
@@ -147,6 +152,9 @@ type Simulator struct {
 	// byClassCycles counts the cycles filtered and scored by class.
 	nodeClasses   classCache
 	byClassCycles int
+	// dra is the DRA manager the schedulers read claims through, with the
+	// simulation's own changes (see dra.go); nil when DRA is off.
+	dra *draManager
 
 	state
 }
@@ -284,7 +292,13 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
 		draSynced = append(draSynced, claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSynced, slices.HasSynced)
-		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(dynamicresources.NewDRAManager(libCtx, claims, slices, factory)))
+		inner := dynamicresources.NewDRAManager(libCtx, claims, slices, factory)
+		s.dra = &draManager{SharedDRAManager: inner, claims: &claimsOverlay{
+			inner:   inner.ResourceClaims(),
+			log:     func(c claimChange) { s.log(change{claim: &c}) },
+			changed: map[string]*resourceapi.ResourceClaim{},
+		}}
+		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(s.dra))
 	}
 	for _, prof := range profiles {
 		if _, dup := s.schedulers[prof.SchedulerName]; dup {
@@ -303,6 +317,15 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		})
 		if err != nil {
 			return nil, err
+		}
+		if devices, ok := registry[names.DynamicResources]; ok {
+			registry[names.DynamicResources] = func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+				p, err := devices(ctx, obj, h)
+				if dp, ok := p.(devicePlugin); ok && err == nil {
+					sc.devices = dp
+				}
+				return p, err
+			}
 		}
 		// The framework scores every feasible node; sampling, where the
 		// profile has it, is modelled on top (see Prediction.Certain).
@@ -530,6 +553,20 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	candidate := pod.DeepCopy()
 	candidate.Spec.NodeName = ""
 	candidate.Status = v1.PodStatus{}
+	if s.dra != nil && len(pod.Spec.ResourceClaims) > 0 {
+		// For this cycle only, as the pod itself: the pod's claims made
+		// from templates go with it, the replacement's are made anew.
+		f := s.Fork()
+		defer func() {
+			if err := s.Revert(f); err != nil {
+				panic(err)
+			}
+		}()
+		s.releaseClaims(pod)
+		if candidate, err = s.withClaims(candidate); err != nil {
+			return pred, err
+		}
+	}
 
 	res, err := s.schedule(ctx, sc, candidate, nil, opts.Drained)
 	if err != nil {

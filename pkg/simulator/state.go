@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
@@ -60,6 +61,9 @@ type change struct {
 	entry
 	set   set
 	added bool
+	// claim, when set, is a change to the simulation's ResourceClaims
+	// instead (see claimsOverlay).
+	claim *claimChange
 }
 
 type set int
@@ -203,6 +207,8 @@ func (s *Simulator) Revert(f Fork) error {
 		c := undo[i]
 		var err error
 		switch {
+		case c.claim != nil:
+			s.dra.claims.undo(*c.claim)
 		case c.set != boundSet && c.added:
 			delete(s.unbound(c.set), c.pod)
 		case c.set != boundSet:
@@ -231,7 +237,10 @@ func (s *Simulator) close(f Fork) mark {
 
 // Move applies an accepted move: the pod leaves its node and a replacement
 // (a copy with a new UID) is bound to target. It returns the replacement.
-func (s *Simulator) Move(pod *v1.Pod, target string) (*v1.Pod, error) {
+// The pod's claims made from templates go with it and the replacement's
+// are made and allocated on target, as the cluster's controllers and the
+// scheduler's DynamicResources plugin would.
+func (s *Simulator) Move(ctx context.Context, pod *v1.Pod, target string) (*v1.Pod, error) {
 	if _, err := s.snapshot.NodeInfos().Get(target); err != nil {
 		return nil, fmt.Errorf("moving pod %s: target node %q is not in the simulation", klog.KObj(pod), target)
 	}
@@ -239,11 +248,23 @@ func (s *Simulator) Move(pod *v1.Pod, target string) (*v1.Pod, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.releaseClaims(e.pod)
 	s.replacements++
 	r := e.pod.DeepCopy()
 	r.UID = types.UID(fmt.Sprintf("%s-r%d", pod.UID, s.replacements))
-	r.Spec.NodeName = target
 	r.Status = v1.PodStatus{Phase: v1.PodPending}
+	if r, err = s.withClaims(r); err != nil {
+		return nil, err
+	}
+	if sc, err := s.schedulerOf(r); err == nil {
+		if err := s.sync(); err != nil {
+			return nil, err
+		}
+		if err := s.allocateOn(ctx, sc, r, target); err != nil {
+			return nil, err
+		}
+	}
+	r.Spec.NodeName = target
 	s.seq++
 	if err := s.bind(entry{pod: r, seq: s.seq}); err != nil {
 		return nil, err
@@ -260,9 +281,11 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 			return nil
 		}
 	}
-	if _, err := s.unbind(pod); err != nil {
+	e, err := s.unbind(pod)
+	if err != nil {
 		return err
 	}
+	s.releaseClaims(e.pod)
 	return s.sync()
 }
 
@@ -309,6 +332,11 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 			s.enqueue(e)
 		}
 		return placement{diagnosis: err.Error()}, nil
+	}
+	// The resourceclaim controller makes a new pod's claims from their
+	// templates before the scheduler sees it.
+	if pod, err = s.withClaims(pod); err != nil {
+		return placement{}, err
 	}
 	c, hinted, err := s.hinted(ctx, sc, pod, drained)
 	if err == nil && !hinted {
@@ -408,6 +436,15 @@ func (s *Simulator) State() *snapshot.Snapshot {
 	out.Pods = make([]*v1.Pod, len(all))
 	for i, e := range all {
 		out.Pods[i] = e.pod
+	}
+	if s.dra != nil {
+		// The claims as the simulation changed them.
+		if claims, err := s.dra.claims.List(); err == nil {
+			slices.SortFunc(claims, func(a, b *resourceapi.ResourceClaim) int {
+				return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+			})
+			out.ResourceClaims = claims
+		}
 	}
 	return &out
 }

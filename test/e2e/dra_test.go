@@ -20,19 +20,21 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
-// TestDevicesCapturedAndKept: two pods that claim a GPU through DRA, one
-// through a claim made from a template, one through a claim it names, are
-// placed by rebalancer-scheduler on the only node that publishes GPUs. The
-// live cluster, and its capture, carry the DeviceClass, the ResourceSlice,
-// the template and the claims as the scheduler allocated them (so
-// rebalancer's validation of them agrees with kube-apiserver's); with that
-// node tainted for maintenance, neither pod is moved, live or from the
-// capture, and each skip names the pod's claim.
-func TestDevicesCapturedAndKept(t *testing.T) {
+// TestDevicesFollowTheirPods: two pods claim a GPU through DRA on gpu-a,
+// trainer through a claim kube-controller-manager made for it from a
+// template, shared through a claim it names. gpu-a goes under maintenance
+// and gpu-b publishes a free GPU. The cluster, live and captured (the
+// capture carries the DeviceClass, the ResourceSlices, the template and the
+// claims as the scheduler allocated them, so rebalancer's validation agrees
+// with kube-apiserver's), plans trainer onto gpu-b and keeps shared, whose
+// claim stays allocated on gpu-a, naming it. One `run --once` carries it
+// out: trainer's replacement runs on gpu-b with a claim of its own
+// allocated gpu-b's GPU, and its old claim is deleted.
+func TestDevicesFollowTheirPods(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	gpuNode, other := e.name+"-gpu", e.name+"-cpu"
-	e.addNodes("8", gpuNode, other)
+	gpuA, gpuB := e.name+"-a", e.name+"-b"
+	e.addNodes("8", gpuA, gpuB)
 
 	class := e.name + ".gpu.example.com" // cluster-scoped: one per test run
 	rc := client.ResourceV1()
@@ -45,19 +47,26 @@ func TestDevicesCapturedAndKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rc.DeviceClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
-	slice := gpuNode + "-gpus"
-	if _, err := rc.ResourceSlices().Create(e.ctx, &resourcev1.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: slice},
-		Spec: resourcev1.ResourceSliceSpec{
-			Driver:   class,
-			NodeName: ptr.To(gpuNode),
-			Pool:     resourcev1.ResourcePool{Name: gpuNode, Generation: 1, ResourceSliceCount: 1},
-			Devices:  []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	publish := func(node string, devices ...string) {
+		t.Helper()
+		slice := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver:   class,
+				NodeName: ptr.To(node),
+				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			},
+		}
+		for _, d := range devices {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: d})
+		}
+		if _, err := rc.ResourceSlices().Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
 	}
-	t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice, metav1.DeleteOptions{}) })
+	publish(gpuA, "gpu-0", "gpu-1")
+
 	request := resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
 		Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class},
 	}}}
@@ -72,8 +81,6 @@ func TestDevicesCapturedAndKept(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// trainer's claim is made from the template by kube-controller-manager's
-	// resourceclaim controller; shared names the claim made above.
 	for app, claim := range map[string]v1.PodResourceClaim{
 		"trainer": {Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")},
 		"shared":  {Name: "gpu", ResourceClaimName: ptr.To("gpu")},
@@ -94,25 +101,36 @@ func TestDevicesCapturedAndKept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claimOf := map[string]string{} // pod name: the claim it must be skipped for
-	for _, app := range []string{"trainer", "shared"} {
-		bound := e.boundPods(app, 1)[0]
-		if bound.Spec.NodeName != gpuNode {
-			t.Fatalf("%s is on %s, want on %s, the only node with GPUs", bound.Name, bound.Spec.NodeName, gpuNode)
+	// claimOf is the claim each pod runs with, from its status for a
+	// claim made from the template.
+	claimOf := func(p v1.Pod) string {
+		if s := p.Status.ResourceClaimStatuses; len(s) > 0 && s[0].ResourceClaimName != nil {
+			return *s[0].ResourceClaimName
 		}
-		claimOf[bound.Name] = e.ns + "/gpu"
-		if app == "trainer" {
-			e.poll("trainer's claim recorded in its status", func() (bool, error) {
-				p, err := client.CoreV1().Pods(e.ns).Get(e.ctx, bound.Name, metav1.GetOptions{})
-				if err != nil || len(p.Status.ResourceClaimStatuses) == 0 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
-					return false, err
-				}
-				claimOf[bound.Name] = e.ns + "/" + *p.Status.ResourceClaimStatuses[0].ResourceClaimName
-				return true, nil
-			})
+		return "gpu"
+	}
+	bound := func(app string) v1.Pod {
+		t.Helper()
+		var pod v1.Pod
+		e.poll(app+" bound with its claim", func() (bool, error) {
+			pods := e.boundPods(app, 1)
+			p, err := client.CoreV1().Pods(e.ns).Get(e.ctx, pods[0].Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			pod = *p
+			return app != "trainer" || claimOf(pod) != "gpu", nil
+		})
+		return pod
+	}
+	trainer, shared := bound("trainer"), bound("shared")
+	for _, p := range []v1.Pod{trainer, shared} {
+		if p.Spec.NodeName != gpuA {
+			t.Fatalf("%s is on %s, want on %s, the only node with GPUs", p.Name, p.Spec.NodeName, gpuA)
 		}
 	}
-	e.taintForMaintenance(gpuNode)
+	publish(gpuB, "gpu-0")
+	e.taintForMaintenance(gpuA)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -125,33 +143,75 @@ func TestDevicesCapturedAndKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: DeviceClass", "name: " + class, "kind: ResourceSlice", "name: " + slice, "kind: ResourceClaim", "kind: ResourceClaimTemplate", "device: gpu-0", "device: gpu-1"} {
+	for _, want := range []string{"kind: DeviceClass", "name: " + class, "kind: ResourceSlice", "name: " + gpuB + "-gpus",
+		"kind: ResourceClaimTemplate", "name: " + claimOf(trainer), "device: gpu-0", "device: gpu-1"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the capture lacks %q", want)
 		}
 	}
 
-	for _, source := range [][]string{{"--kubeconfig", kubeconfig}, {"--snapshot", file}} {
-		p, out := planJSON(t, ctx, source...)
+	check := func(source string, p plan.Plan, out []byte) {
+		t.Helper()
+		moved := false
 		for _, m := range p.Moves {
-			if _, ok := claimOf[m.Pod]; ok && m.Namespace == e.ns {
-				t.Errorf("%s: %s moved %s -> %s; its GPU is on its node", source[0], m.Pod, m.Source, m.Target)
+			if m.Namespace != e.ns {
+				continue
+			}
+			switch {
+			case m.Name == trainer.Name && m.Source == gpuA && m.Target == gpuB:
+				moved = true
+			default:
+				t.Errorf("%s: %s planned %s -> %s; want trainer onto %s alone", source, m.Name, m.Source, m.Target, gpuB)
 			}
 		}
-		for name, claim := range claimOf {
-			skipped := 0
-			for _, s := range p.Skipped {
-				if s.Pod != e.ns+"/"+name {
-					continue
-				}
-				skipped++
-				if s.Reason != plan.ReasonClaim || !strings.Contains(s.Detail, "ResourceClaim "+claim) {
-					t.Errorf("%s: %s skipped as %s: %s; want %s naming %s", source[0], name, s.Reason, s.Detail, plan.ReasonClaim, claim)
-				}
+		if !moved {
+			t.Errorf("%s: trainer is not planned onto %s; plan: %s", source, gpuB, out)
+		}
+		skipped := 0
+		for _, s := range p.Skipped {
+			if s.Pod != e.ns+"/"+shared.Name {
+				continue
 			}
-			if skipped == 0 {
-				t.Errorf("%s: %s is not skipped off the tainted node; plan: %s", source[0], name, out)
+			skipped++
+			if s.Reason != plan.ReasonClaim || !strings.Contains(s.Detail, "ResourceClaim "+e.ns+"/gpu") {
+				t.Errorf("%s: shared skipped as %s: %s; want %s naming its claim", source, s.Reason, s.Detail, plan.ReasonClaim)
 			}
+		}
+		if skipped == 0 {
+			t.Errorf("%s: shared is not skipped off the tainted node; plan: %s", source, out)
 		}
 	}
+	for _, source := range [][]string{{"--kubeconfig", kubeconfig}, {"--snapshot", file}} {
+		p, out := planJSON(t, ctx, source...)
+		check(source[0], p, out)
+	}
+
+	res := runOnce(t)
+	check("run --once", res.Plan, nil)
+	var replacement v1.Pod
+	e.poll("trainer's replacement bound with a claim of its own", func() (bool, error) {
+		pods := e.boundPods("trainer", 1)
+		if pods[0].UID == trainer.UID {
+			return false, nil
+		}
+		replacement = bound("trainer")
+		return true, nil
+	})
+	if replacement.Spec.NodeName != gpuB {
+		t.Errorf("trainer's replacement runs on %s, want %s", replacement.Spec.NodeName, gpuB)
+	}
+	claim, err := rc.ResourceClaims(e.ns).Get(e.ctx, claimOf(replacement), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := claim.Status.Allocation; a == nil || len(a.Devices.Results) != 1 || a.Devices.Results[0].Pool != gpuB {
+		t.Errorf("the replacement's claim %s is allocated %+v, want gpu-b's GPU", claim.Name, claim.Status.Allocation)
+	}
+	if p, err := client.CoreV1().Pods(e.ns).Get(e.ctx, shared.Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != gpuA {
+		t.Errorf("shared: %v, %v; want it still on %s", p, err, gpuA)
+	}
+	e.poll("trainer's old claim deleted", func() (bool, error) {
+		_, err := rc.ResourceClaims(e.ns).Get(e.ctx, claimOf(trainer), metav1.GetOptions{})
+		return err != nil, nil
+	})
 }

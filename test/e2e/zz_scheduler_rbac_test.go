@@ -22,7 +22,7 @@ var notExercised = map[string]string{
 	"patch resource.k8s.io/resourceclaims/status": "allocating devices to pods with ResourceClaims (DRA)",
 	// No request of its own: kube-apiserver asks its authorizer for it when
 	// the scheduler writes a claim's allocation through status (exercised
-	// by TestDevicesCapturedAndKept, which fails without it).
+	// by TestDevicesFollowTheirPods, which fails without it).
 	"update resource.k8s.io/resourceclaims/binding": "writing a claim's allocation and reservedFor (DRA)",
 	"patch resource.k8s.io/resourceclaims/binding":  "writing a claim's allocation and reservedFor (DRA)",
 	"update pods/finalizers":                        "allocating devices to pods with ResourceClaims (DRA)",
