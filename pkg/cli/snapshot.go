@@ -149,6 +149,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
+	cmd.Flags().BoolVar(&o.DRA, "dra", false, "GPUs as DRA devices (ResourceSlices, a DeviceClass, claims from templates) instead of the extended resource nvidia.com/gpu")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	return cmd

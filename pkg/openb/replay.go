@@ -55,6 +55,10 @@ type Options struct {
 	// EveryNode runs every scheduling cycle on every node (see
 	// simulator.WithEveryNode).
 	EveryNode bool
+	// DRA expresses GPUs as DRA devices rather than as the extended
+	// resource nvidia.com/gpu: ResourceSlices, a DeviceClass, and a claim
+	// from a template for each GPU pod (see dra.go).
+	DRA bool
 }
 
 // Time is the moment of the trace the snapshot shows.
@@ -101,7 +105,10 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	}
 	snap := &snapshot.Snapshot{Namespaces: []*v1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: Namespace, UID: "openb-namespace"}}}}
 	for _, n := range nodes {
-		snap.Nodes = append(snap.Nodes, nodeObject(n))
+		snap.Nodes = append(snap.Nodes, nodeObject(n, opts.DRA))
+	}
+	if opts.DRA {
+		addDevices(snap, nodes, pods)
 	}
 	var simOpts []simulator.Option
 	if opts.EveryNode {
@@ -141,12 +148,12 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	bound := map[int]*v1.Pod{}
 	var waiting []int      // pod indexes, in creation order
 	gone := map[int]bool{} // waiting pods deleted since the last retry
-	var free room
+	free := room{devices: opts.DRA}
 	place := func(i int) (bool, error) {
 		if free.known && !free.admits(pods[i]) {
 			return false, nil // more than any node has free: it waits
 		}
-		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName))
+		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName, opts.DRA))
 		if err != nil {
 			return false, err
 		}
@@ -221,9 +228,22 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		}
 	}
 	for _, w := range waiting {
-		snap.Pods = append(snap.Pods, podObject(pods[w], prof.SchedulerName))
+		snap.Pods = append(snap.Pods, podObject(pods[w], prof.SchedulerName, opts.DRA))
 	}
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
+	if opts.DRA {
+		// The claims of the running pods, allocated where they run; a
+		// waiting pod's claim is made again when it is placed.
+		running := map[types.UID]bool{}
+		for _, b := range bound {
+			running[b.UID] = true
+		}
+		for _, c := range sim.State().ResourceClaims {
+			if owner := metav1.GetControllerOf(c); owner != nil && running[owner.UID] {
+				snap.ResourceClaims = append(snap.ResourceClaims, c)
+			}
+		}
+	}
 	stats.Running, stats.Pending = len(bound), len(waiting)
 	logger.V(2).Info("Replayed trace", "stats", stats.String())
 	// As kube-apiserver would have stored them: defaulted and valid.
@@ -263,7 +283,7 @@ func peak(pods []Pod, ignoreDeletions bool) int64 {
 	return at
 }
 
-func nodeObject(n Node) *v1.Node {
+func nodeObject(n Node, dra bool) *v1.Node {
 	resources := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(n.MilliCPU, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(n.MemoryMiB<<20, resource.BinarySI),
@@ -271,7 +291,9 @@ func nodeObject(n Node) *v1.Node {
 	}
 	labels := map[string]string{v1.LabelHostname: n.Name, v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}
 	if n.GPUs > 0 {
-		resources[GPUResource] = *resource.NewQuantity(n.GPUs, resource.DecimalSI)
+		if !dra {
+			resources[GPUResource] = *resource.NewQuantity(n.GPUs, resource.DecimalSI)
+		}
 		if n.GPUModel != "" {
 			labels[GPUModelLabel] = n.GPUModel
 		}
@@ -286,7 +308,7 @@ func nodeObject(n Node) *v1.Node {
 	}
 }
 
-func podObject(p Pod, schedulerName string) *v1.Pod {
+func podObject(p Pod, schedulerName string, dra bool) *v1.Pod {
 	requests := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
@@ -331,6 +353,9 @@ func podObject(p Pod, schedulerName string) *v1.Pod {
 			}}},
 		}}
 	}
+	if dra && p.GPUs > 0 {
+		claimGPUs(pod, p)
+	}
 	return pod
 }
 
@@ -344,6 +369,8 @@ func ptrTo[T any](v T) *T { return &v }
 type room struct {
 	known          bool
 	cpu, mem, gpus int64
+	// devices: GPUs are DRA devices, which the bound does not count.
+	devices bool
 }
 
 func (r *room) measure(sim *simulator.Simulator) error {
@@ -351,7 +378,7 @@ func (r *room) measure(sim *simulator.Simulator) error {
 	if err != nil {
 		return err
 	}
-	*r = room{known: true}
+	*r = room{known: true, devices: r.devices}
 	for _, ni := range nodes {
 		r.fit(ni)
 	}
@@ -380,5 +407,5 @@ func (r *room) fit(ni fwk.NodeInfo) {
 }
 
 func (r *room) admits(p Pod) bool {
-	return p.MilliCPU <= r.cpu && p.MemoryMiB<<20 <= r.mem && p.GPUs <= r.gpus
+	return p.MilliCPU <= r.cpu && p.MemoryMiB<<20 <= r.mem && (r.devices || p.GPUs <= r.gpus)
 }

@@ -357,7 +357,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	}
 	bound := pod.DeepCopy()
 	bound.Spec.NodeName = node
-	bound.Status = v1.PodStatus{Phase: v1.PodRunning}
+	bound.Status = v1.PodStatus{Phase: v1.PodRunning, ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}
 	if known {
 		s.drop(pendingSet, e)
 	}

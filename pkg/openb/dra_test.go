@@ -1,0 +1,137 @@
+package openb
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/claims"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// checkDevices checks a snapshot imported with GPUs as DRA devices: every
+// running GPU pod asks for none as an extended resource, its claim made
+// from the template of its GPU count is allocated that many devices of its
+// own node, and no device is allocated twice. It returns the GPU pods
+// running.
+func checkDevices(t *testing.T, snap *snapshot.Snapshot) int {
+	t.Helper()
+	byName := map[string]int{}
+	for i, c := range snap.ResourceClaims {
+		byName[c.Namespace+"/"+c.Name] = i
+	}
+	held := map[string]string{}
+	running := 0
+	for _, p := range snap.Pods {
+		if _, ok := p.Spec.Containers[0].Resources.Requests[GPUResource]; ok {
+			t.Fatalf("pod %s asks for %s as an extended resource", p.Name, GPUResource)
+		}
+		if len(p.Spec.ResourceClaims) == 0 || p.Spec.NodeName == "" {
+			continue
+		}
+		running++
+		name := claims.Generated(p, gpuClaim)
+		i, ok := byName[p.Namespace+"/"+name]
+		if !ok {
+			t.Fatalf("pod %s runs on %s without its claim %q", p.Name, p.Spec.NodeName, name)
+		}
+		c := snap.ResourceClaims[i]
+		if owner := metav1.GetControllerOf(c); owner == nil || owner.UID != p.UID {
+			t.Errorf("claim %s is owned by %+v, not by %s", c.Name, owner, p.Name)
+		}
+		if c.Status.Allocation == nil {
+			t.Fatalf("claim %s of pod %s is not allocated", c.Name, p.Name)
+		}
+		want := c.Spec.Devices.Requests[0].Exactly.Count
+		if got := int64(len(c.Status.Allocation.Devices.Results)); got != want || !strings.HasPrefix(*p.Spec.ResourceClaims[0].ResourceClaimTemplateName, "gpu-") {
+			t.Errorf("claim %s holds %d devices, its request %d", c.Name, got, want)
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Pool != p.Spec.NodeName {
+				t.Errorf("pod %s on %s holds device %s/%s of another node", p.Name, p.Spec.NodeName, r.Pool, r.Device)
+			}
+			dev := r.Pool + "/" + r.Device
+			if other, dup := held[dev]; dup {
+				t.Errorf("device %s allocated to %s and %s", dev, other, c.Name)
+			}
+			held[dev] = c.Name
+		}
+	}
+	return running
+}
+
+// TestImportGPUsAsDevices: the small trace imported with GPUs as DRA
+// devices places its GPU pods on the GPU node, each with a claim of its
+// own allocated there, and leaves the pod that asks for more GPUs than are
+// left pending, as the extended-resource import does.
+func TestImportGPUsAsDevices(t *testing.T) {
+	nodes, pods := smallTrace(t, ""+
+		"one,1000,1024,1,1000,T4,LS,Running,0,,0\n"+
+		"two,1000,1024,1,1000,,BE,Running,1,,1\n"+
+		"three,1000,1024,1,1000,,BE,Running,2,,2\n"+
+		"cpu-only,1000,1024,0,0,,BE,Running,3,,3\n")
+	for _, dra := range []bool{false, true} {
+		snap, stats, err := Import(context.Background(), nodes, pods, Options{At: Peak, DRA: dra})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Running != 3 || stats.Pending != 1 {
+			t.Errorf("DRA %v: %s; want 3 running, 1 pending (two GPUs for three GPU pods)", dra, stats)
+		}
+		if !dra {
+			continue
+		}
+		if len(snap.ResourceSlices) != 1 || len(snap.DeviceClasses) != 1 || len(snap.ResourceClaimTemplates) != 2 {
+			t.Fatalf("DRA objects: %s", snap)
+		}
+		if n := checkDevices(t, snap); n != 2 {
+			t.Errorf("%d GPU pods running with claims, want 2", n)
+		}
+	}
+}
+
+// TestImportOpenbTraceAsDevices: the openb trace imported with GPUs as
+// DRA devices runs as many pods as with GPUs as an extended resource, and
+// every running GPU pod holds devices of its node through a claim of its
+// own.
+func TestImportOpenbTraceAsDevices(t *testing.T) {
+	dir := os.Getenv("OPENB_DIR")
+	if dir == "" {
+		dir = "../../../shared/data/openb"
+	}
+	nf, err := os.Open(dir + "/openb_node_list_all_node.csv")
+	if err != nil {
+		t.Skipf("openb trace not available (set OPENB_DIR): %v", err)
+	}
+	defer nf.Close()
+	pf, err := os.Open(dir + "/openb_pod_list_default.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	nodes, err := ReadNodes(nf.Name(), nf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods(pf.Name(), pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ext, err := Import(context.Background(), nodes, pods, Options{At: Peak})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, dra, err := Import(context.Background(), nodes, pods, Options{At: Peak, DRA: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dra.Running != ext.Running || dra.Pending != ext.Pending {
+		t.Errorf("as devices: %s; as an extended resource: %s", dra, ext)
+	}
+	if n := checkDevices(t, snap); n == 0 {
+		t.Error("no GPU pod runs with a claim")
+	}
+}
