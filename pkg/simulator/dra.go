@@ -166,8 +166,8 @@ func (o *claimsOverlay) GatherAllocatedState() (*structured.AllocatedState, erro
 }
 
 // adjust calls fn for each device allocated to a claim the simulation
-// changed: add false for the claim as the snapshot has it, then add true
-// for the claim as the simulation has it.
+// changed: add false for every such claim as the snapshot has it, then add
+// true for every one as the simulation has it.
 func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResult, add bool)) {
 	o.mu.RLock()
 	changed := maps.Clone(o.changed)
@@ -180,11 +180,15 @@ func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResu
 			fn(r, add)
 		}
 	}
-	for key, c := range changed {
+	// Every removal before any addition: a device a released claim held
+	// may be held by another changed claim now.
+	for key := range changed {
 		ns, name := splitKey(key)
 		if old, err := o.inner.Get(ns, name); err == nil {
 			each(old, false)
 		}
+	}
+	for _, c := range changed {
 		each(c, true)
 	}
 }

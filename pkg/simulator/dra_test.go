@@ -7,6 +7,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -59,6 +61,16 @@ func TestDevicesDecidePlacement(t *testing.T) {
 			}
 			if bound == nil || bound.Spec.NodeName != c.want {
 				t.Fatalf("placed %v (%s), want on %s", bound, why, c.want)
+			}
+			// Two pods of 1 CPU each hold a GPU: by CPU and memory one node
+			// would do, but one node has no two GPUs unless gpu-a has its
+			// second.
+			want := 2
+			if c.extraGPU {
+				want = 1
+			}
+			if got, err := s.LowerBound(); err != nil || got != want {
+				t.Errorf("lower bound %d (%v), want %d", got, err, want)
 			}
 		})
 	}
@@ -150,6 +162,24 @@ func TestMoveTakesItsDevicesAlong(t *testing.T) {
 	for dev, holders := range allocations(t, s) {
 		if len(holders) > 1 {
 			t.Errorf("device %s allocated to %v", dev, holders)
+		}
+	}
+	// What the DynamicResources plugin sees as allocated: gpu-a's GPU,
+	// released by trainer-0's claim and taken by waiting's, is allocated,
+	// whatever order the changed claims are gone through in (map order,
+	// so asked many times).
+	want := sets.New(structured.MakeDeviceID("gpu.example.com", "gpu-a", "gpu-0"), structured.MakeDeviceID("gpu.example.com", "gpu-b", "gpu-0"))
+	for range 30 {
+		st, err := s.dra.claims.GatherAllocatedState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.dra.claims.ListAllAllocatedDevices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.AllocatedDevices.Equal(want) || !all.Equal(want) {
+			t.Fatalf("allocated devices %v and %v, want %v", st.AllocatedDevices.UnsortedList(), all.UnsortedList(), want.UnsortedList())
 		}
 	}
 

@@ -10,11 +10,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/descheduler/pkg/utils"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
@@ -92,7 +94,8 @@ func (s *Simulator) Usage() ([]NodeUsage, error) {
 // LowerBound is the fewest nodes that could hold the cluster's pods: for each
 // resource (CPU, memory, pod slots, extended resources such as GPUs), the
 // number of nodes, largest first, whose capacity adds up to the total
-// request; the max over resources. A node's capacity is its allocatable less
+// request; the max over resources, DRA devices counted by driver (those
+// allocated to the pods' claims, against those the nodes publish). A node's capacity is its allocatable less
 // the requests of its NodeBound pods, which run on every node anyway.
 // Cordoned nodes are left out, and so are nodes with NoSchedule or
 // NoExecute taints that none of the pods to place tolerates: a taint every
@@ -107,9 +110,13 @@ func (s *Simulator) LowerBound() (int, error) {
 	capacity := map[string]v1.ResourceList{}
 	demand := map[v1.ResourceName]int64{}
 	tolerations := map[string][]v1.Toleration{} // the pods' distinct sets
+	devices, counted := s.devicesByNode(), sets.New[string]()
 	need := func(pod *v1.Pod) {
 		for r, q := range requests.Of(pod) {
 			demand[r] += value(r, q)
+		}
+		for r, n := range s.devicesOf(pod, counted) {
+			demand[r] += n
 		}
 		demand[v1.ResourcePods]++
 		if len(pod.Spec.Tolerations) > 0 {
@@ -120,6 +127,7 @@ func (s *Simulator) LowerBound() (int, error) {
 	for _, ni := range nodes {
 		n := ni.Node()
 		c := n.Status.Allocatable.DeepCopy()
+		maps.Copy(c, devices[n.Name])
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
 			if !NodeBound(pod) {
@@ -204,6 +212,56 @@ func placingTaints(n *v1.Node) []v1.Taint {
 	for _, t := range n.Spec.Taints {
 		if t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute {
 			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// devicesByNode counts the DRA devices each node publishes, by driver, as
+// resources named "devices/<driver>" for LowerBound. Devices of slices not
+// bound to one node are not counted.
+func (s *Simulator) devicesByNode() map[string]v1.ResourceList {
+	out := map[string]v1.ResourceList{}
+	for _, sl := range s.objects.ResourceSlices {
+		if sl.Spec.NodeName == nil || len(sl.Spec.Devices) == 0 {
+			continue
+		}
+		if out[*sl.Spec.NodeName] == nil {
+			out[*sl.Spec.NodeName] = v1.ResourceList{}
+		}
+		r := deviceResource(sl.Spec.Driver)
+		q := out[*sl.Spec.NodeName][r]
+		q.Add(*resource.NewQuantity(int64(len(sl.Spec.Devices)), resource.DecimalSI))
+		out[*sl.Spec.NodeName][r] = q
+	}
+	return out
+}
+
+func deviceResource(driver string) v1.ResourceName { return v1.ResourceName("devices/" + driver) }
+
+// devicesOf counts, by driver, the devices allocated to pod's claims that
+// counted does not hold yet (a claim several pods share counts once), and
+// adds them to counted. A claim not allocated yet counts nothing: a lower
+// bound may only err low.
+func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string]) map[v1.ResourceName]int64 {
+	if s.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	out := map[v1.ResourceName]int64{}
+	for _, entry := range pod.Spec.ResourceClaims {
+		name := claims.Generated(pod, entry.Name)
+		if entry.ResourceClaimName != nil {
+			name = *entry.ResourceClaimName
+		}
+		key := claimKey(pod.Namespace, name)
+		if name == "" || counted.Has(key) {
+			continue
+		}
+		counted.Insert(key)
+		if c := s.Claim(pod.Namespace, name); c != nil && c.Status.Allocation != nil {
+			for _, r := range c.Status.Allocation.Devices.Results {
+				out[deviceResource(r.Driver)]++
+			}
 		}
 	}
 	return out
