@@ -249,7 +249,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 // replays carries round i's evictions out Options.Replays times on forks of
 // the cluster (before is its usage), with seeds of their own, and counts the replays that hold
 // the plan: every node it drains ends empty and no node that was empty is
-// used.
+// used, but one the plan itself moves pods onto.
 func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, evictions []eviction, before []simulator.NodeUsage) (n, held int, err error) {
 	if r.o.Strategy != Rebalancer || r.o.Replays == 0 || len(evictions) == 0 {
 		return 0, 0, nil
@@ -257,6 +257,11 @@ func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, e
 	inUse := map[string]bool{}
 	for _, u := range before {
 		inUse[u.Node] = u.InUse
+	}
+	for _, e := range evictions {
+		if e.target != "" {
+			inUse[e.target] = true // the plan's own choice, empty or not
+		}
 	}
 	for _, e := range evictions {
 		if e.drain {

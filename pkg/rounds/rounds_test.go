@@ -19,6 +19,7 @@ import (
 
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -323,4 +324,35 @@ func checkRoundsHold(t *testing.T, res *result.Result, replays int) {
 	if tot := res.Totals(); tot.PingPong != 0 {
 		t.Errorf("%d ping-pong", tot.PingPong)
 	}
+}
+
+// TestReplaysHoldOntoAPlannedEmptyNode: Consolidation empties two small
+// nodes onto a large empty one (a net saving of one node). Every seeded
+// replay carries that out, landing the pods on the node the plan chose,
+// and counts as held: a node the plan moves pods onto is no stray landing
+// for having been empty before.
+func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
+	snap := &snapshot.Snapshot{Nodes: []*v1.Node{
+		testutil.BuildTestNode("small-a", "4", "16Gi"),
+		testutil.BuildTestNode("small-b", "4", "16Gi"),
+		testutil.BuildTestNode("big", "16", "64Gi"),
+	}}
+	for i, node := range []string{"small-a", "small-a", "small-a", "small-b", "small-b", "small-b"} {
+		snap.Pods = append(snap.Pods, testutil.BuildTestPod(fmt.Sprintf("web-%d", i), node, "1", "1Gi", testutil.Running,
+			testutil.WithScheduler("rebalancer-scheduler"),
+			func(p *v1.Pod) {
+				p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", "web", "rs-web")}
+			}))
+	}
+	pol, profs := loadPair(t, "binpacking")
+	opts := options(Rebalancer, 2)
+	opts.Replays = 5
+	res, err := Run(testContext(t), pol, profs, snap, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rounds[1].Evictions != 6 || res.Rounds[1].NodesInUse != 1 {
+		t.Fatalf("round 1: %d evictions, %d nodes in use; want the 6 pods onto big", res.Rounds[1].Evictions, res.Rounds[1].NodesInUse)
+	}
+	checkRoundsHold(t, res, 5)
 }
