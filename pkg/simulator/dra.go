@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"maps"
 	"strconv"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -183,7 +184,7 @@ func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResu
 	// Every removal before any addition: a device a released claim held
 	// may be held by another changed claim now.
 	for key := range changed {
-		ns, name := splitKey(key)
+		ns, name, _ := strings.Cut(key, "/")
 		if old, err := o.inner.Get(ns, name); err == nil {
 			each(old, false)
 		}
@@ -191,15 +192,6 @@ func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResu
 	for _, c := range changed {
 		each(c, true)
 	}
-}
-
-func splitKey(key string) (namespace, name string) {
-	for i := range len(key) {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
-	}
-	return "", key
 }
 
 // SignalClaimPendingAllocation takes the allocation the DynamicResources
@@ -344,6 +336,9 @@ type devicePlugin interface {
 func (s *Simulator) allocateOn(ctx context.Context, sc *scheduler, pod *v1.Pod, node string) error {
 	if sc.devices == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return nil
+	}
+	if err := s.sync(); err != nil { // the pod's old node without it
+		return err
 	}
 	nodes, err := s.snapshot.NodeInfos().List()
 	if err != nil {

@@ -257,9 +257,6 @@ func (s *Simulator) Move(ctx context.Context, pod *v1.Pod, target string) (*v1.P
 		return nil, err
 	}
 	if sc, err := s.schedulerOf(r); err == nil {
-		if err := s.sync(); err != nil {
-			return nil, err
-		}
 		if err := s.allocateOn(ctx, sc, r, target); err != nil {
 			return nil, err
 		}
