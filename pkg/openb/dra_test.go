@@ -2,7 +2,6 @@ package openb
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 
@@ -100,28 +99,7 @@ func TestImportGPUsAsDevices(t *testing.T) {
 // kube-scheduler's DRA allocator, which the replay runs on every node for
 // every GPU pod, makes the whole trace take over a minute.
 func TestImportOpenbTraceAsDevices(t *testing.T) {
-	dir := os.Getenv("OPENB_DIR")
-	if dir == "" {
-		dir = "../../../shared/data/openb"
-	}
-	nf, err := os.Open(dir + "/openb_node_list_all_node.csv")
-	if err != nil {
-		t.Skipf("openb trace not available (set OPENB_DIR): %v", err)
-	}
-	defer nf.Close()
-	pf, err := os.Open(dir + "/openb_pod_list_default.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pf.Close()
-	nodes, err := ReadNodes(nf.Name(), nf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pods, err := ReadPods(pf.Name(), pf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nodes, pods := openbTrace(t)
 	const at = 10_500_000
 	_, ext, err := Import(context.Background(), nodes, pods, Options{At: at})
 	if err != nil {

@@ -120,9 +120,11 @@ func TestPeak(t *testing.T) {
 	}
 }
 
-// TestImportOpenbTrace replays the real trace: every running pod fits its
-// node, and the pods present are those alive at the snapshot's moment.
-func TestImportOpenbTrace(t *testing.T) {
+// openbTrace reads the real trace's node list and default pod list
+// (OPENB_DIR, else ../shared/data/openb beside the repository); the test
+// is skipped where it is not.
+func openbTrace(t *testing.T) ([]Node, []Pod) {
+	t.Helper()
 	dir := os.Getenv("OPENB_DIR")
 	if dir == "" {
 		dir = "../../../shared/data/openb"
@@ -145,6 +147,13 @@ func TestImportOpenbTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return nodes, pods
+}
+
+// TestImportOpenbTrace replays the real trace: every running pod fits its
+// node, and the pods present are those alive at the snapshot's moment.
+func TestImportOpenbTrace(t *testing.T) {
+	nodes, pods := openbTrace(t)
 	if len(nodes) != 1523 || len(pods) != 8152 {
 		t.Fatalf("read %d nodes and %d pods, want 1523 and 8152", len(nodes), len(pods))
 	}
