@@ -58,7 +58,7 @@ func TestLoadLiveCycles(t *testing.T) {
 
 	// Requests per resource: initial lists and watches, none per cycle.
 	lists, watches := map[string]int{}, map[string]int{}
-	historyReads, webhookReads := 0, 0
+	historyReads, webhookReads, draDiscovery := 0, 0, 0
 	for _, ev := range auditEvents(t, "rebalancer/", started) {
 		u, err := url.Parse(ev.RequestURI)
 		if err != nil {
@@ -71,6 +71,8 @@ func TestLoadLiveCycles(t *testing.T) {
 		switch {
 		case ev.Verb == "get" && u.Path == "/version":
 			// the check that the API server answers, once at start
+		case ev.Verb == "get" && u.Path == "/apis/resource.k8s.io/v1":
+			draDiscovery++ // whether the cluster serves DRA, once when the informers start
 		case ev.Verb == "get" && u.Path == "/api/v1/namespaces/rebalancer-system/configmaps/rebalancer-history":
 			historyReads++ // the move history, read at the start of each cycle
 		case ev.Verb == "get" && u.Path == "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/rebalancer-webhook":
@@ -86,6 +88,9 @@ func TestLoadLiveCycles(t *testing.T) {
 		}
 	}
 	t.Logf("initial lists by kind: %v; watches: %v; history reads %d, webhook configuration reads %d", lists, watches, historyReads, webhookReads)
+	if draDiscovery > 1 {
+		t.Errorf("resource.k8s.io/v1 was looked up %d times, want once, when the informers start", draDiscovery)
+	}
 	// Read after the audit log: a cycle may have started meanwhile.
 	ran := cycles(r, "ok")
 	if historyReads == 0 || historyReads > ran+1 {
