@@ -171,8 +171,7 @@ func (o *claimsOverlay) GatherAllocatedState() (*structured.AllocatedState, erro
 // true for every one as the simulation has it.
 func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResult, add bool)) {
 	o.mu.RLock()
-	changed := maps.Clone(o.changed)
-	o.mu.RUnlock()
+	defer o.mu.RUnlock()
 	each := func(c *resourceapi.ResourceClaim, add bool) {
 		if c == nil || c.Status.Allocation == nil {
 			return
@@ -183,13 +182,13 @@ func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResu
 	}
 	// Every removal before any addition: a device a released claim held
 	// may be held by another changed claim now.
-	for key := range changed {
+	for key := range o.changed {
 		ns, name, _ := strings.Cut(key, "/")
 		if old, err := o.inner.Get(ns, name); err == nil {
 			each(old, false)
 		}
 	}
-	for _, c := range changed {
+	for _, c := range o.changed {
 		each(c, true)
 	}
 }
