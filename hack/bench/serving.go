@@ -31,7 +31,7 @@ import (
 func benchPrioritize(ctx context.Context, nodes, count int) (measurement, error) {
 	logger := klog.FromContext(ctx)
 	book := hint.NewBook(clock.RealClock{}, time.Hour)
-	ext := extender.New(logger, book, func() bool { return true }, extender.NewMetrics(prometheus.NewRegistry(), book))
+	ext := extender.New(logger, book, nil, func() bool { return true }, extender.NewMetrics(prometheus.NewRegistry(), book))
 	names := make([]string, nodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%04d", i)

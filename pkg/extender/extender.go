@@ -65,17 +65,21 @@ func score(r hint.Rank) int64 {
 // Extender answers kube-scheduler's prioritize calls from a hint book that
 // its pod watch fills.
 type Extender struct {
-	logger  klog.Logger
-	book    *hint.Book
-	synced  func() bool
-	metrics *Metrics
+	logger   klog.Logger
+	book     *hint.Book
+	arrivals *hint.Arrivals
+	synced   func() bool
+	metrics  *Metrics
 }
 
 // New returns an extender over book. synced says whether the pod watch has
 // its first full list: before that it knows no hints and answers 503, so an
-// ignorable extender is skipped rather than trusted.
-func New(logger klog.Logger, book *hint.Book, synced func() bool, m *Metrics) *Extender {
-	return &Extender{logger: logger, book: book, synced: synced, metrics: m}
+// ignorable extender is skipped rather than trusted. arrivals, fed by the
+// same watch (Watch), holds a call until the watch has seen its pod: the
+// scheduler's own watch may be ahead of the extender's. Nil waits for
+// nothing.
+func New(logger klog.Logger, book *hint.Book, arrivals *hint.Arrivals, synced func() bool, m *Metrics) *Extender {
+	return &Extender{logger: logger, book: book, arrivals: arrivals, synced: synced, metrics: m}
 }
 
 // Ready reports whether the pod watch has synced.
@@ -104,6 +108,10 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 	args, nodes, err := DecodeArgs(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return fail(serving.Status(err), err)
+	}
+	if !e.arrivals.Await(r.Context(), args.Pod) && r.Context().Err() == nil {
+		e.logger.V(2).Info("Prioritizing a pod the pod watch has not delivered yet: hints recorded just before it may be missed",
+			"pod", klog.KObj(args.Pod), "waited", hint.ArrivalWait)
 	}
 	list := e.Prioritize(args.Pod, nodes)
 	w.Header().Set("Content-Type", "application/json")
@@ -286,8 +294,13 @@ func plainStrings(b []byte) (out []string, ok bool) {
 // (its eviction in flight), or that starts terminating or is deleted with
 // one, leaves its hint; a pod whose hint is taken back withdraws it; a pod that is bound consumes
 // its owner's; a pending pod that is deleted gives back the hint it claimed.
-func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, m *Metrics) error {
+func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, arrivals *hint.Arrivals, m *Metrics) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				arrivals.Seen(pod)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			oldPod, ok1 := oldObj.(*v1.Pod)
 			newPod, ok2 := newObj.(*v1.Pod)
@@ -306,6 +319,7 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 					logger.V(2).Info("Rebalance hint consumed", "pod", klog.KObj(newPod), "node", newPod.Spec.NodeName)
 				}
 			}
+			arrivals.Seen(newPod)
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -321,6 +335,7 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 			if owner, ok := hint.OwnerKey(pod); ok && pod.Spec.NodeName == "" {
 				book.Release(owner, pod.UID)
 			}
+			arrivals.Gone(pod)
 		},
 	})
 	return err

@@ -64,10 +64,10 @@ func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	watching := fakewatch.Started(e.client, "pods")
 	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(Strip))
 	pods := factory.Core().V1().Pods().Informer()
-	if err := Watch(logger, pods, e.book, m); err != nil {
+	if err := Watch(logger, pods, e.book, nil, m); err != nil {
 		t.Fatal(err)
 	}
-	e.ext = New(logger, e.book, pods.HasSynced, m)
+	e.ext = New(logger, e.book, nil, pods.HasSynced, m)
 	e.handler = e.ext
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
@@ -254,7 +254,7 @@ func TestBadRequests(t *testing.T) {
 func TestNotSyncedIsUnavailable(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	book := hint.NewBook(clock.RealClock{}, time.Minute)
-	ext := New(logger, book, func() bool { return false }, NewMetrics(prometheus.NewRegistry(), book))
+	ext := New(logger, book, nil, func() bool { return false }, NewMetrics(prometheus.NewRegistry(), book))
 	rec := httptest.NewRecorder()
 	ext.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, PrioritizePath, bytes.NewReader(argsFor(pod("p", "", nil), "a"))))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -293,7 +293,7 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 func BenchmarkPrioritize(b *testing.B) {
 	logger, _ := ktesting.NewTestContext(b)
 	book := hint.NewBook(clock.RealClock{}, time.Hour)
-	ext := New(logger, book, func() bool { return true }, NewMetrics(prometheus.NewRegistry(), book))
+	ext := New(logger, book, nil, func() bool { return true }, NewMetrics(prometheus.NewRegistry(), book))
 	nodes := make([]string, 5000)
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf("node-%04d", i)

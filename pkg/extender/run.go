@@ -39,10 +39,11 @@ func Run(ctx context.Context, o Options) error {
 
 	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(Strip))
 	pods := factory.Core().V1().Pods().Informer()
-	if err := Watch(logger, pods, book, m); err != nil {
+	arrivals := hint.NewArrivals(hint.ArrivalWait)
+	if err := Watch(logger, pods, book, arrivals, m); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
-	ext := New(logger, book, pods.HasSynced, m)
+	ext := New(logger, book, arrivals, pods.HasSynced, m)
 
 	mux := http.NewServeMux()
 	mux.Handle(PrioritizePath, serving.Limit(ext, budget, maxBody))

@@ -8,7 +8,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
@@ -101,16 +100,16 @@ func TestStickyThroughARollout(t *testing.T) {
 	e.fragmentedReplicaSet("filler", resources("4", "1Gi"), []string{full})
 	e.boundPods("filler", 1)
 
-	// One pod at a time, the old one first: each new pod is created once
-	// its predecessor has left.
+	// Recreate: the new pods are created once the old ones are gone. (A
+	// rolling update gives no such order, even with maxSurge 0: the
+	// Deployment controller scales the new ReplicaSet up as soon as it has
+	// scaled the old one down, and the two ReplicaSets' syncs race.)
 	deployments := client.AppsV1().Deployments(e.ns)
 	d, err := deployments.Get(e.ctx, "cache", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
-	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
-		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}}
+	d.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}
 	d.Spec.Template.Annotations["example.com/revision"] = "2"
 	if _, err := deployments.Update(e.ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -63,6 +63,9 @@ const stateKey fwk.StateKey = Name
 // Plugin implements PreFilter, Filter, PreScore, Score and Reserve.
 type Plugin struct {
 	book *hint.Book
+	// arrivals: a cycle first waits for the plugin's pod handler to catch
+	// up with its pod; nil in a simulation, which feeds the book itself.
+	arrivals *hint.Arrivals
 	// nodes is the scheduling cycle's snapshot of the nodes.
 	nodes fwk.SharedLister
 }
@@ -80,7 +83,7 @@ var (
 // framework's informer factory.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	registerMetrics.Do(func() { legacyregistry.MustRegister(hintsRecorded, hintsConsumed) })
-	return NewWithClock(ctx, obj, h, clock.RealClock{})
+	return newPlugin(ctx, obj, h, clock.RealClock{}, hint.NewArrivals(hint.ArrivalWait))
 }
 
 // Metrics on rebalancer-scheduler's /metrics (kube-scheduler's registry).
@@ -97,9 +100,14 @@ var (
 	})
 )
 
-// NewWithClock is New with the clock hints are aged by; the simulator passes
-// a simulated one.
+// NewWithClock is New with the clock hints are aged by, for the simulator,
+// which passes a simulated one and calls PodLeaving itself: its cycles do
+// not wait for the pod informer.
 func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock) (*Plugin, error) {
+	return newPlugin(ctx, obj, h, c, nil)
+}
+
+func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock, arrivals *hint.Arrivals) (*Plugin, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -108,8 +116,13 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 	if h == nil || h.SharedInformerFactory() == nil {
 		return nil, fmt.Errorf("%s: the framework handle has no informer factory", Name)
 	}
-	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration), nodes: h.SnapshotSharedLister()}
+	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration), arrivals: arrivals, nodes: h.SnapshotSharedLister()}
 	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				pl.arrivals.Seen(pod)
+			}
+		},
 		// The hint is recorded when the executor writes it, before the
 		// eviction; a pod with a grace period is marked for deletion next,
 		// and its owner creates the replacement right then, before the
@@ -117,9 +130,13 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 		UpdateFunc: func(oldObj, newObj any) {
 			oldPod, ok1 := oldObj.(*v1.Pod)
 			newPod, ok2 := newObj.(*v1.Pod)
-			if ok1 && ok2 && pl.book.Updated(logger, oldPod, newPod) {
+			if !ok1 || !ok2 {
+				return
+			}
+			if pl.book.Updated(logger, oldPod, newPod) {
 				hintsRecorded.Inc()
 			}
+			pl.arrivals.Seen(newPod)
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -127,6 +144,7 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 			}
 			if pod, ok := obj.(*v1.Pod); ok {
 				pl.PodLeaving(logger, pod)
+				pl.arrivals.Gone(pod)
 			}
 		},
 	})
@@ -142,6 +160,16 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 func (pl *Plugin) PodLeaving(logger klog.Logger, pod *v1.Pod) {
 	if pl.book.Leaving(logger, pod) {
 		hintsRecorded.Inc()
+	}
+}
+
+// catchUp waits, once per pod and briefly, for the plugin's pod handler to
+// see the pod being scheduled, so that the book knows every hint and sticky
+// node recorded before the pod was created (hint.Arrivals).
+func (pl *Plugin) catchUp(ctx context.Context, pod *v1.Pod) {
+	if !pl.arrivals.Await(ctx, pod) && ctx.Err() == nil {
+		klog.FromContext(ctx).V(2).Info("Scheduling a pod the pod watch has not delivered yet: hints recorded just before it may be missed",
+			"pod", klog.KObj(pod), "waited", hint.ArrivalWait)
 	}
 }
 
@@ -180,7 +208,8 @@ func (h *held) Clone() fwk.StateData { return h } // read only
 // the target's room and push the replacement elsewhere (or back onto the
 // node being emptied). A pod's own hint promises it nothing to hold from
 // itself. With no promise, Filter is skipped.
-func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.catchUp(ctx, pod)
 	var own types.UID
 	if owner, ok := hint.OwnerKey(pod); ok {
 		if e, ok := pl.book.Next(owner); ok && !e.Sticky {
@@ -280,7 +309,8 @@ func (s *cycleState) Clone() fwk.StateData { c := *s; return &c }
 
 // PreScore looks up a hint for the pod's owner; without one the plugin skips
 // Score, leaving the pod to the profile's own scoring.
-func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+func (pl *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	pl.catchUp(ctx, pod)
 	owner, ok := hint.OwnerKey(pod)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
@@ -310,9 +340,10 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // scoring (kube-scheduler skips PreScore and Score when one node is
 // feasible) takes its owner's next hint all the same: left unconsumed, it
 // would steer a later pod and hold room for a replacement already placed.
-func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	s, err := readState(state)
 	if err != nil {
+		pl.catchUp(ctx, pod)
 		owner, ok := hint.OwnerKey(pod)
 		if !ok {
 			return nil
@@ -343,7 +374,8 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // SignPod keeps batching on for pods this plugin scores neutrally and turns it
 // off for a pod whose owner has a pending hint: two pods of that owner must
 // not share one scoring result, since each consumes its own hint.
-func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+func (pl *Plugin) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	pl.catchUp(ctx, pod)
 	if owner, ok := hint.OwnerKey(pod); ok {
 		if _, ok := pl.book.Next(owner); ok {
 			return nil, fwk.NewStatus(fwk.Unschedulable, "pod has a pending rebalance hint")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -79,6 +80,7 @@ func cluster() ([]*v1.Node, []*v1.Pod) {
 }
 
 type env struct {
+	pods   toolscache.SharedIndexInformer
 	pl     *Plugin
 	clock  *testingclock.FakeClock
 	client *fake.Clientset
@@ -86,11 +88,21 @@ type env struct {
 }
 
 func newEnv(t testing.TB, rawArgs string) *env {
+	return newEnvWith(t, rawArgs, nil, nil)
+}
+
+// newEnvWith builds the plugin as New does, with arrivals, over the
+// factory wrap returns (nil: the factory itself).
+func newEnvWith(t testing.TB, rawArgs string, wrap func(informers.SharedInformerFactory) informers.SharedInformerFactory, arrivals *hint.Arrivals) *env {
 	_, ctx := testutil.Context(t)
 	client := fake.NewClientset()
 	watching := fakewatch.Started(client, "pods")
 	factory := informers.NewSharedInformerFactory(client, 0)
-	h, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithInformerFactory(factory))
+	seen := factory
+	if wrap != nil {
+		seen = wrap(factory)
+	}
+	h, err := frameworkruntime.NewFramework(ctx, nil, nil, frameworkruntime.WithInformerFactory(seen))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,14 +111,14 @@ func newEnv(t testing.TB, rawArgs string) *env {
 	if rawArgs != "" {
 		obj = &runtime.Unknown{Raw: []byte(rawArgs), ContentType: runtime.ContentTypeJSON}
 	}
-	pl, err := NewWithClock(ctx, obj, h, c)
+	pl, err := newPlugin(ctx, obj, h, c, arrivals)
 	if err != nil {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	<-watching
-	return &env{pl: pl, clock: c, client: client, ctx: ctx}
+	return &env{pl: pl, clock: c, client: client, ctx: ctx, pods: factory.Core().V1().Pods().Informer()}
 }
 
 // schedule runs one scheduling cycle of a profile made of NodeResourcesFit
