@@ -26,42 +26,17 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
+	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
 // Name is the plugin's name in a DeschedulerPolicy.
 const Name = "Consolidation"
 
-// Simulation is what Consolidation needs from the planner's handle.
-type Simulation interface {
-	// Simulator is the planner's simulation of the scheduler profile.
-	Simulator() *simulator.Simulator
-	// Move judges the eviction of pod as the planner judges every eviction
-	// (limits, PDBs, the simulated target), with extra prediction options;
-	// nil means the move is in the plan.
-	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error
-	// Begin starts a group of moves that enter the plan all together or not
-	// at all; groups nest.
-	Begin() Transaction
-	// Skip records a pod the plugin would have moved and why it did not.
-	Skip(pod *v1.Pod, why, detail string)
-	// MustStay says why the planner would refuse any move of pod (a skip
-	// reason and detail), "" when it might move it.
-	MustStay(pod *v1.Pod) (why, detail string)
-	// Pin records that pod keeps its node in use, for the plan to show.
-	Pin(pod *v1.Pod, why, detail string)
-}
-
-// Transaction is a group of moves: Rollback takes them all back.
-type Transaction interface {
-	Commit()
-	Rollback() error
-}
-
 // Consolidation is a descheduler BalancePlugin.
 type Consolidation struct {
 	handle frameworktypes.Handle
-	sim    Simulation
+	sim    simhandle.Handle
 	args   *Args
 }
 
@@ -73,7 +48,7 @@ func New(_ context.Context, obj runtime.Object, handle frameworktypes.Handle) (f
 	if !ok {
 		return nil, fmt.Errorf("%s: want args of type %T, got %T", Name, args, obj)
 	}
-	sim, ok := handle.(Simulation)
+	sim, ok := handle.(simhandle.Handle)
 	if !ok {
 		return nil, fmt.Errorf("%s runs only in rebalancer's planner, which simulates the scheduler profile", Name)
 	}

@@ -90,11 +90,14 @@ const (
 	// resources, or one sharing a device's capacity. A pod whose claims are
 	// made from templates moves: its replacement gets fresh claims.
 	ReasonClaim = "resource-claim"
+	// ReasonNoRoom: a pending pod (the one named) that MakeRoom found no
+	// moves within its limits to make room for; the detail says why.
+	ReasonNoRoom = "no-room"
 )
 
 // Reasons lists every skip reason, in the order reports show them.
 var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost, ReasonClaim}
+	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost, ReasonClaim, ReasonNoRoom}
 
 // Plan is one planning cycle's decision.
 type Plan struct {
@@ -157,6 +160,11 @@ type Move struct {
 	// Drain marks a move that is part of emptying its source node: the
 	// executor keeps new pods off that node while it carries them out.
 	Drain bool `json:"drain,omitempty"`
+	// Room is the pending pod ("namespace/name") the move makes room for
+	// (MakeRoom): its replacement may not return to Source, it need gain
+	// no score, and the moves of one room stay in the plan together, only
+	// while the pending pod fits after them.
+	Room string `json:"room,omitempty"`
 	// Balance marks a balance plugin's move: it must gain the minimum
 	// score over its source, and a sticky pod stays. With Drain and
 	// Steered, it is the intent a move is checked by again before its

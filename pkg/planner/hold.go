@@ -49,6 +49,12 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		if err == nil {
 			after, err = p.sim.Usage()
 		}
+		unplaced := sets.New[string]() // pending pods made room for, still pending after the replay
+		if slices.ContainsFunc(p.out.Moves, func(m plan.Move) bool { return m.Room != "" }) {
+			for _, pod := range p.sim.Pending() {
+				unplaced.Insert(key(pod))
+			}
+		}
 		if rerr := p.sim.Revert(fork); rerr != nil && err == nil {
 			err = rerr
 		}
@@ -57,10 +63,15 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		}
 
 		failed := map[int]string{} // move index -> why
-		drains := sets.New[string]()
+		drains, rooms := sets.New[string](), sets.New[string]()
 		retargeted := false
 		for i := range p.applied {
 			m := &p.out.Moves[i]
+			if m.Room != "" && unplaced.Has(m.Room) {
+				failed[i] = fmt.Sprintf("with the plan's replacements pending together, %s still fits nowhere", m.Room)
+				rooms.Insert(m.Room)
+				continue
+			}
 			if evictions[i].Replacement == nil {
 				continue // nobody recreates it: there is no placement to check
 			}
@@ -87,6 +98,9 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			if m.Drain {
 				drains.Insert(m.Source)
 			}
+			if m.Room != "" {
+				rooms.Insert(m.Room)
+			}
 		}
 		if len(failed) == 0 && !retargeted {
 			churn := p.packingChurn(inUse, after)
@@ -107,6 +121,9 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		for i, m := range p.out.Moves {
 			if _, ok := failed[i]; !ok && m.Drain && drains.Has(m.Source) {
 				failed[i] = fmt.Sprintf("the drain of %s fails: another of its pods does not land as planned", m.Source)
+			}
+			if _, ok := failed[i]; !ok && m.Room != "" && rooms.Has(m.Room) {
+				failed[i] = fmt.Sprintf("the room made for %s fails: another of its moves does not hold", m.Room)
 			}
 		}
 		p.drop(failed, "")

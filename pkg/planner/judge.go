@@ -53,8 +53,13 @@ var errSkipped = errors.New("eviction not in the plan")
 // move enters the plan (the plugin then accounts for it as evicted), and an
 // error otherwise; limit errors use the descheduler's own types so plugins
 // stop asking for more on that node, namespace or at all.
-func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions) error {
-	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) {
+// room, for a move that makes room for a pending pod (MakeRoom), names
+// that pod: the replacement leaves its source (simOpts.LeaveSource) for
+// the pending pod, which is not a drain (the node is not tainted), gains
+// no score, and must be steered: left to its scheduler, it could take the
+// room back before the pending pod, which waits in its backoff.
+func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, room string) error {
+	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) || p.arriving.Has(pod.UID) {
 		return errSkipped // another plugin already moved it in this plan
 	}
 	skip := func(why, detail string, err error) error {
@@ -113,7 +118,12 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 			fmt.Sprintf("scheduler %q does not follow rebalance hints and its profile pulls against %s", pred.Scheduler, strategy))
 		return errSkipped
 	}
-	v := decide(pred, intent{balance: p.balancing, drain: simOpts.LeaveSource}, simOpts.Exclude, p.opts.MinScoreGain)
+	balance, drain := p.balancing && room == "", simOpts.LeaveSource && room == ""
+	v := decide(pred, intent{balance: balance, drain: drain}, simOpts.Exclude, p.opts.MinScoreGain)
+	if v.reason == "" && room != "" && !v.steered {
+		v.reason = plan.ReasonUnsteered
+		v.detail = fmt.Sprintf("scheduler %q does not follow rebalance hints: the replacement could take back the room made on %s for %s", pred.Scheduler, pred.Source, room)
+	}
 	switch v.reason {
 	case "":
 	case plan.ReasonUnsteered:
@@ -129,7 +139,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
 	a := applied{target: pred.Node, obj: pod, pod: pod.UID, replacement: replacement.UID, node: pod.Spec.NodeName, namespace: pod.Namespace, podName: pod.Name, pdb: pdb,
-		drain: simOpts.LeaveSource}
+		drain: drain}
 	if owner != nil {
 		a.owner = owner.UID
 	}
@@ -140,8 +150,9 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		Profile: profile, Strategy: strategy, Reason: reason(strategy, opts.Reason),
 		Scheduler: pred.Scheduler, Steered: v.steered, Anywhere: v.anywhere, Candidates: v.candidates,
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
-		Drain:   simOpts.LeaveSource, // only plugins that empty nodes insist the pod leave
-		Balance: p.balancing,
+		Drain:   drain, // only plugins that empty nodes insist the pod leave
+		Room:    room,
+		Balance: balance,
 		Cost:    disruption.Cost(pod),
 	}
 	if owner != nil {

@@ -13,6 +13,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
+	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -57,7 +58,7 @@ func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
 
 // sequential are the plugins judged as they ask: they account for each
 // eviction as they go.
-var sequential = sets.New("HighNodeUtilization", "LowNodeUtilization", consolidation.Name)
+var sequential = sets.New("HighNodeUtilization", "LowNodeUtilization", consolidation.Name, makeroom.Name)
 
 type orderedDeschedule struct {
 	frameworktypes.DeschedulePlugin
@@ -95,7 +96,7 @@ func (j *judge) inOrder(ctx context.Context, run func() *frameworktypes.Status) 
 		)
 	})
 	for _, r := range held {
-		err := j.p.judge(ctx, j.profile, j.strategy, r.pod, r.opts, simulator.PredictOptions{})
+		err := j.p.judge(ctx, j.profile, j.strategy, r.pod, r.opts, simulator.PredictOptions{}, "")
 		var total *evictions.EvictionTotalLimitError
 		switch {
 		case err == nil, refused(err):

@@ -35,11 +35,11 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
-	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
+	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -89,6 +89,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		sim:          sim,
 		moved:        sets.New[types.UID](),
 		replacements: sets.New[types.UID](),
+		arriving:     sets.New[types.UID](),
 		perNode:      map[string]uint{},
 		perNamespace: map[string]uint{},
 		perOwner:     map[types.UID]int{},
@@ -248,6 +249,9 @@ type planner struct {
 
 	moved        sets.Set[types.UID] // pods the plan moves
 	replacements sets.Set[types.UID] // their simulated replacements
+	// arriving are the pending pods MakeRoom placed in the simulation: like
+	// replacements, they do not run yet and are offered for no eviction.
+	arriving     sets.Set[types.UID]
 	total        uint
 	perNode      map[string]uint
 	perNamespace map[string]uint
@@ -405,7 +409,7 @@ func (p *planner) podsOnNode(node string, filter podutil.FilterFunc) ([]*v1.Pod,
 	}
 	out := pods[:0]
 	for _, pod := range pods {
-		if p.replacements.Has(pod.UID) {
+		if p.replacements.Has(pod.UID) || p.arriving.Has(pod.UID) {
 			continue
 		}
 		if filter == nil || filter(pod) {
@@ -491,20 +495,41 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 			return err
 		}
 	}
-	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.PredictOptions{})
+	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.PredictOptions{}, "")
 }
 
-// judgingHandle also gives rebalancer's own plugins (Consolidation) the
+// judgingHandle also gives rebalancer's own plugins (Consolidation, MakeRoom) the
 // simulation and grouped moves.
-var _ consolidation.Simulation = &judgingHandle{}
+var _ simhandle.Handle = &judgingHandle{}
 
 func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
 
 func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error {
-	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, opts)
+	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, opts, "")
 }
 
-func (h *judgingHandle) Begin() consolidation.Transaction { return h.evictor.p.begin() }
+// MoveFor judges the eviction of pod to make room on its node for the
+// pending pod room (MakeRoom): its replacement may not come back there,
+// and its node is not drained (the pending pod goes there).
+func (h *judgingHandle) MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error {
+	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, simulator.PredictOptions{LeaveSource: true}, key(room))
+}
+
+// Place places the pending pod where its scheduler would in the
+// simulation, for MakeRoom once it made room; the pod is then offered for
+// no eviction (it does not run yet). It returns the node, "" when the pod
+// still fits nowhere.
+func (h *judgingHandle) Place(ctx context.Context, pod *v1.Pod) (string, error) {
+	p := h.evictor.p
+	bound, _, err := p.sim.Place(ctx, pod)
+	if err != nil || bound == nil {
+		return "", err
+	}
+	p.arriving.Insert(bound.UID)
+	return bound.Spec.NodeName, nil
+}
+
+func (h *judgingHandle) Begin() simhandle.Transaction { return h.evictor.p.begin() }
 
 func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
 	h.evictor.p.skip(h.evictor.profile, h.evictor.strategy, pod, why, detail)

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
+	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
 )
 
 var setupOnce sync.Once
@@ -20,6 +21,8 @@ func Registry() pluginregistry.Registry {
 		descheduler.SetupPlugins() // replaces the global registry: ours must be added after
 		pluginregistry.Register(consolidation.Name, consolidation.New, &consolidation.Consolidation{}, &consolidation.Args{},
 			consolidation.ValidateArgs, consolidation.SetDefaults, pluginregistry.PluginRegistry)
+		pluginregistry.Register(makeroom.Name, makeroom.New, &makeroom.MakeRoom{}, &makeroom.Args{},
+			makeroom.ValidateArgs, makeroom.SetDefaults, pluginregistry.PluginRegistry)
 	})
 	return pluginregistry.PluginRegistry
 }

@@ -222,6 +222,9 @@ func WithUsageWindow(d time.Duration) Option {
 	return func(s *settings) { s.usageWindow = d }
 }
 
+// Now is the simulation's time (WithClock).
+func (s *Simulator) Now() time.Time { return s.clock.Now() }
+
 // WithClock sets the clock the profiles' RebalanceHint plugins judge hint
 // ages by (default: the real clock); a multi-round simulation passes its
 // simulated clock, so hints expire in simulated time.

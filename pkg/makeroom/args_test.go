@@ -1,0 +1,101 @@
+package makeroom_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
+)
+
+func TestArgsDefaults(t *testing.T) {
+	a := &makeroom.Args{}
+	makeroom.SetDefaults(a)
+	if a.UnschedulableFor.Duration != time.Minute || a.MaxMovesPerPod != 3 || a.MaxPodsPerCycle != 5 {
+		t.Fatalf("defaults: %+v", a)
+	}
+	if err := makeroom.ValidateArgs(a); err != nil {
+		t.Fatal(err)
+	}
+	b := &makeroom.Args{UnschedulableFor: metav1.Duration{Duration: time.Hour}, MaxMovesPerPod: 1, MaxPodsPerCycle: 2}
+	makeroom.SetDefaults(b)
+	if b.UnschedulableFor.Duration != time.Hour || b.MaxMovesPerPod != 1 || b.MaxPodsPerCycle != 2 {
+		t.Fatalf("defaults overrode set fields: %+v", b)
+	}
+}
+
+func TestArgsValidation(t *testing.T) {
+	cases := map[string]struct {
+		args makeroom.Args
+		want string
+	}{
+		"negative wait":      {makeroom.Args{UnschedulableFor: metav1.Duration{Duration: -time.Second}}, "unschedulableFor"},
+		"negative moves":     {makeroom.Args{MaxMovesPerPod: -1}, "maxMovesPerPod"},
+		"too many moves":     {makeroom.Args{MaxMovesPerPod: 21}, "maxMovesPerPod"},
+		"negative pod count": {makeroom.Args{MaxPodsPerCycle: -2}, "maxPodsPerCycle"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a := tc.args
+			makeroom.SetDefaults(&a)
+			err := makeroom.ValidateArgs(&a)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to name %s", err, tc.want)
+			}
+		})
+	}
+	if err := makeroom.ValidateArgs(&v1.Pod{}); err == nil {
+		t.Fatal("accepted args of another type")
+	}
+}
+
+// TestPolicyFile: MakeRoom's args decode from a policy file as users write
+// them, and a bad one is refused naming the field and the file.
+func TestPolicyFile(t *testing.T) {
+	write := func(args string) string {
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		body := `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: room
+  pluginConfig:
+  - name: MakeRoom
+    args:
+` + args + `  plugins:
+    balance:
+      enabled: [MakeRoom]
+`
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	pol, err := policy.Load(write("      unschedulableFor: 10m\n      maxMovesPerPod: 2\n"), fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *makeroom.Args
+	for _, pc := range pol.Profiles[0].PluginConfigs {
+		if a, ok := pc.Args.(*makeroom.Args); ok {
+			got = a
+		}
+	}
+	if got == nil || got.UnschedulableFor.Duration != 10*time.Minute || got.MaxMovesPerPod != 2 || got.MaxPodsPerCycle != 5 {
+		t.Fatalf("decoded args %+v", got)
+	}
+	path := write("      maxMovesPerPod: 100\n")
+	if _, err := policy.Load(path, fake.NewClientset(), policy.Registry()); err == nil || !strings.Contains(err.Error(), "maxMovesPerPod") {
+		t.Fatalf("err = %v, want it to name maxMovesPerPod", err)
+	}
+	path = write("      maxMovesPerPods: 2\n")
+	if _, err := policy.Load(path, fake.NewClientset(), policy.Registry()); err == nil || !strings.Contains(err.Error(), "maxMovesPerPods") {
+		t.Fatalf("err = %v, want it to name the unknown field maxMovesPerPods", err)
+	}
+}

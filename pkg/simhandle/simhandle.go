@@ -1,0 +1,49 @@
+// Package simhandle is what rebalancer's own descheduler plugins
+// (Consolidation, MakeRoom) get from the planner besides the descheduler's
+// handle: the simulation of the scheduler profiles, moves judged as the
+// planner judges every eviction, and groups of moves that enter the plan
+// together or not at all. Such plugins run only inside the planner.
+package simhandle
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// Handle is the planner's handle as rebalancer's own plugins see it.
+type Handle interface {
+	// Simulator is the planner's simulation of the scheduler profiles.
+	Simulator() *simulator.Simulator
+	// Move judges the eviction of pod as the planner judges every eviction
+	// (limits, PDBs, the simulated target), with extra prediction options;
+	// nil means the move is in the plan.
+	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error
+	// MoveFor judges the eviction of pod to make room on its node for the
+	// pending pod room: the replacement must leave the node, steered.
+	MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error
+	// Place places a pending pod where its scheduler would in the
+	// simulation; the planner then offers it for no eviction (it does not
+	// run yet). It returns the node, "" when the pod fits nowhere.
+	Place(ctx context.Context, pod *v1.Pod) (string, error)
+	// Begin starts a group of moves that enter the plan all together or not
+	// at all; groups nest.
+	Begin() Transaction
+	// Skip records a pod the plugin would have moved (or, for MakeRoom, a
+	// pending pod it would have made room for) and why it did not.
+	Skip(pod *v1.Pod, why, detail string)
+	// MustStay says why the planner would refuse any move of pod (a skip
+	// reason and detail), "" when it might move it.
+	MustStay(pod *v1.Pod) (why, detail string)
+	// Pin records that pod keeps its node in use, for the plan to show.
+	Pin(pod *v1.Pod, why, detail string)
+}
+
+// Transaction is a group of moves: Rollback takes them all back.
+type Transaction interface {
+	Commit()
+	Rollback() error
+}
