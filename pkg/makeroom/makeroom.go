@@ -39,9 +39,14 @@ import (
 // Name is the plugin's name in a DeschedulerPolicy.
 const Name = "MakeRoom"
 
-// maxTries bounds the nodes simulated for one pending pod: the candidates
-// come cheapest first.
-const maxTries = 8
+// maxTries bounds the nodes simulated for one pending pod (the candidates
+// come cheapest first), and maxExamined times maxPodsPerCycle the pending
+// pods one plan looks at: together they bound a plan's simulations when
+// room can rarely be made.
+const (
+	maxTries    = 8
+	maxExamined = 10
+)
 
 // MakeRoom is a descheduler BalancePlugin.
 type MakeRoom struct {
@@ -78,9 +83,10 @@ func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktype
 	sim := m.sim.Simulator()
 	m.stuck = sets.New[types.UID]()
 	waiting := m.waiting(sim)
+	logger.V(2).Info("Pending pods room may be made for", "pods", len(waiting), "pending", len(sim.Pending()))
 	placed := 0
-	for _, pod := range waiting {
-		if placed >= int(m.args.MaxPodsPerCycle) {
+	for i, pod := range waiting {
+		if placed >= int(m.args.MaxPodsPerCycle) || i >= maxExamined*int(m.args.MaxPodsPerCycle) {
 			break
 		}
 		ok, err := m.makeRoom(ctx, logger, pod, nodes)
@@ -133,21 +139,33 @@ type candidate struct {
 // the pod when there is no such node.
 func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, nodes []*v1.Node) (bool, error) {
 	sim := m.sim.Simulator()
-	pred, err := sim.Predict(ctx, pod, simulator.PredictOptions{})
+	// Only nodes the pod was refused by for what moving pods may resolve
+	// (resources, not a taint or an affinity), and that the policy covers.
+	fits, names, err := sim.Resolvable(ctx, pod)
 	switch {
 	case errors.Is(err, simulator.ErrUnknownScheduler):
 		return false, nil // the planner warns about schedulers it does not model
 	case err != nil:
 		return false, err
-	case pred.Node != "":
-		logger.V(3).Info("Pending pod fits without moves: its scheduler will place it", "pod", klog.KObj(pod), "node", pred.Node)
+	case fits:
+		logger.V(3).Info("Pending pod fits without moves: its scheduler will place it", "pod", klog.KObj(pod))
 		return false, nil
+	}
+	allowed := sets.New[string]()
+	for _, n := range nodes {
+		allowed.Insert(n.Name)
+	}
+	var resolvable []string
+	for _, n := range names {
+		if allowed.Has(n) {
+			resolvable = append(resolvable, n)
+		}
 	}
 	// The cheapest node first; after a try fails, the candidates again
 	// without the pods the planner refused to move.
 	tried := sets.New[string]()
 	for tried.Len() < maxTries {
-		cands, err := m.candidates(pod, nodes, tried)
+		cands, err := m.candidates(pod, resolvable, tried)
 		if err != nil {
 			return false, err
 		}
@@ -203,21 +221,20 @@ func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, c candidate) (bool, err
 	return true, nil
 }
 
-// candidates lists the nodes where moving at most maxMovesPerPod pods
-// frees enough of every resource pod asks for, with the fewest pods
-// (biggest first) that do; fewest moves first, then the cheapest, then by
-// name. The other filters (taints, affinity, spread) are the scheduler's:
-// try places the pod with its own profile.
-func (m *MakeRoom) candidates(pod *v1.Pod, nodes []*v1.Node, tried sets.Set[string]) ([]candidate, error) {
+// candidates lists the nodes, of those given, where moving at most
+// maxMovesPerPod pods frees enough of every resource pod asks for, with the
+// fewest pods (biggest first) that do; fewest moves first, then the
+// cheapest, then by name. try then places the pod with its own profile.
+func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string]) ([]candidate, error) {
 	sim := m.sim.Simulator()
 	need := requests.Of(pod)
 	priority := corev1helpers.PodPriority(pod)
 	var out []candidate
 	for _, n := range nodes {
-		if tried.Has(n.Name) {
+		if tried.Has(n) {
 			continue
 		}
-		ni, err := sim.Node(n.Name)
+		ni, err := sim.Node(n)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +258,7 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []*v1.Node, tried sets.Set[stri
 		if len(chosen) == 0 {
 			continue // nothing to move there, or not enough
 		}
-		c := candidate{node: n.Name, pods: chosen}
+		c := candidate{node: n, pods: chosen}
 		for _, p := range chosen {
 			c.cost += disruption.Cost(p)
 		}

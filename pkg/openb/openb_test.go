@@ -83,6 +83,19 @@ func TestImportReplaysCreationsAndDeletions(t *testing.T) {
 	if on["gpu1"] != "gpu" || on["gpu2"] != "" {
 		t.Errorf("gpu1 on %q (want gpu), gpu2 on %q (want pending: 1 GPU free, 2 asked)", on["gpu1"], on["gpu2"])
 	}
+	// The waiting pod is marked as kube-scheduler marks a pod it cannot
+	// place, since it was created; a running one is not.
+	for _, p := range snap.Pods {
+		var marked []v1.PodCondition
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+				marked = append(marked, c)
+			}
+		}
+		if want := p.Name == "gpu2"; (len(marked) == 1) != want || (want && !marked[0].LastTransitionTime.Equal(&p.CreationTimestamp)) {
+			t.Errorf("%s: unschedulable conditions %+v, want one since its creation: %v", p.Name, marked, want)
+		}
+	}
 	if !gpuPod.Spec.Containers[0].Resources.Requests[GPUResource].Equal(resource.MustParse("1")) {
 		t.Errorf("gpu1 requests %v", gpuPod.Spec.Containers[0].Resources.Requests)
 	}

@@ -228,7 +228,12 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		}
 	}
 	for _, w := range waiting {
-		snap.Pods = append(snap.Pods, podObject(pods[w], prof.SchedulerName, opts.DRA))
+		// As kube-scheduler leaves a pod it could not place: unschedulable
+		// since it was created.
+		pod := podObject(pods[w], prof.SchedulerName, opts.DRA)
+		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable,
+			Message: "no node of the trace's cluster has room for it", LastTransitionTime: pod.CreationTimestamp}}
+		snap.Pods = append(snap.Pods, pod)
 	}
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
 	if opts.DRA {

@@ -148,6 +148,8 @@ type Simulator struct {
 	// held are nodes every placement treats as carrying the drain taint
 	// (see Hold).
 	held sets.Set[string]
+	// keepCodes: the next cycle keeps its filters' status codes (Resolvable).
+	keepCodes bool
 	// nodeClasses remembers the class of each node (see classes.go);
 	// byClassCycles counts the cycles filtered and scored by class.
 	nodeClasses   classCache
@@ -745,6 +747,50 @@ type cycle struct {
 	// partial: with node sampling, the filters stopped once they had found
 	// the nodes to score, as kube-scheduler's do; feasible counts those.
 	partial bool
+	// codes are the filters' status codes by node (of nodes, the nodes
+	// filtered), kept only when Resolvable asks.
+	codes []fwk.Code
+	nodes []fwk.NodeInfo
+}
+
+// Resolvable runs a scheduling cycle for the pending pod with its own
+// scheduler's profile and returns the nodes that rejected it only in a way
+// taking pods off them may resolve (status Unschedulable, such as too
+// little of a resource; not UnschedulableAndUnresolvable, such as a taint,
+// a node selector or affinity), as kube-scheduler's preemption chooses the
+// nodes where preemption might help. A node that rejected it for several
+// reasons is judged by the first filter that did, as there. fits says the
+// pod fits some node as the cluster is: then no node is listed.
+func (s *Simulator) Resolvable(ctx context.Context, pod *v1.Pod) (fits bool, nodes []string, err error) {
+	sc, err := s.schedulerOf(pod)
+	if err != nil {
+		return false, nil, err
+	}
+	if s.dra != nil && len(pod.Spec.ResourceClaims) > 0 {
+		// Its claims made from templates, for this cycle only.
+		f := s.Fork()
+		defer func() {
+			if err := s.Revert(f); err != nil {
+				panic(err)
+			}
+		}()
+		s.releaseClaims(pod)
+		if pod, err = s.withClaims(pod); err != nil {
+			return false, nil, err
+		}
+	}
+	s.keepCodes = true
+	c, err := s.schedule(ctx, sc, pod, nil, nil)
+	s.keepCodes = false
+	if err != nil || len(c.scores) > 0 {
+		return len(c.scores) > 0, nil, err
+	}
+	for i, code := range c.codes {
+		if code == fwk.Unschedulable {
+			nodes = append(nodes, c.nodes[i].Node().Name)
+		}
+	}
+	return false, nodes, nil
 }
 
 // hinted is schedule for a pod whose hint decides its node: when sc's
@@ -826,9 +872,13 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		}
 	}
 	c.considered = len(nodes)
+	c.nodes = nodes
 
 	feasible := make([]fwk.NodeInfo, len(nodes))
 	reasons := make([]string, len(nodes))
+	if s.keepCodes {
+		c.codes = make([]fwk.Code, len(nodes))
+	}
 	var firstErr error
 	var errOnce sync.Once
 	// The drained and held nodes, by node: looked up for every node
@@ -850,6 +900,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	filter := func(i int) {
 		if len(tainted) > 0 && tainted[nodes[i].Node()] {
 			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey)
+			if c.codes != nil {
+				c.codes[i] = fwk.UnschedulableAndUnresolvable
+			}
 			return
 		}
 		st := fw.RunFilterPlugins(ctx, c.state, pod, nodes[i])
@@ -858,6 +911,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			feasible[i] = nodes[i]
 		case st.IsRejected():
 			reasons[i] = st.Message()
+			if c.codes != nil {
+				c.codes[i] = st.Code()
+			}
 		default:
 			errOnce.Do(func() { firstErr = st.AsError() })
 		}
@@ -876,6 +932,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 					filter(i) // the drain taint decides
 				case first != i:
 					reasons[i] = reasons[first]
+					if c.codes != nil {
+						c.codes[i] = c.codes[first]
+					}
 					if feasible[first] != nil {
 						feasible[i] = nodes[i]
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -321,5 +322,38 @@ func TestReplayStickyPodReturns(t *testing.T) {
 				t.Errorf("replacement landed on %q, want %q", landed[0].Node, tc.want)
 			}
 		})
+	}
+}
+
+// TestResolvable: the nodes where taking pods off may let a pending pod in
+// are those that refused it for resources only; a node it is kept off by
+// a taint or its node selector is not one, however much room moves would
+// free, and a pod that fits somewhere has none.
+func TestResolvable(t *testing.T) {
+	snap := thin() // a: 7 of 8 CPUs, b: 3, c: 1
+	tainted := node("d", "8")
+	tainted.Spec.Taints = []v1.Taint{{Key: "dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}
+	snap.Nodes = append(snap.Nodes, tainted)
+	snap.Pods = append(snap.Pods, pod("d1", "d", "7"))
+	for _, n := range snap.Nodes {
+		n.Labels["pool"] = map[string]string{"a": "x", "b": "y", "c": "y", "d": "x"}[n.Name]
+	}
+	s := newSim(t, "binpacking-scheduler.yaml", snap)
+	ctx := context.Background()
+
+	big := pod("big", "", "8") // fits nowhere
+	fits, nodes, err := s.Resolvable(ctx, big)
+	if err != nil || fits || !reflect.DeepEqual(nodes, []string{"a", "b", "c"}) {
+		t.Fatalf("Resolvable(8 CPUs) = %v, %v, %v; want a, b and c: d is tainted", fits, nodes, err)
+	}
+	big.Spec.NodeSelector = map[string]string{"pool": "x"}
+	if fits, nodes, err = s.Resolvable(ctx, big); err != nil || fits || !reflect.DeepEqual(nodes, []string{"a"}) {
+		t.Fatalf("Resolvable(8 CPUs, pool x) = %v, %v, %v; want a alone", fits, nodes, err)
+	}
+	if fits, nodes, err = s.Resolvable(ctx, pod("small", "", "2")); err != nil || !fits || nodes != nil {
+		t.Fatalf("Resolvable(2 CPUs) = %v, %v, %v; want it to fit", fits, nodes, err)
+	}
+	if p := s.Pending(); len(p) != 0 {
+		t.Fatalf("Resolvable left pods pending in the simulation: %v", p)
 	}
 }
