@@ -226,7 +226,9 @@ func TestMakeRoomForAPendingPod(t *testing.T) {
 	rival.Spec.Priority = ptrTo(int32(100))
 	rival.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now())
 	p = planWith(t, profs, makeRoomPolicy(t, 3), c.snap)
-	if len(p.Moves) != 0 || !slices.ContainsFunc(p.Skipped, func(s plan.Skip) bool { return s.Strategy == makeroom.Name && s.UID != "" && strings.Contains(s.Detail, key(pod)+" still fits nowhere") }) {
+	if len(p.Moves) != 0 || !slices.ContainsFunc(p.Skipped, func(s plan.Skip) bool {
+		return s.Strategy == makeroom.Name && s.UID != "" && strings.Contains(s.Detail, key(pod)+" still fits nowhere")
+	}) {
 		t.Errorf("a room a higher-priority pod takes first: want its moves dropped, saying %s still fits nowhere; got moves %+v, skips %+v", key(pod), p.Moves, p.Skipped)
 	}
 
