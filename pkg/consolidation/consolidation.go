@@ -373,7 +373,7 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	if n != len(movable) {
 		return nil, nil, false
 	}
-	sort.SliceStable(movable, func(i, j int) bool { return size(movable[i]) > size(movable[j]) })
+	sort.SliceStable(movable, func(i, j int) bool { return requests.Size(movable[i]) > requests.Size(movable[j]) })
 	return movable, nil, true
 }
 
@@ -453,9 +453,4 @@ func fraction(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) float64
 		return 0
 	}
 	return float64(used) / float64(total)
-}
-
-func size(pod *v1.Pod) int64 {
-	r := requests.Of(pod)
-	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
 }

@@ -239,7 +239,7 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string
 			return nil, err
 		}
 		movable := m.movable(ni, priority)
-		slices.SortStableFunc(movable, func(a, b *v1.Pod) int { return cmp.Compare(size(b), size(a)) })
+		slices.SortStableFunc(movable, func(a, b *v1.Pod) int { return cmp.Compare(requests.Size(b), requests.Size(a)) })
 		var chosen []*v1.Pod
 		freed := v1.ResourceList{}
 		for !fits(ni, need, freed, len(chosen)) {
@@ -338,9 +338,4 @@ func unschedulableSince(pod *v1.Pod) (since time.Time, ok bool) {
 		}
 	}
 	return time.Time{}, false
-}
-
-func size(pod *v1.Pod) int64 {
-	r := requests.Of(pod)
-	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
 }

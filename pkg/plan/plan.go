@@ -91,7 +91,9 @@ const (
 	// made from templates moves: its replacement gets fresh claims.
 	ReasonClaim = "resource-claim"
 	// ReasonNoRoom: a pending pod (the one named) that MakeRoom found no
-	// moves within its limits to make room for; the detail says why.
+	// moves within its limits to make room for, or a move of a room that
+	// the plan's replay drops because its pending pod still fits nowhere;
+	// the detail says why.
 	ReasonNoRoom = "no-room"
 )
 

@@ -62,16 +62,26 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			return nil, fmt.Errorf("replaying the plan: %w", err)
 		}
 
+		// A room whose pending pod the replay does not place goes whole
+		// (no-room); the replay then runs again without it.
+		if len(unplaced) > 0 {
+			noRoom := map[int]string{}
+			for i, m := range p.out.Moves {
+				if m.Room != "" && unplaced.Has(m.Room) {
+					noRoom[i] = fmt.Sprintf("with the plan's replacements pending together, %s still fits nowhere", m.Room)
+				}
+			}
+			if len(noRoom) > 0 {
+				p.drop(noRoom, plan.ReasonNoRoom)
+				continue
+			}
+		}
+
 		failed := map[int]string{} // move index -> why
 		drains, rooms := sets.New[string](), sets.New[string]()
 		retargeted := false
 		for i := range p.applied {
 			m := &p.out.Moves[i]
-			if m.Room != "" && unplaced.Has(m.Room) {
-				failed[i] = fmt.Sprintf("with the plan's replacements pending together, %s still fits nowhere", m.Room)
-				rooms.Insert(m.Room)
-				continue
-			}
 			if evictions[i].Replacement == nil {
 				continue // nobody recreates it: there is no placement to check
 			}

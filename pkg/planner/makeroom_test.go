@@ -227,7 +227,7 @@ func TestMakeRoomForAPendingPod(t *testing.T) {
 	rival.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now())
 	p = planWith(t, profs, makeRoomPolicy(t, 3), c.snap)
 	if len(p.Moves) != 0 || !slices.ContainsFunc(p.Skipped, func(s plan.Skip) bool {
-		return s.Strategy == makeroom.Name && s.UID != "" && strings.Contains(s.Detail, key(pod)+" still fits nowhere")
+		return s.Strategy == makeroom.Name && s.Reason == plan.ReasonNoRoom && s.UID != "" && strings.Contains(s.Detail, key(pod)+" still fits nowhere")
 	}) {
 		t.Errorf("a room a higher-priority pod takes first: want its moves dropped, saying %s still fits nowhere; got moves %+v, skips %+v", key(pod), p.Moves, p.Skipped)
 	}
@@ -301,5 +301,35 @@ func TestMakeRoomOnRandomClusters(t *testing.T) {
 	}
 	if made == 0 {
 		t.Error("no room made on any cluster: the test checks nothing")
+	}
+}
+
+// TestRecheckDropsARoomNoLongerNeeded: rechecked on the view it was made
+// on, a room's move holds; once the pending pod has been placed (a node
+// was added for it), the move would only move a pod and is refused.
+func TestRecheckDropsARoomNoLongerNeeded(t *testing.T) {
+	profs := schedulers(t)
+	c := newCluster()
+	for i := range 3 {
+		n := c.node(fmt.Sprintf("node-%d", i), "8", "32Gi").Name
+		for range 3 {
+			c.pod("team-a", fmt.Sprintf("web%d", i), "ReplicaSet", n, "2", "1Gi")
+		}
+	}
+	pod := c.pending("team-b", "batch", "4", "1Gi")
+	pol := makeRoomPolicy(t, 3)
+	p := planWith(t, profs, pol, c.snap)
+	if len(rooms(p)[key(pod)]) != 1 {
+		t.Fatalf("want one move making room for %s, got %+v", key(pod), p.Moves)
+	}
+	if refused := recheckAll(t, profs, pol, c.snap, p); len(refused) != 0 {
+		t.Fatalf("refused on the plan's own view: %v", refused)
+	}
+	c.node("node-new", "8", "32Gi")
+	pod.Spec.NodeName = "node-new"
+	pod.Status = v1.PodStatus{Phase: v1.PodRunning}
+	refused := recheckAll(t, profs, pol, c.snap, p)
+	if len(refused) != 1 || !strings.Contains(refused[0], plan.ReasonNoRoom+": "+key(pod)) {
+		t.Fatalf("with %s placed: refused %v, want the room's move refused as %s", key(pod), refused, plan.ReasonNoRoom)
 	}
 }

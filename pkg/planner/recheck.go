@@ -26,6 +26,9 @@ type Recheck struct {
 	// sources are the nodes the plan moves pods off; drained those it
 	// empties, which the executor taints before its first eviction.
 	sources, drained sets.Set[string]
+	// waiting are the pending pods ("namespace/name") of the fresh view,
+	// read once: a room's moves go only while its pod still waits.
+	waiting sets.Set[string]
 }
 
 // NewRecheck rechecks the moves of p on sim, a simulation of a fresh view
@@ -67,6 +70,19 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	// since, a gang the pod joined since: it stays.
 	if why, detail := untouchable(r.sim, pod, m.Source); why != "" {
 		return false, why, detail
+	}
+	// A room made for a pod that no longer waits (placed, or gone) would
+	// only move pods.
+	if m.Room != "" {
+		if r.waiting == nil {
+			r.waiting = sets.New[string]()
+			for _, p := range r.sim.Pending() {
+				r.waiting.Insert(key(p))
+			}
+		}
+		if !r.waiting.Has(m.Room) {
+			return false, plan.ReasonNoRoom, fmt.Sprintf("%s, which the move makes room for, no longer waits for a node", m.Room)
+		}
 	}
 	// So does a pod made sticky since, against a balance plugin's move.
 	if m.Balance && hint.IsSticky(pod) {

@@ -35,3 +35,10 @@ func Schedulable(r v1.ResourceName) bool {
 	}
 	return v1helper.IsHugePageResourceName(r) || v1helper.IsExtendedResourceName(r)
 }
+
+// Size orders pods by how much they ask for, biggest first where it
+// sorts descending: millicores × 1024 plus MiB of memory.
+func Size(pod *v1.Pod) int64 {
+	r := Of(pod)
+	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
+}

@@ -558,20 +558,11 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	candidate := pod.DeepCopy()
 	candidate.Spec.NodeName = ""
 	candidate.Status = v1.PodStatus{}
-	if s.dra != nil && len(pod.Spec.ResourceClaims) > 0 {
-		// For this cycle only, as the pod itself: the pod's claims made
-		// from templates go with it, the replacement's are made anew.
-		f := s.Fork()
-		defer func() {
-			if err := s.Revert(f); err != nil {
-				panic(err)
-			}
-		}()
-		s.releaseClaims(pod)
-		if candidate, err = s.withClaims(candidate); err != nil {
-			return pred, err
-		}
+	candidate, undo, err := s.claimsForOneCycle(pod, candidate)
+	if err != nil {
+		return pred, err
 	}
+	defer undo()
 
 	res, err := s.schedule(ctx, sc, candidate, nil, opts.Drained)
 	if err != nil {
@@ -753,6 +744,28 @@ type cycle struct {
 	nodes []fwk.NodeInfo
 }
 
+// claimsForOneCycle gives candidate, the pod a cycle schedules in pod's
+// place, its claims for that cycle only: pod's claims made from templates
+// are released, candidate's made anew, as for a replacement. undo reverts
+// them.
+func (s *Simulator) claimsForOneCycle(pod, candidate *v1.Pod) (_ *v1.Pod, undo func(), err error) {
+	if s.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
+		return candidate, func() {}, nil
+	}
+	f := s.Fork()
+	undo = func() {
+		if err := s.Revert(f); err != nil {
+			panic(err)
+		}
+	}
+	s.releaseClaims(pod)
+	if candidate, err = s.withClaims(candidate); err != nil {
+		undo()
+		return nil, nil, err
+	}
+	return candidate, undo, nil
+}
+
 // Resolvable runs a scheduling cycle for the pending pod with its own
 // scheduler's profile and returns the nodes that rejected it only in a way
 // taking pods off them may resolve (status Unschedulable, such as too
@@ -766,19 +779,11 @@ func (s *Simulator) Resolvable(ctx context.Context, pod *v1.Pod) (fits bool, nod
 	if err != nil {
 		return false, nil, err
 	}
-	if s.dra != nil && len(pod.Spec.ResourceClaims) > 0 {
-		// Its claims made from templates, for this cycle only.
-		f := s.Fork()
-		defer func() {
-			if err := s.Revert(f); err != nil {
-				panic(err)
-			}
-		}()
-		s.releaseClaims(pod)
-		if pod, err = s.withClaims(pod); err != nil {
-			return false, nil, err
-		}
+	pod, undo, err := s.claimsForOneCycle(pod, pod)
+	if err != nil {
+		return false, nil, err
 	}
+	defer undo()
 	s.keepCodes = true
 	c, err := s.schedule(ctx, sc, pod, nil, nil)
 	s.keepCodes = false
