@@ -48,9 +48,9 @@ func New(_ context.Context, obj runtime.Object, handle frameworktypes.Handle) (f
 	if !ok {
 		return nil, fmt.Errorf("%s: want args of type %T, got %T", Name, args, obj)
 	}
-	sim, ok := handle.(simhandle.Handle)
-	if !ok {
-		return nil, fmt.Errorf("%s runs only in rebalancer's planner, which simulates the scheduler profile", Name)
+	sim, err := simhandle.From(Name, handle)
+	if err != nil {
+		return nil, err
 	}
 	return &Consolidation{handle: handle, sim: sim, args: args}, nil
 }

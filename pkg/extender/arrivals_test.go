@@ -25,39 +25,16 @@ import (
 // informer's store, which a scheduler's own watch would read.
 type gatedInformer struct {
 	cache.SharedIndexInformer
-	gate *sync.RWMutex
+	gate *fakewatch.Gate
 	regs *[]cache.ResourceEventHandlerRegistration
 }
 
 func (g gatedInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := g.SharedIndexInformer.AddEventHandler(gatedHandler{h: h, gate: g.gate})
+	reg, err := g.SharedIndexInformer.AddEventHandler(g.gate.Handler(h))
 	if err == nil {
 		*g.regs = append(*g.regs, reg)
 	}
 	return reg, err
-}
-
-type gatedHandler struct {
-	h    cache.ResourceEventHandler
-	gate *sync.RWMutex
-}
-
-func (g gatedHandler) OnAdd(obj any, isInInitialList bool) {
-	g.gate.RLock()
-	defer g.gate.RUnlock()
-	g.h.OnAdd(obj, isInInitialList)
-}
-
-func (g gatedHandler) OnUpdate(oldObj, newObj any) {
-	g.gate.RLock()
-	defer g.gate.RUnlock()
-	g.h.OnUpdate(oldObj, newObj)
-}
-
-func (g gatedHandler) OnDelete(obj any) {
-	g.gate.RLock()
-	defer g.gate.RUnlock()
-	g.h.OnDelete(obj)
 }
 
 // TestReplacementAheadOfTheWatch forces the race Arrivals closes: the
@@ -89,7 +66,7 @@ func TestReplacementAheadOfTheWatch(t *testing.T) {
 			watching := fakewatch.Started(client, "pods")
 			factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Strip))
 			informer := factory.Core().V1().Pods().Informer()
-			var gate sync.RWMutex
+			var gate fakewatch.Gate
 			var regs []cache.ResourceEventHandlerRegistration
 			if err := Watch(logger, gatedInformer{SharedIndexInformer: informer, gate: &gate, regs: &regs}, book, arrivals, m); err != nil {
 				t.Fatal(err)

@@ -7,9 +7,11 @@ package simhandle
 
 import (
 	"context"
+	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
@@ -46,4 +48,14 @@ type Handle interface {
 type Transaction interface {
 	Commit()
 	Rollback() error
+}
+
+// From is the planner's handle behind h, which the plugin named was built
+// with; an error when h is not one (the descheduler's own framework).
+func From(plugin string, h frameworktypes.Handle) (Handle, error) {
+	sim, ok := h.(Handle)
+	if !ok {
+		return nil, fmt.Errorf("%s runs only in rebalancer's planner, which simulates the scheduler profile", plugin)
+	}
+	return sim, nil
 }

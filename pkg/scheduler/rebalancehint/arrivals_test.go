@@ -2,7 +2,6 @@ package rebalancehint
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/rebalancer-dev/rebalancer/internal/fakewatch"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
@@ -21,7 +21,7 @@ import (
 // loaded scheduler may run them late: every handler of an informer runs in
 // its own goroutine, so the scheduler's queue can hand a pod to a cycle
 // before the plugin's handler has seen the events before it.
-type gate struct{ sync.RWMutex }
+type gate struct{ fakewatch.Gate }
 
 func (g *gate) factory(f informers.SharedInformerFactory) informers.SharedInformerFactory {
 	return gatedFactory{f, g}
@@ -65,30 +65,7 @@ type gatedInformer struct {
 }
 
 func (i gatedInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(gatedHandler{h, i.g})
-}
-
-type gatedHandler struct {
-	toolscache.ResourceEventHandler
-	g *gate
-}
-
-func (h gatedHandler) OnAdd(obj any, initial bool) {
-	h.g.RLock()
-	defer h.g.RUnlock()
-	h.ResourceEventHandler.OnAdd(obj, initial)
-}
-
-func (h gatedHandler) OnUpdate(oldObj, newObj any) {
-	h.g.RLock()
-	defer h.g.RUnlock()
-	h.ResourceEventHandler.OnUpdate(oldObj, newObj)
-}
-
-func (h gatedHandler) OnDelete(obj any) {
-	h.g.RLock()
-	defer h.g.RUnlock()
-	h.ResourceEventHandler.OnDelete(obj)
+	return i.SharedIndexInformer.AddEventHandler(i.g.Handler(h))
 }
 
 // leaveAndReplace marks the sticky pod old for deletion, or deletes it,
