@@ -84,12 +84,16 @@ func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktype
 	m.stuck = sets.New[types.UID]()
 	waiting := m.waiting(sim)
 	logger.V(2).Info("Pending pods room may be made for", "pods", len(waiting), "pending", len(sim.Pending()))
+	allowed := sets.New[string]() // the policy's nodes
+	for _, n := range nodes {
+		allowed.Insert(n.Name)
+	}
 	placed := 0
 	for i, pod := range waiting {
 		if placed >= int(m.args.MaxPodsPerCycle) || i >= maxExamined*int(m.args.MaxPodsPerCycle) {
 			break
 		}
-		ok, err := m.makeRoom(ctx, logger, pod, nodes)
+		ok, err := m.makeRoom(ctx, logger, pod, allowed)
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
@@ -137,7 +141,7 @@ type candidate struct {
 // where they all hold and the pod then fits, and places the pod there in
 // the simulation, so later rooms and plugins see it. It records a skip for
 // the pod when there is no such node.
-func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, nodes []*v1.Node) (bool, error) {
+func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, allowed sets.Set[string]) (bool, error) {
 	sim := m.sim.Simulator()
 	// Only nodes the pod was refused by for what moving pods may resolve
 	// (resources, not a taint or an affinity), and that the policy covers.
@@ -150,10 +154,6 @@ func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod
 	case fits:
 		logger.V(3).Info("Pending pod fits without moves: its scheduler will place it", "pod", klog.KObj(pod))
 		return false, nil
-	}
-	allowed := sets.New[string]()
-	for _, n := range nodes {
-		allowed.Insert(n.Name)
 	}
 	var resolvable []string
 	for _, n := range names {
