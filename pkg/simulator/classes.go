@@ -62,7 +62,16 @@ type classCache struct {
 	// the place of the class's scores among the first nodes' (scoreByClass).
 	first, seen, scored []int
 	cycle               int
+	// unlike counts down the cycles that do not look for classes after
+	// one found too many.
+	unlike int
 }
+
+// unlikeFor is how many cycles do not look for classes after one found
+// too many. Nodes become alike slowly (a drain empties one node at a time)
+// and either way a cycle gives the framework's answer: this only saves the
+// walk over nodes that are rarely alike.
+const unlikeFor = 15
 
 type nodeClass struct {
 	node       fwk.NodeInfo
@@ -147,6 +156,12 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 		return nil
 	}
 	cc := &s.nodeClasses
+	if cc.unlike > 0 {
+		// The nodes were too unlike a moment ago: walking them again
+		// costs more than it is likely to save.
+		cc.unlike--
+		return nil
+	}
 	cc.cycle++
 	cl := &classes{first: make([]int, len(nodes))}
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
@@ -158,6 +173,7 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 		id := cc.classOf(i, ni)
 		if cc.seen[id] != cc.cycle {
 			if len(cl.reps) == most {
+				cc.unlike = unlikeFor
 				return nil
 			}
 			cc.seen[id], cc.first[id] = cc.cycle, i

@@ -127,6 +127,29 @@ type scheduler struct {
 	// Filter and Score plugins.
 	classes         bool
 	filters, scores []string
+	// run runs the profile's Filter and Score plugins as the framework
+	// does, at less cost per node (see runner); nil: the framework does.
+	run *runner
+}
+
+// filterer is RunFilterPlugins for one cycle of sc: the runner's with the
+// filters state leaves active, else the framework's own.
+func (sc *scheduler) filterer(state fwk.CycleState) func(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status {
+	if sc.run == nil {
+		return sc.framework.RunFilterPlugins
+	}
+	active := sc.run.activeFilters(state)
+	return func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+		return filter(ctx, active, state, pod, ni)
+	}
+}
+
+// runScore is RunScorePlugins of sc: the runner's, else the framework's own.
+func (sc *scheduler) runScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+	if sc.run == nil {
+		return sc.framework.RunScorePlugins(ctx, state, pod, nodes)
+	}
+	return sc.run.score(ctx, state, pod, nodes)
 }
 
 // Simulator is the one simulated cluster: the nodes and pods of a snapshot in
@@ -332,6 +355,8 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 				return p, err
 			}
 		}
+		built := plugins{}
+		capture(registry, built)
 		// The framework scores every feasible node; sampling, where the
 		// profile has it, is modelled on top (see Prediction.Certain).
 		p := prof.DeepCopy()
@@ -344,6 +369,11 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 		}
 		sc.classes = !set.everyNode && alikeToProfile(p)
+		if !set.everyNode {
+			if sc.run, err = newRunner(sc.framework, built); err != nil {
+				return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
+			}
+		}
 		for _, pl := range sc.framework.ListPlugins().Filter.Enabled {
 			sc.filters = append(sc.filters, pl.Name)
 		}
@@ -835,7 +865,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	if sc.nodesToScore(c.considered) < c.considered {
 		return c, false, nil // the target may be left out of the sample scored
 	}
-	if !sc.framework.RunFilterPlugins(ctx, c.state, pod, ni).IsSuccess() {
+	if !sc.filterer(c.state)(ctx, c.state, pod, ni).IsSuccess() {
 		return c, false, nil
 	}
 	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
@@ -902,6 +932,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			}
 		}
 	}
+	runFilters := sc.filterer(c.state)
 	filter := func(i int) {
 		if len(tainted) > 0 && tainted[nodes[i].Node()] {
 			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey)
@@ -910,7 +941,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			}
 			return
 		}
-		st := fw.RunFilterPlugins(ctx, c.state, pod, nodes[i])
+		st := runFilters(ctx, c.state, pod, nodes[i])
 		switch {
 		case st.IsSuccess():
 			feasible[i] = nodes[i]
@@ -930,7 +961,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			cl = s.byClass(sc, c.state, pod, nodes, tainted)
 		}
 		if cl != nil {
-			fw.Parallelizer().Until(ctx, len(cl.reps), func(k int) { filter(cl.reps[k]) }, "Filter")
+			parallel(ctx, len(cl.reps), func(k int) { filter(cl.reps[k]) })
 			for i, first := range cl.first {
 				switch {
 				case first < 0:
@@ -946,7 +977,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 				}
 			}
 		} else {
-			fw.Parallelizer().Until(ctx, n, filter, "Filter")
+			parallel(ctx, n, filter)
 		}
 		for _, ni := range feasible {
 			if ni != nil {
@@ -960,7 +991,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		walked := 0
 		for walked < n && c.feasible < want && firstErr == nil && ctx.Err() == nil {
 			chunk := min(want, n-walked)
-			fw.Parallelizer().Until(ctx, chunk, func(k int) { filter((sc.next + walked + k) % n) }, "Filter")
+			parallel(ctx, chunk, func(k int) { filter((sc.next + walked + k) % n) })
 			for k := range chunk {
 				if feasible[(sc.next+walked+k)%n] != nil {
 					c.feasible++
@@ -1011,7 +1042,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return c, st.AsError()
 	}
-	scores, st := fw.RunScorePlugins(ctx, c.state, pod, fit)
+	scores, st := sc.runScore(ctx, c.state, pod, fit)
 	if !st.IsSuccess() {
 		return c, st.AsError()
 	}
@@ -1038,7 +1069,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !scoresAlike(sc.scores, state) {
 		return nil, false, nil
 	}
-	repScores, st := fw.RunScorePlugins(ctx, state, pod, reps)
+	repScores, st := sc.runScore(ctx, state, pod, reps)
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
@@ -1088,7 +1119,7 @@ func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, sco
 	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
 		return nil, st.AsError()
 	}
-	out, st := by.framework.RunScorePlugins(ctx, state, pod, nodes)
+	out, st := by.runScore(ctx, state, pod, nodes)
 	if !st.IsSuccess() {
 		return nil, st.AsError()
 	}

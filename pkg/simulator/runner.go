@@ -1,0 +1,199 @@
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	v1 "k8s.io/api/core/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// runner runs a profile's Filter and Score plugins on many nodes as the
+// framework's RunFilterPlugins and RunScorePlugins do — the same plugins,
+// in the same order, the same skips, normalization, weights and checks —
+// without what the framework pays on every node for metrics and lookups by
+// plugin name: at 5,000 nodes that bookkeeping costs as much as the
+// plugins themselves. A simulation built WithEveryNode calls the
+// framework's own runners instead (tests compare the two).
+type runner struct {
+	filters []fwk.FilterPlugin // in the profile's order
+	scores  []weightedScore
+	// lists is score's scratch space, kept from cycle to cycle (a
+	// simulation runs one cycle at a time).
+	lists []fwk.NodeScore
+}
+
+type weightedScore struct {
+	plugin fwk.ScorePlugin
+	weight int64
+}
+
+// plugins is filled by the registry's factories as the framework builds a
+// profile: the instances the framework runs, by name.
+type plugins map[string]fwk.Plugin
+
+// capture wraps every factory of registry so that the plugins it builds are
+// recorded in into.
+func capture(registry frameworkruntime.Registry, into plugins) {
+	for name, factory := range registry {
+		registry[name] = func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			p, err := factory(ctx, obj, h)
+			if err == nil {
+				into[name] = p
+			}
+			return p, err
+		}
+	}
+}
+
+// newRunner lists the profile's Filter and Score plugins, as the framework
+// resolved them, with the instances it built.
+func newRunner(fw framework.Framework, built plugins) (*runner, error) {
+	r := &runner{}
+	list := fw.ListPlugins()
+	for _, pl := range list.Filter.Enabled {
+		p, ok := built[pl.Name].(fwk.FilterPlugin)
+		if !ok {
+			return nil, fmt.Errorf("filter plugin %q was not built", pl.Name)
+		}
+		r.filters = append(r.filters, p)
+	}
+	for _, pl := range list.Score.Enabled {
+		p, ok := built[pl.Name].(fwk.ScorePlugin)
+		if !ok {
+			return nil, fmt.Errorf("score plugin %q was not built", pl.Name)
+		}
+		r.scores = append(r.scores, weightedScore{plugin: p, weight: int64(pl.Weight)})
+	}
+	return r, nil
+}
+
+// activeFilters are the Filter plugins state does not skip.
+func (r *runner) activeFilters(state fwk.CycleState) []fwk.FilterPlugin {
+	skip := state.GetSkipFilterPlugins()
+	if skip.Len() == 0 {
+		return r.filters
+	}
+	out := make([]fwk.FilterPlugin, 0, len(r.filters))
+	for _, pl := range r.filters {
+		if !skip.Has(pl.Name()) {
+			out = append(out, pl)
+		}
+	}
+	return out
+}
+
+// filter is RunFilterPlugins with the active filters.
+func filter(ctx context.Context, active []fwk.FilterPlugin, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	for _, pl := range active {
+		if st := pl.Filter(ctx, state, pod, ni); !st.IsSuccess() {
+			if !st.IsRejected() {
+				st = fwk.AsStatus(fmt.Errorf("running %q filter plugin: %w", pl.Name(), st.AsError()))
+			}
+			st.SetPlugin(pl.Name())
+			return st
+		}
+	}
+	return nil
+}
+
+// score is RunScorePlugins: every active Score plugin on every node, then
+// each plugin's NormalizeScore over all nodes, then its weight.
+func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+	skip := state.GetSkipScorePlugins()
+	active := make([]weightedScore, 0, len(r.scores))
+	for _, ws := range r.scores {
+		if !skip.Has(ws.plugin.Name()) {
+			active = append(active, ws)
+		}
+	}
+	n, k := len(nodes), len(active)
+	// Plugin j's list is lists[j*n:(j+1)*n]; every entry is written below.
+	if cap(r.lists) < n*k {
+		r.lists = make([]fwk.NodeScore, n*k)
+	}
+	lists := r.lists[:n*k]
+	var failed atomic.Pointer[fwk.Status]
+	parallel(ctx, n, func(i int) {
+		name := nodes[i].Node().Name
+		for j, ws := range active {
+			s, st := ws.plugin.Score(ctx, state, pod, nodes[i])
+			if !st.IsSuccess() {
+				failed.CompareAndSwap(nil, fwk.AsStatus(fmt.Errorf("running Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError())))
+				return
+			}
+			lists[j*n+i] = fwk.NodeScore{Name: name, Score: s}
+		}
+	})
+	if st := failed.Load(); st != nil {
+		return nil, st
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	for j, ws := range active {
+		if ext := ws.plugin.ScoreExtensions(); ext != nil {
+			if st := ext.NormalizeScore(ctx, state, pod, lists[j*n:(j+1)*n]); !st.IsSuccess() {
+				return nil, fwk.AsStatus(fmt.Errorf("running Normalize on Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError()))
+			}
+		}
+	}
+	out := make([]fwk.NodePluginScores, n)
+	each := make([]fwk.PluginScore, n*k)
+	for i := range out {
+		ns := fwk.NodePluginScores{Name: lists[i].Name, Scores: each[i*k : (i+1)*k : (i+1)*k]}
+		if k == 0 {
+			ns.Name = nodes[i].Node().Name
+		}
+		for j, ws := range active {
+			s := lists[j*n+i].Score
+			if s > fwk.MaxNodeScore || s < fwk.MinNodeScore {
+				return nil, fwk.AsStatus(fmt.Errorf("applying score defaultWeights on Score plugins: plugin %q returns an invalid score %v, it should in the range of [%v, %v] after normalizing", ws.plugin.Name(), s, fwk.MinNodeScore, fwk.MaxNodeScore))
+			}
+			ns.Scores[j] = fwk.PluginScore{Name: ws.plugin.Name(), Score: s * ws.weight}
+			ns.TotalScore += s * ws.weight
+		}
+		out[i] = ns
+	}
+	return out, nil
+}
+
+// parallel calls do for 0..n-1 on every core, in chunks, until ctx ends.
+func parallel(ctx context.Context, n int, do func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
+	if workers <= 1 {
+		for i := range n {
+			if i%chunk == 0 && ctx.Err() != nil {
+				return
+			}
+			do(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				start := int(next.Add(chunk)) - chunk
+				if start >= n {
+					return
+				}
+				for i := start; i < min(start+chunk, n); i++ {
+					do(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// chunk is how many nodes a worker takes at a time: enough to make the
+// handover cheap, few enough to balance the cores.
+const chunk = 64

@@ -1,0 +1,231 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+const gpu = v1.ResourceName("nvidia.com/gpu")
+
+// TestRunnerIsTheFrameworksAnswer is the differential test of the runner:
+// node classes off, so that every cycle filters and scores every node
+// through it, each cycle must give exactly what the framework's own
+// RunFilterPlugins and RunScorePlugins give (WithEveryNode): the same
+// feasible nodes in order, per-plugin and total scores, diagnosis, and the
+// same predictions and placements as the nodes change. Clusters of unlike
+// nodes (five sizes, GPUs on some, pools, zones, taints, a cordoned node,
+// images) and pods of every kind, GPU pods and hinted replacements among
+// them (RebalanceHint's Filter and Score at work), under kube-scheduler's
+// default profile (LeastAllocated, balanced allocation), the shipped
+// MostAllocated and RequestedToCapacityRatio pairs, a hint-less packing
+// profile and LoadAware.
+func TestRunnerIsTheFrameworksAnswer(t *testing.T) {
+	def, err := latest.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles := []struct {
+		name string
+		prof *config.KubeSchedulerProfile
+	}{
+		{"kube-scheduler default", &def.Profiles[0]},
+		{"binpacking", profile(t, "binpacking-scheduler.yaml")},
+		{"balancing", profile(t, "balancing-scheduler.yaml")},
+		{"hint-less packing", unsteeredPacking(t)},
+		{"load-aware", profile(t, "load-aware-scheduler.yaml")},
+	}
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			scored := 0
+			for seed := range uint64(3) {
+				random := rand.New(rand.NewPCG(seed, 11))
+				snap := unlikeCluster(random, p.prof.SchedulerName)
+				fast, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				every, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap, WithEveryNode())
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, b := fast.schedulers[p.prof.SchedulerName], every.schedulers[p.prof.SchedulerName]
+				if a.run == nil || b.run != nil {
+					t.Fatal("the runner is not where it should be")
+				}
+				a.classes = false
+				// Hints for a third of the owners: their replacements are
+				// scored by RebalanceHint, and its promises turn its Filter on.
+				var replacements []*v1.Pod
+				for i, pod := range fast.Bound() {
+					if i%3 != 0 || NodeBound(pod) {
+						continue
+					}
+					leaving := pod.DeepCopy()
+					leaving.Annotations = hint.Hint{Source: pod.Spec.NodeName, Target: snap.Nodes[random.IntN(len(snap.Nodes))].Name, PlanID: "p", Time: time.Now()}.Annotations()
+					fast.Leaving(leaving)
+					every.Leaving(leaving.DeepCopy())
+					replacements = append(replacements, NewReplacement(pod, pod.Name+"-new", pod.UID+"-new", time.Time{}))
+				}
+				for round := range 3 {
+					var drained sets.Set[string]
+					if round == 1 {
+						drained = sets.New(snap.Nodes[1].Name, snap.Nodes[4].Name)
+					}
+					pods := replacements
+					for i := range 30 {
+						pods = append(pods, unlikePod(random, fmt.Sprintf("new-%d-%d-%d", seed, round, i), p.prof.SchedulerName))
+					}
+					for _, pod := range pods {
+						got, err := fast.schedule(ctx, a, pod, nil, drained)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, err := every.schedule(ctx, b, pod, nil, drained)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if diff := cycleDiff(got, want); diff != "" {
+							t.Fatalf("seed %d round %d, pod %s (%s): the runner's %s", seed, round, pod.Name, pod.Labels["kind"], diff)
+						}
+						if len(got.scores) > 1 {
+							scored++
+						}
+					}
+					for _, bound := range fast.Bound()[:15] {
+						opts := PredictOptions{LeaveSource: round == 2, Drained: drained}
+						got, err := fast.Predict(ctx, bound, opts)
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, err := every.Predict(ctx, bound, opts)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !reflect.DeepEqual(got, want) {
+							t.Fatalf("seed %d round %d, prediction for %s: the runner's %+v, want %+v", seed, round, bound.Name, got, want)
+						}
+					}
+					for i := range 20 {
+						pod := unlikePod(random, fmt.Sprintf("placed-%d-%d-%d", seed, round, i), p.prof.SchedulerName)
+						x, _, err := fast.Place(ctx, pod)
+						if err != nil {
+							t.Fatal(err)
+						}
+						y, _, err := every.Place(ctx, pod.DeepCopy())
+						if err != nil {
+							t.Fatal(err)
+						}
+						if (x == nil) != (y == nil) || x != nil && x.Spec.NodeName != y.Spec.NodeName {
+							t.Fatalf("placed %s on %v, want %v", pod.Name, x, y)
+						}
+					}
+				}
+			}
+			if scored == 0 {
+				t.Fatal("no cycle scored more than one node: the test shows nothing")
+			}
+		})
+	}
+}
+
+// TestRunnerStopsWithItsContext: a cycle whose context ends is an error,
+// never "no node fits".
+func TestRunnerStopsWithItsContext(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	prof := profile(t, "binpacking-scheduler.yaml")
+	snap := unlikeCluster(rand.New(rand.NewPCG(1, 1)), prof.SchedulerName)
+	s, err := New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := s.schedulers[prof.SchedulerName]
+	sc.classes = false
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	c, err := s.schedule(done, sc, plainPod("late", prof.SchedulerName, "100m", "100Mi"), nil, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cycle with an ended context: %d nodes scored, %q, error %v; want context.Canceled", len(c.scores), c.diagnosis, err)
+	}
+}
+
+// unlikeCluster is 80 nodes of five sizes, no two alike once pods run on
+// them: a quarter with GPUs, two pools, three zones, some tainted, one
+// cordoned, some holding an image; about three pods a node, some asking
+// for GPUs, every three sharing a ReplicaSet.
+func unlikeCluster(random *rand.Rand, scheduler string) *snapshot.Snapshot {
+	snap := alikeCluster(random, scheduler, false, false)
+	snap.Pods = nil
+	for len(snap.Nodes) < 80 {
+		n := snap.Nodes[len(snap.Nodes)%60].DeepCopy()
+		n.Name = fmt.Sprintf("n-%03d", len(snap.Nodes))
+		n.Labels[v1.LabelHostname] = n.Name
+		snap.Nodes = append(snap.Nodes, n)
+	}
+	for i, n := range snap.Nodes {
+		cpu := []int64{2, 4, 8, 16, 32}[random.IntN(5)]
+		rl := v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(cpu*(2+random.Int64N(6))<<30, resource.BinarySI),
+			v1.ResourcePods:   resource.MustParse("20"),
+		}
+		if i%4 == 2 {
+			rl[gpu] = *resource.NewQuantity(int64(4+4*random.IntN(2)), resource.DecimalSI)
+		}
+		n.Status.Capacity, n.Status.Allocatable = rl, rl
+	}
+	for i := range 240 {
+		p := unlikePod(random, fmt.Sprintf("bound-%d", i), scheduler)
+		p.Spec.NodeName = snap.Nodes[random.IntN(len(snap.Nodes))].Name
+		p.Status.Phase = v1.PodRunning
+		rs := fmt.Sprintf("rs%d", i/3)
+		p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", rs, types.UID(rs))}
+		snap.Pods = append(snap.Pods, p)
+	}
+	return snap
+}
+
+// unlikePod is randomPod, or one in six times a pod asking for GPUs.
+func unlikePod(random *rand.Rand, name, scheduler string) *v1.Pod {
+	p := randomPod(random, name, scheduler)
+	if random.IntN(6) == 0 {
+		p.Labels["kind"] = "gpu"
+		n := *resource.NewQuantity(int64(1+random.IntN(4)), resource.DecimalSI)
+		if p.Spec.Containers[0].Resources.Requests == nil {
+			p.Spec.Containers[0].Resources.Requests = v1.ResourceList{}
+		}
+		p.Spec.Containers[0].Resources.Requests[gpu] = n
+		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{gpu: n}
+	}
+	return p
+}
+
+// unsteeredPacking is the hint-less MostAllocated profile of the tests.
+func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
+	logger, _ := ktesting.NewTestContext(t)
+	cfg, err := options.LoadConfigFromFile(logger, filepath.Join("..", "..", "test", "testdata", "unsteered-packing-scheduler.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cfg.Profiles[0]
+}
