@@ -205,8 +205,9 @@ type settings struct {
 
 // WithEveryNode runs every scheduling cycle's plugins on every node, as
 // kube-scheduler does, instead of on one node of each class of nodes the
-// cycle's plugins cannot tell apart (see classes.go). The answers are the
-// same; only the time differs.
+// cycle's plugins cannot tell apart (see classes.go), and through the
+// framework's own RunFilterPlugins and RunScorePlugins instead of the
+// runner (see runner.go). The answers are the same; only the time differs.
 func WithEveryNode() Option {
 	return func(s *settings) { s.everyNode = true }
 }
