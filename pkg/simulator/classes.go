@@ -62,9 +62,10 @@ type classCache struct {
 	// the place of the class's scores among the first nodes' (scoreByClass).
 	first, seen, scored []int
 	cycle               int
-	// unlike counts down the cycles that do not look for classes after
-	// one found too many.
-	unlike int
+	// unlike counts down the cycles that do not look for classes among
+	// unlikeOf nodes (a cycle's node list, as PreFilter narrowed it) after
+	// one found too many there.
+	unlike, unlikeOf int
 }
 
 // unlikeFor is how many cycles do not look for classes after one found
@@ -156,8 +157,8 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 		return nil
 	}
 	cc := &s.nodeClasses
-	if cc.unlike > 0 {
-		// The nodes were too unlike a moment ago: walking them again
+	if cc.unlike > 0 && cc.unlikeOf == len(nodes) {
+		// These nodes were too unlike a moment ago: walking them again
 		// costs more than it is likely to save.
 		cc.unlike--
 		return nil
@@ -173,7 +174,7 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 		id := cc.classOf(i, ni)
 		if cc.seen[id] != cc.cycle {
 			if len(cl.reps) == most {
-				cc.unlike = unlikeFor
+				cc.unlike, cc.unlikeOf = unlikeFor, len(nodes)
 				return nil
 			}
 			cc.seen[id], cc.first[id] = cc.cycle, i

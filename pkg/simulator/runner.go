@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
@@ -27,6 +28,10 @@ type runner struct {
 	// lists is score's scratch space, kept from cycle to cycle (a
 	// simulation runs one cycle at a time).
 	lists []fwk.NodeScore
+	// keys says, for each plugin whose verdicts and scores the runner
+	// remembers, what of a pod it reads (see memo.go); memos holds them.
+	keys  map[string]map[string]podKey
+	memos memos
 }
 
 type weightedScore struct {
@@ -54,8 +59,8 @@ func capture(registry frameworkruntime.Registry, into plugins) {
 
 // newRunner lists the profile's Filter and Score plugins, as the framework
 // resolved them, with the instances it built.
-func newRunner(fw framework.Framework, built plugins) (*runner, error) {
-	r := &runner{}
+func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile) (*runner, error) {
+	r := &runner{keys: memoKeys(prof), memos: memos{byKey: map[string]*memo{}}}
 	list := fw.ListPlugins()
 	for _, pl := range list.Filter.Enabled {
 		p, ok := built[pl.Name].(fwk.FilterPlugin)
@@ -74,25 +79,42 @@ func newRunner(fw framework.Framework, built plugins) (*runner, error) {
 	return r, nil
 }
 
-// activeFilters are the Filter plugins state does not skip.
-func (r *runner) activeFilters(state fwk.CycleState) []fwk.FilterPlugin {
-	skip := state.GetSkipFilterPlugins()
-	if skip.Len() == 0 {
-		return r.filters
-	}
-	out := make([]fwk.FilterPlugin, 0, len(r.filters))
-	for _, pl := range r.filters {
-		if !skip.Has(pl.Name()) {
-			out = append(out, pl)
-		}
-	}
-	return out
+// filterPass is one cycle's Filter plugins: those state does not skip,
+// each with its memo for the pod (nil: not remembered).
+type filterPass struct {
+	plugins []fwk.FilterPlugin
+	memos   []*memo
 }
 
-// filter is RunFilterPlugins with the active filters.
-func filter(ctx context.Context, active []fwk.FilterPlugin, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	for _, pl := range active {
-		if st := pl.Filter(ctx, state, pod, ni); !st.IsSuccess() {
+// filterPass prepares the filter pass of pod's cycle over n nodes.
+func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass {
+	skip := state.GetSkipFilterPlugins()
+	r.memos.cycle++
+	var fp filterPass
+	for _, pl := range r.filters {
+		if !skip.Has(pl.Name()) {
+			fp.plugins = append(fp.plugins, pl)
+			fp.memos = append(fp.memos, r.memo(pl.Name(), "filter", pod, n))
+		}
+	}
+	return fp
+}
+
+// filter is RunFilterPlugins with the pass's filters, on the node at
+// slot of the node list (-1: not in it, nothing remembered).
+func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot int) *fwk.Status {
+	for i, pl := range fp.plugins {
+		var st *fwk.Status
+		if m := fp.memos[i]; m != nil && slot >= 0 {
+			var ok bool
+			if st, ok = m.status(slot, ni); !ok {
+				st = pl.Filter(ctx, state, pod, ni)
+				m.keepStatus(slot, ni, st)
+			}
+		} else {
+			st = pl.Filter(ctx, state, pod, ni)
+		}
+		if !st.IsSuccess() {
 			if !st.IsRejected() {
 				st = fwk.AsStatus(fmt.Errorf("running %q filter plugin: %w", pl.Name(), st.AsError()))
 			}
@@ -104,13 +126,21 @@ func filter(ctx context.Context, active []fwk.FilterPlugin, state fwk.CycleState
 }
 
 // score is RunScorePlugins: every active Score plugin on every node, then
-// each plugin's NormalizeScore over all nodes, then its weight.
-func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+// each plugin's NormalizeScore over all nodes, then its weight. slots, when
+// not nil, gives each node's place in the node list, where raw scores are
+// remembered (see memo.go); total is that list's length.
+func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
 	skip := state.GetSkipScorePlugins()
 	active := make([]weightedScore, 0, len(r.scores))
+	var memos []*memo
 	for _, ws := range r.scores {
 		if !skip.Has(ws.plugin.Name()) {
 			active = append(active, ws)
+			var m *memo
+			if slots != nil {
+				m = r.memo(ws.plugin.Name(), "score", pod, total)
+			}
+			memos = append(memos, m)
 		}
 	}
 	n, k := len(nodes), len(active)
@@ -123,10 +153,21 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	parallel(ctx, n, func(i int) {
 		name := nodes[i].Node().Name
 		for j, ws := range active {
-			s, st := ws.plugin.Score(ctx, state, pod, nodes[i])
-			if !st.IsSuccess() {
-				failed.CompareAndSwap(nil, fwk.AsStatus(fmt.Errorf("running Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError())))
-				return
+			m := memos[j]
+			s, ok := int64(0), false
+			if m != nil {
+				s, ok = m.score(slots[i], nodes[i])
+			}
+			if !ok {
+				var st *fwk.Status
+				s, st = ws.plugin.Score(ctx, state, pod, nodes[i])
+				if !st.IsSuccess() {
+					failed.CompareAndSwap(nil, fwk.AsStatus(fmt.Errorf("running Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError())))
+					return
+				}
+				if m != nil {
+					m.keepScore(slots[i], nodes[i], s)
+				}
 			}
 			lists[j*n+i] = fwk.NodeScore{Name: name, Score: s}
 		}

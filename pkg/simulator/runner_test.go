@@ -205,9 +205,30 @@ func unlikeCluster(random *rand.Rand, scheduler string) *snapshot.Snapshot {
 	return snap
 }
 
-// unlikePod is randomPod, or one in six times a pod asking for GPUs.
+// unlikePod is randomPod, or a pod asking for GPUs, with an init
+// container or a sidecar asking for more than its containers, with
+// overhead, or with a second container that asks for nothing (which
+// scores count as a default request).
 func unlikePod(random *rand.Rand, name, scheduler string) *v1.Pod {
 	p := randomPod(random, name, scheduler)
+	init := v1.Container{Name: "init", Image: "registry.example.com/init:v1", Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("1Gi"),
+	}}}
+	switch random.IntN(12) {
+	case 0:
+		p.Labels["kind"] = "init"
+		p.Spec.InitContainers = []v1.Container{init}
+	case 1:
+		p.Labels["kind"] = "sidecar"
+		init.RestartPolicy = ptrTo(v1.ContainerRestartPolicyAlways)
+		p.Spec.InitContainers = []v1.Container{init}
+	case 2:
+		p.Labels["kind"] = "overhead"
+		p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("2Gi")}
+	case 3:
+		p.Labels["kind"] = "two-containers"
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "idle", Image: "registry.example.com/idle:v1"})
+	}
 	if random.IntN(6) == 0 {
 		p.Labels["kind"] = "gpu"
 		n := *resource.NewQuantity(int64(1+random.IntN(4)), resource.DecimalSI)
@@ -228,4 +249,40 @@ func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
 		t.Fatal(err)
 	}
 	return &cfg.Profiles[0]
+}
+
+// TestMemosStayBounded: however many pod shapes a plan asks about, the
+// runner's memos together hold at most memoSlots places, the least
+// recently used dropped first.
+func TestMemosStayBounded(t *testing.T) {
+	const nodes = 50_000
+	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}), memos: memos{byKey: map[string]*memo{}}}
+	var first *memo
+	for i := range 100 {
+		r.memos.cycle++
+		p := plainPod(fmt.Sprint(i), "", "100m", "100Mi")
+		p.Spec.NodeName = fmt.Sprintf("n-%d", i) // a key of its own
+		m := r.memo("NodeName", "filter", p, nodes)
+		if m == nil {
+			t.Fatal("NodeName's verdicts are not remembered")
+		}
+		if i == 0 {
+			first = m
+		}
+		total := 0
+		for _, m := range r.memos.byKey {
+			total += len(m.gen)
+		}
+		if total > memoSlots {
+			t.Fatalf("after %d keys the memos hold %d places, more than %d", i+1, total, memoSlots)
+		}
+	}
+	for _, m := range r.memos.byKey {
+		if m == first {
+			t.Fatal("the least recently used memo was kept")
+		}
+	}
+	if len(r.memos.byKey) != memoSlots/nodes {
+		t.Fatalf("%d memos kept, want %d", len(r.memos.byKey), memoSlots/nodes)
+	}
 }

@@ -132,24 +132,29 @@ type scheduler struct {
 	run *runner
 }
 
-// filterer is RunFilterPlugins for one cycle of sc: the runner's with the
-// filters state leaves active, else the framework's own.
-func (sc *scheduler) filterer(state fwk.CycleState) func(context.Context, fwk.CycleState, *v1.Pod, fwk.NodeInfo) *fwk.Status {
+// filterer is RunFilterPlugins for pod's cycle of sc over n nodes: the
+// runner's, with the filters state leaves active, else the framework's
+// own. slot is the node's place in the node list (-1: not known).
+func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
 	if sc.run == nil {
-		return sc.framework.RunFilterPlugins
+		return func(ctx context.Context, ni fwk.NodeInfo, _ int) *fwk.Status {
+			return sc.framework.RunFilterPlugins(ctx, state, pod, ni)
+		}
 	}
-	active := sc.run.activeFilters(state)
-	return func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-		return filter(ctx, active, state, pod, ni)
+	fp := sc.run.filterPass(state, pod, n)
+	return func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
+		return fp.filter(ctx, state, pod, ni, slot)
 	}
 }
 
-// runScore is RunScorePlugins of sc: the runner's, else the framework's own.
-func (sc *scheduler) runScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+// runScore is RunScorePlugins of sc: the runner's, else the framework's
+// own. slots are the nodes' places in the node list of total nodes (nil:
+// not known).
+func (sc *scheduler) runScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
 	if sc.run == nil {
 		return sc.framework.RunScorePlugins(ctx, state, pod, nodes)
 	}
-	return sc.run.score(ctx, state, pod, nodes)
+	return sc.run.score(ctx, state, pod, nodes, slots, total)
 }
 
 // Simulator is the one simulated cluster: the nodes and pods of a snapshot in
@@ -371,7 +376,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		}
 		sc.classes = !set.everyNode && alikeToProfile(p)
 		if !set.everyNode {
-			if sc.run, err = newRunner(sc.framework, built); err != nil {
+			if sc.run, err = newRunner(sc.framework, built, p); err != nil {
 				return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 			}
 		}
@@ -866,7 +871,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	if sc.nodesToScore(c.considered) < c.considered {
 		return c, false, nil // the target may be left out of the sample scored
 	}
-	if !sc.filterer(c.state)(ctx, c.state, pod, ni).IsSuccess() {
+	if !sc.filterer(c.state, pod, 1)(ctx, ni, -1).IsSuccess() {
 		return c, false, nil
 	}
 	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
@@ -899,13 +904,21 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		return c, nil
 	}
 	nodes := all
+	var slots []int // nodes[i] is all[slots[i]]; nil: nodes is all
 	if !preRes.AllNodes() {
 		nodes = make([]fwk.NodeInfo, 0, len(preRes.NodeNames))
-		for _, ni := range all { // in node list order, as kube-scheduler
+		for i, ni := range all { // in node list order, as kube-scheduler
 			if preRes.NodeNames.Has(ni.Node().Name) {
 				nodes = append(nodes, ni)
+				slots = append(slots, i)
 			}
 		}
+	}
+	slot := func(i int) int {
+		if slots == nil {
+			return i
+		}
+		return slots[i]
 	}
 	c.considered = len(nodes)
 	c.nodes = nodes
@@ -933,7 +946,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			}
 		}
 	}
-	runFilters := sc.filterer(c.state)
+	runFilters := sc.filterer(c.state, pod, len(all))
 	filter := func(i int) {
 		if len(tainted) > 0 && tainted[nodes[i].Node()] {
 			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey)
@@ -942,7 +955,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 			}
 			return
 		}
-		st := runFilters(ctx, c.state, pod, nodes[i])
+		st := runFilters(ctx, nodes[i], slot(i))
 		switch {
 		case st.IsSuccess():
 			feasible[i] = nodes[i]
@@ -1017,9 +1030,13 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	if cl != nil {
 		fit = nil // scoreByClass reads feasible as filtered, indexed like nodes
 	}
-	for _, ni := range feasible {
+	var fitSlots []int // fit[k]'s place in all; nil once sampled
+	for i, ni := range feasible {
 		if ni != nil {
 			fit = append(fit, ni)
+			if random == nil {
+				fitSlots = append(fitSlots, slot(i))
+			}
 		}
 	}
 	if len(fit) == 0 {
@@ -1034,7 +1051,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		return c, nil
 	}
 	if cl != nil {
-		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, len(fit), cl)
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, len(fit), cl, slot, len(all))
 		if err != nil || ok {
 			c.scores = scores
 			return c, err
@@ -1043,7 +1060,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return c, st.AsError()
 	}
-	scores, st := sc.runScore(ctx, c.state, pod, fit)
+	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, len(all))
 	if !st.IsSuccess() {
 		return c, st.AsError()
 	}
@@ -1056,12 +1073,14 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 // would list them; ok is false when a Score plugin that reads more of a
 // node than its class (see scoresByClass) did not skip itself, and the
 // caller scores every node. feasible, indexed like nodes, holds fit nodes.
-func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes) ([]fwk.NodePluginScores, bool, error) {
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) ([]fwk.NodePluginScores, bool, error) {
 	fw := sc.framework
 	var reps []fwk.NodeInfo
+	var repSlots []int
 	for _, i := range cl.reps {
 		if feasible[i] != nil {
 			reps = append(reps, nodes[i])
+			repSlots = append(repSlots, slot(i))
 		}
 	}
 	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
@@ -1070,7 +1089,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !scoresAlike(sc.scores, state) {
 		return nil, false, nil
 	}
-	repScores, st := sc.runScore(ctx, state, pod, reps)
+	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, total)
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
@@ -1120,7 +1139,7 @@ func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, sco
 	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
 		return nil, st.AsError()
 	}
-	out, st := by.runScore(ctx, state, pod, nodes)
+	out, st := by.runScore(ctx, state, pod, nodes, nil, 0)
 	if !st.IsSuccess() {
 		return nil, st.AsError()
 	}

@@ -1,0 +1,243 @@
+package simulator
+
+import (
+	"encoding/json"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+)
+
+// Remembered verdicts and scores.
+//
+// A plan asks about many pods of few shapes (a 150,000-pod synthetic
+// cluster has 160 distinct requests) on nodes of which only a few change
+// between two questions. Some plugins read nothing of a cycle but the pod
+// and the node in question: NodeResourcesFit and balanced allocation its
+// requests and the node's allocatable and requested resources, the taint
+// plugins its tolerations and the node's taints, NodeAffinity and NodeName
+// its node selection and the node's labels and name. Their Filter verdict
+// and raw Score on a node are then a function of what they read of the pod
+// (its key, below) and the node's state, which kube-scheduler's NodeInfo
+// generation identifies: it moves on, to a number no NodeInfo had before,
+// at every change to the node or its pods. The runner remembers them by
+// key and by the node's place in the node list, with that generation, and
+// calls the plugin again only for nodes whose generation moved. Plugins
+// that read more (other nodes' pods, claims, images counted over all
+// nodes, usage, hints) are always called. A key that cannot vouch for the
+// pod (resources that DRA may back, or scoring with such resources) turns
+// the memo off for that plugin and pod.
+
+// podKey is what a plugin reads of a pod, as a string; ok is false when
+// the plugin may read more than the key says.
+type podKey func(pod *v1.Pod) (key string, ok bool)
+
+// memoKeys are the keys of the plugins whose verdicts ("filter") and raw
+// scores ("score") a profile's runner remembers, by phase and plugin name.
+func memoKeys(prof *config.KubeSchedulerProfile) map[string]map[string]podKey {
+	filter := map[string]podKey{
+		names.NodeUnschedulable: tolerationsKey,
+		names.TaintToleration:   tolerationsKey,
+		names.NodeName:          nodeNameKey,
+		names.NodeAffinity:      nodeSelectionKey,
+		names.NodeResourcesFit:  resourcesKey,
+	}
+	score := map[string]podKey{
+		names.TaintToleration: tolerationsKey,
+		names.NodeAffinity:    nodeSelectionKey,
+	}
+	// Scores over extended resources read DRA's allocations when devices
+	// back them: only scores over native resources are remembered.
+	if native(scoredResources(prof, names.NodeResourcesFit)) {
+		score[names.NodeResourcesFit] = resourcesKey
+	}
+	if native(scoredResources(prof, names.NodeResourcesBalancedAllocation)) {
+		score[names.NodeResourcesBalancedAllocation] = resourcesKey
+	}
+	return map[string]map[string]podKey{"filter": filter, "score": score}
+}
+
+// scoredResources are the resources plugin (NodeResourcesFit or balanced
+// allocation) scores with in prof; nil when it is not configured, which
+// means kube-scheduler's defaults (CPU and memory).
+func scoredResources(prof *config.KubeSchedulerProfile, plugin string) []config.ResourceSpec {
+	for _, pc := range prof.PluginConfig {
+		if pc.Name != plugin {
+			continue
+		}
+		switch args := pc.Args.(type) {
+		case *config.NodeResourcesFitArgs:
+			if args.ScoringStrategy != nil {
+				return args.ScoringStrategy.Resources
+			}
+		case *config.NodeResourcesBalancedAllocationArgs:
+			return args.Resources
+		}
+	}
+	return nil
+}
+
+func native(resources []config.ResourceSpec) bool {
+	for _, r := range resources {
+		if !nativeResource(v1.ResourceName(r.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// nativeResource: a resource no DRA device can back.
+func nativeResource(name v1.ResourceName) bool {
+	switch name {
+	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+		return true
+	}
+	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+}
+
+func tolerationsKey(pod *v1.Pod) (string, bool) {
+	return marshal(pod.Spec.Tolerations)
+}
+
+func nodeNameKey(pod *v1.Pod) (string, bool) {
+	return pod.Spec.NodeName, true
+}
+
+func nodeSelectionKey(pod *v1.Pod) (string, bool) {
+	var na *v1.NodeAffinity
+	if pod.Spec.Affinity != nil {
+		na = pod.Spec.Affinity.NodeAffinity
+	}
+	return marshal(struct {
+		S map[string]string
+		A *v1.NodeAffinity
+	}{pod.Spec.NodeSelector, na})
+}
+
+// resourcesKey is everything a pod's requests are computed from: its
+// containers' and init containers' resources (and whether an init
+// container restarts, a sidecar), overhead, pod-level resources and status
+// (resources resized in place). Only pods asking for native resources
+// alone have one: an extended resource may be backed by DRA devices.
+func resourcesKey(pod *v1.Pod) (string, bool) {
+	type initContainer struct {
+		R v1.ResourceRequirements
+		P *v1.ContainerRestartPolicy
+	}
+	lists := []v1.ResourceList{pod.Spec.Overhead}
+	containers := make([]v1.ResourceRequirements, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		containers[i] = c.Resources
+		lists = append(lists, c.Resources.Requests, c.Resources.Limits)
+	}
+	inits := make([]initContainer, len(pod.Spec.InitContainers))
+	for i, c := range pod.Spec.InitContainers {
+		inits[i] = initContainer{c.Resources, c.RestartPolicy}
+		lists = append(lists, c.Resources.Requests, c.Resources.Limits)
+	}
+	if r := pod.Spec.Resources; r != nil {
+		lists = append(lists, r.Requests, r.Limits)
+	}
+	for _, l := range lists {
+		for name := range l {
+			if !nativeResource(name) {
+				return "", false
+			}
+		}
+	}
+	return marshal(struct {
+		C []v1.ResourceRequirements
+		I []initContainer
+		O v1.ResourceList
+		P *v1.ResourceRequirements
+		S *v1.PodStatus
+	}{containers, inits, pod.Spec.Overhead, pod.Spec.Resources, &pod.Status})
+}
+
+func marshal(v any) (string, bool) {
+	b, err := json.Marshal(v)
+	return string(b), err == nil
+}
+
+// memo is what one plugin answered for pods of one key, by node place:
+// valid where gen holds the node's generation then.
+type memo struct {
+	gen      []int64
+	statuses []*fwk.Status // filters
+	scores   []int64       // scores
+	used     int           // the cycle that last used it
+}
+
+func (m *memo) status(slot int, ni fwk.NodeInfo) (*fwk.Status, bool) {
+	if slot >= len(m.gen) || m.gen[slot] != ni.GetGeneration() {
+		return nil, false
+	}
+	return m.statuses[slot], true
+}
+
+func (m *memo) keepStatus(slot int, ni fwk.NodeInfo, st *fwk.Status) {
+	if slot < len(m.gen) && (st.IsSuccess() || st.IsRejected()) {
+		m.gen[slot], m.statuses[slot] = ni.GetGeneration(), st
+	}
+}
+
+func (m *memo) score(slot int, ni fwk.NodeInfo) (int64, bool) {
+	if slot >= len(m.gen) || m.gen[slot] != ni.GetGeneration() {
+		return 0, false
+	}
+	return m.scores[slot], true
+}
+
+func (m *memo) keepScore(slot int, ni fwk.NodeInfo, s int64) {
+	if slot < len(m.gen) {
+		m.gen[slot], m.scores[slot] = ni.GetGeneration(), s
+	}
+}
+
+// memos are a runner's memos by plugin, phase and key, the least recently
+// used dropped beyond a bound on their size.
+type memos struct {
+	byKey map[string]*memo
+	cycle int
+}
+
+// memoSlots bounds the memos' places, all memos together: 16 MiB of them.
+const memoSlots = 1 << 20
+
+// memo is plugin's memo for pod in phase ("filter" or "score") over n
+// nodes; nil when the plugin's answers are not remembered.
+func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
+	keyOf := r.keys[phase][plugin]
+	if keyOf == nil {
+		return nil
+	}
+	key, ok := keyOf(pod)
+	if !ok {
+		return nil
+	}
+	key = plugin + "\x00" + phase + "\x00" + key
+	t := &r.memos
+	m := t.byKey[key]
+	if m == nil || len(m.gen) != n {
+		for len(t.byKey) > 0 && (len(t.byKey)+1)*n > memoSlots {
+			var oldest string
+			for k, o := range t.byKey {
+				if oldest == "" || o.used < t.byKey[oldest].used {
+					oldest = k
+				}
+			}
+			delete(t.byKey, oldest)
+		}
+		m = &memo{gen: make([]int64, n)}
+		if phase == "filter" {
+			m.statuses = make([]*fwk.Status, n)
+		} else {
+			m.scores = make([]int64, n)
+		}
+		t.byKey[key] = m
+	}
+	m.used = t.cycle
+	return m
+}
