@@ -18,15 +18,16 @@ import (
 // and the node in question: NodeResourcesFit and balanced allocation its
 // requests and the node's allocatable and requested resources, the taint
 // plugins its tolerations and the node's taints, NodeAffinity and NodeName
-// its node selection and the node's labels and name. Their Filter verdict
+// its node selection and the node's labels and name, ImageLocality its
+// images and the node's (and how many nodes hold them, which is fixed). Their Filter verdict
 // and raw Score on a node are then a function of what they read of the pod
 // (its key, below) and the node's state, which kube-scheduler's NodeInfo
 // generation identifies: it moves on, to a number no NodeInfo had before,
 // at every change to the node or its pods. The runner remembers them by
 // key and by the node's place in the node list, with that generation, and
 // calls the plugin again only for nodes whose generation moved. Plugins
-// that read more (other nodes' pods, claims, images counted over all
-// nodes, usage, hints) are always called. A key that cannot vouch for the
+// that read more (other nodes' pods, claims, usage, hints) are always
+// called. A key that cannot vouch for the
 // pod (resources that DRA may back, or scoring with such resources) turns
 // the memo off for that plugin and pod.
 
@@ -47,6 +48,10 @@ func memoKeys(prof *config.KubeSchedulerProfile) map[string]map[string]podKey {
 	score := map[string]podKey{
 		names.TaintToleration: tolerationsKey,
 		names.NodeAffinity:    nodeSelectionKey,
+		// ImageLocality also weighs how many nodes hold an image; nodes
+		// are never added, removed or updated in a simulation (only their
+		// pods change), so that spread is fixed for its life.
+		names.ImageLocality: imagesKey,
 	}
 	// Scores over extended resources read DRA's allocations when devices
 	// back them: only scores over native resources are remembered.
@@ -99,6 +104,16 @@ func nativeResource(name v1.ResourceName) bool {
 
 func tolerationsKey(pod *v1.Pod) (string, bool) {
 	return marshal(pod.Spec.Tolerations)
+}
+
+func imagesKey(pod *v1.Pod) (string, bool) {
+	images := make([]string, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
+	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for _, c := range cs {
+			images = append(images, c.Image)
+		}
+	}
+	return marshal(images)
 }
 
 func nodeNameKey(pod *v1.Pod) (string, bool) {

@@ -413,6 +413,8 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		return nil, errors.New("the ResourceClaims and ResourceSlices of the simulation did not sync")
 	}
 
+	// The only change to nodes in a simulation: after this, only their
+	// pods change (the runner's memos count on it, see memo.go).
 	for _, n := range snap.Nodes {
 		s.cache.AddNode(logger, n)
 	}
