@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
@@ -37,7 +38,7 @@ type podKey func(pod *v1.Pod) (key string, ok bool)
 
 // memoKeys are the keys of the plugins whose verdicts ("filter") and raw
 // scores ("score") a profile's runner remembers, by phase and plugin name.
-func memoKeys(prof *config.KubeSchedulerProfile) map[string]map[string]podKey {
+func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string]) map[string]map[string]podKey {
 	filter := map[string]podKey{
 		names.NodeUnschedulable: tolerationsKey,
 		names.TaintToleration:   tolerationsKey,
@@ -51,7 +52,7 @@ func memoKeys(prof *config.KubeSchedulerProfile) map[string]map[string]podKey {
 		// ImageLocality also weighs how many nodes hold an image; nodes
 		// are never added, removed or updated in a simulation (only their
 		// pods change), so that spread is fixed for its life.
-		names.ImageLocality: imagesKey,
+		names.ImageLocality: imagesKey(held),
 	}
 	// Scores over extended resources read DRA's allocations when devices
 	// back them: only scores over native resources are remembered.
@@ -106,14 +107,45 @@ func tolerationsKey(pod *v1.Pod) (string, bool) {
 	return marshal(pod.Spec.Tolerations)
 }
 
-func imagesKey(pod *v1.Pod) (string, bool) {
-	images := make([]string, 0, len(pod.Spec.Containers)+len(pod.Spec.InitContainers))
-	for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
-		for _, c := range cs {
-			images = append(images, c.Image)
+// imagesKey is ImageLocality's key: how many containers a pod has and
+// which of their images some node may hold (held: the repositories of
+// every node's images). An image no node holds scores nothing anywhere.
+func imagesKey(held sets.Set[string]) podKey {
+	return func(pod *v1.Pod) (string, bool) {
+		images := []string{}
+		for _, cs := range [][]v1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+			for _, c := range cs {
+				if held.Has(repository(c.Image)) {
+					images = append(images, c.Image)
+				} else {
+					images = append(images, "")
+				}
+			}
+		}
+		return marshal(images)
+	}
+}
+
+// repository is an image name without its tag or digest.
+func repository(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
+}
+
+// heldRepositories are the repositories of the images nodes hold.
+func heldRepositories(nodes []*v1.Node) sets.Set[string] {
+	held := sets.New[string]()
+	for _, n := range nodes {
+		for _, img := range n.Status.Images {
+			for _, name := range img.Names {
+				held.Insert(repository(name))
+			}
 		}
 	}
-	return marshal(images)
+	return held
 }
 
 func nodeNameKey(pod *v1.Pod) (string, bool) {
@@ -185,29 +217,29 @@ type memo struct {
 	used     int           // the cycle that last used it
 }
 
-func (m *memo) status(slot int, ni fwk.NodeInfo) (*fwk.Status, bool) {
-	if slot >= len(m.gen) || m.gen[slot] != ni.GetGeneration() {
+func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
+	if slot >= len(m.gen) || m.gen[slot] != gen {
 		return nil, false
 	}
 	return m.statuses[slot], true
 }
 
-func (m *memo) keepStatus(slot int, ni fwk.NodeInfo, st *fwk.Status) {
+func (m *memo) keepStatus(slot int, gen int64, st *fwk.Status) {
 	if slot < len(m.gen) && (st.IsSuccess() || st.IsRejected()) {
-		m.gen[slot], m.statuses[slot] = ni.GetGeneration(), st
+		m.gen[slot], m.statuses[slot] = gen, st
 	}
 }
 
-func (m *memo) score(slot int, ni fwk.NodeInfo) (int64, bool) {
-	if slot >= len(m.gen) || m.gen[slot] != ni.GetGeneration() {
+func (m *memo) score(slot int, gen int64) (int64, bool) {
+	if slot >= len(m.gen) || m.gen[slot] != gen {
 		return 0, false
 	}
 	return m.scores[slot], true
 }
 
-func (m *memo) keepScore(slot int, ni fwk.NodeInfo, s int64) {
+func (m *memo) keepScore(slot int, gen int64, s int64) {
 	if slot < len(m.gen) {
-		m.gen[slot], m.scores[slot] = ni.GetGeneration(), s
+		m.gen[slot], m.scores[slot] = gen, s
 	}
 }
 

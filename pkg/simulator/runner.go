@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -25,9 +26,10 @@ import (
 type runner struct {
 	filters []fwk.FilterPlugin // in the profile's order
 	scores  []weightedScore
-	// lists is score's scratch space, kept from cycle to cycle (a
-	// simulation runs one cycle at a time).
-	lists []fwk.NodeScore
+	// raw and list are score's scratch space, kept from cycle to cycle
+	// (a simulation runs one cycle at a time).
+	raw  []int64
+	list fwk.NodeScoreList
 	// keys says, for each plugin whose verdicts and scores the runner
 	// remembers, what of a pod it reads (see memo.go); memos holds them.
 	keys  map[string]map[string]podKey
@@ -65,8 +67,8 @@ func capture(registry frameworkruntime.Registry, into plugins) {
 
 // newRunner lists the profile's Filter and Score plugins, as the framework
 // resolved them, with the instances it built.
-func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile) (*runner, error) {
-	r := &runner{keys: memoKeys(prof), memos: memos{byKey: map[string]*memo{}}}
+func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile, held sets.Set[string]) (*runner, error) {
+	r := &runner{keys: memoKeys(prof, held), memos: memos{byKey: map[string]*memo{}}}
 	list := fw.ListPlugins()
 	for _, pl := range list.Filter.Enabled {
 		p, ok := built[pl.Name].(fwk.FilterPlugin)
@@ -109,13 +111,14 @@ func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass
 // filter is RunFilterPlugins with the pass's filters, on the node at
 // slot of the node list (-1: not in it, nothing remembered).
 func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot int) *fwk.Status {
+	gen := ni.GetGeneration()
 	for i, pl := range fp.plugins {
 		var st *fwk.Status
 		if m := fp.memos[i]; m != nil && slot >= 0 {
 			var ok bool
-			if st, ok = m.status(slot, ni); !ok {
+			if st, ok = m.status(slot, gen); !ok {
 				st = pl.Filter(ctx, state, pod, ni)
-				m.keepStatus(slot, ni, st)
+				m.keepStatus(slot, gen, st)
 			}
 		} else {
 			st = pl.Filter(ctx, state, pod, ni)
@@ -150,32 +153,34 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 	}
 	n, k := len(nodes), len(active)
-	// Plugin j's list is lists[j*n:(j+1)*n]; every entry is written below.
-	if cap(r.lists) < n*k {
-		r.lists = make([]fwk.NodeScore, n*k)
+	// Plugin j's raw scores are raw[j*n:(j+1)*n]; every one is written below.
+	if cap(r.raw) < n*k {
+		r.raw = make([]int64, n*k)
 	}
-	lists := r.lists[:n*k]
+	raw := r.raw[:n*k]
+	out := make([]fwk.NodePluginScores, n)
 	var failed atomic.Pointer[fwk.Status]
 	parallel(ctx, n, func(i int) {
-		name := nodes[i].Node().Name
+		out[i].Name = nodes[i].Node().Name
+		gen := nodes[i].GetGeneration()
 		for j, ws := range active {
 			m := memos[j]
 			s, ok := int64(0), false
 			if m != nil {
-				s, ok = m.score(slots[i], nodes[i])
+				s, ok = m.score(slots[i], gen)
 			}
 			if !ok {
 				var st *fwk.Status
 				s, st = ws.plugin.Score(ctx, state, pod, nodes[i])
 				if !st.IsSuccess() {
-					failed.CompareAndSwap(nil, fwk.AsStatus(fmt.Errorf("running Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError())))
+					failed.CompareAndSwap(nil, fwk.AsStatus(fmt.Errorf("running Score plugins: plugin %q failed with: %w", ws.name, st.AsError())))
 					return
 				}
 				if m != nil {
-					m.keepScore(slots[i], nodes[i], s)
+					m.keepScore(slots[i], gen, s)
 				}
 			}
-			lists[j*n+i] = fwk.NodeScore{Name: name, Score: s}
+			raw[j*n+i] = s
 		}
 	})
 	if st := failed.Load(); st != nil {
@@ -185,28 +190,35 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return nil, fwk.AsStatus(err)
 	}
 	for j, ws := range active {
-		if ext := ws.plugin.ScoreExtensions(); ext != nil {
-			if st := ext.NormalizeScore(ctx, state, pod, lists[j*n:(j+1)*n]); !st.IsSuccess() {
-				return nil, fwk.AsStatus(fmt.Errorf("running Normalize on Score plugins: plugin %q failed with: %w", ws.plugin.Name(), st.AsError()))
-			}
+		ext := ws.plugin.ScoreExtensions()
+		if ext == nil {
+			continue
+		}
+		if cap(r.list) < n {
+			r.list = make(fwk.NodeScoreList, n)
+		}
+		list := r.list[:n]
+		for i := range list {
+			list[i] = fwk.NodeScore{Name: out[i].Name, Score: raw[j*n+i]}
+		}
+		if st := ext.NormalizeScore(ctx, state, pod, list); !st.IsSuccess() {
+			return nil, fwk.AsStatus(fmt.Errorf("running Normalize on Score plugins: plugin %q failed with: %w", ws.name, st.AsError()))
+		}
+		for i := range list {
+			raw[j*n+i] = list[i].Score
 		}
 	}
-	out := make([]fwk.NodePluginScores, n)
 	var each []fwk.PluginScore
 	if r.pluginScores {
 		each = make([]fwk.PluginScore, n*k)
 	}
 	for i := range out {
 		ns := &out[i]
-		ns.Name = lists[i].Name
-		if k == 0 {
-			ns.Name = nodes[i].Node().Name
-		}
 		if each != nil {
 			ns.Scores = each[i*k : (i+1)*k : (i+1)*k]
 		}
 		for j, ws := range active {
-			s := lists[j*n+i].Score
+			s := raw[j*n+i]
 			if s > fwk.MaxNodeScore || s < fwk.MinNodeScore {
 				return nil, fwk.AsStatus(fmt.Errorf("applying score defaultWeights on Score plugins: plugin %q returns an invalid score %v, it should in the range of [%v, %v] after normalizing", ws.name, s, fwk.MinNodeScore, fwk.MaxNodeScore))
 			}

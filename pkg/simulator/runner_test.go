@@ -259,7 +259,7 @@ func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
 // recently used dropped first.
 func TestMemosStayBounded(t *testing.T) {
 	const nodes = 50_000
-	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}), memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}, nil), memos: memos{byKey: map[string]*memo{}}}
 	var first *memo
 	for i := range 100 {
 		r.memos.cycle++

@@ -334,6 +334,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		}}
 		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(s.dra))
 	}
+	held := heldRepositories(snap.Nodes)
 	for _, prof := range profiles {
 		if _, dup := s.schedulers[prof.SchedulerName]; dup {
 			return nil, fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
@@ -376,7 +377,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		}
 		sc.classes = !set.everyNode && alikeToProfile(p)
 		if !set.everyNode {
-			if sc.run, err = newRunner(sc.framework, built, p); err != nil {
+			if sc.run, err = newRunner(sc.framework, built, p, held); err != nil {
 				return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 			}
 		}
@@ -1033,6 +1034,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		fit = nil // scoreByClass reads feasible as filtered, indexed like nodes
 	}
 	var fitSlots []int // fit[k]'s place in all; nil once sampled
+	if random == nil {
+		fitSlots = make([]int, 0, c.feasible)
+	}
 	for i, ni := range feasible {
 		if ni != nil {
 			fit = append(fit, ni)
