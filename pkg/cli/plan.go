@@ -250,4 +250,4 @@ func (o *planOptions) session(client kubernetes.Interface) *session.Session {
 	return session.New(opts)
 }
 
-const everyNodeHelp = "run every scheduling cycle's plugins on every node through kube-scheduler's framework, as kube-scheduler does, instead of once for each class of nodes its plugins cannot tell apart (same labels but the hostname, taints, allocatable, requests, pod count and images: a cycle in which only the resource, taint and node-affinity plugins take part) and through rebalancer's own plugin runner; the answers are the same, only slower"
+const everyNodeHelp = "run every scheduling cycle's plugins on every node through kube-scheduler's framework, as kube-scheduler does, instead of once for each class of nodes its plugins cannot tell apart (same labels but the hostname, taints, allocatable, requests, pod count and images: a cycle in which only the resource, taint and node-affinity plugins take part) and through rebalancer's own plugin runner, which remembers the answers of the plugins that read only the pod and the node; the answers are the same, only slower"

@@ -253,11 +253,12 @@ type memos struct {
 // memoSlots bounds the memos' places, all memos together: 16 MiB of them.
 const memoSlots = 1 << 20
 
-// memo is plugin's memo for pod in phase ("filter" or "score") over n
-// nodes; nil when the plugin's answers are not remembered.
+// memo is plugin's memo for pod in phase ("filter" or "score") over a
+// node list of n nodes; nil when the plugin's answers are not remembered
+// (or n is 0).
 func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 	keyOf := r.keys[phase][plugin]
-	if keyOf == nil {
+	if keyOf == nil || n == 0 {
 		return nil
 	}
 	key, ok := keyOf(pod)

@@ -132,9 +132,10 @@ type scheduler struct {
 	run *runner
 }
 
-// filterer is RunFilterPlugins for pod's cycle of sc over n nodes: the
-// runner's, with the filters state leaves active, else the framework's
-// own. slot is the node's place in the node list (-1: not known).
+// filterer is RunFilterPlugins for pod's cycle of sc over the n nodes of
+// the node list: the runner's, with the filters state leaves active, else
+// the framework's own. slot is the node's place in the list (-1, and n 0:
+// a cycle of one node, which remembers nothing).
 func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
 	if sc.run == nil {
 		return func(ctx context.Context, ni fwk.NodeInfo, _ int) *fwk.Status {
@@ -874,7 +875,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	if sc.nodesToScore(c.considered) < c.considered {
 		return c, false, nil // the target may be left out of the sample scored
 	}
-	if !sc.filterer(c.state, pod, 1)(ctx, ni, -1).IsSuccess() {
+	if !sc.filterer(c.state, pod, 0)(ctx, ni, -1).IsSuccess() {
 		return c, false, nil
 	}
 	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
