@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -93,13 +94,61 @@ type Book struct {
 	clock   clock.PassiveClock
 	ttl     time.Duration
 	byOwner map[types.UID][]*Entry
+	// rooms sums, by target node, the requests of the entries that
+	// promise room there (see promises), kept as entries change so that a
+	// scheduling cycle reads them in time proportional to the targets, not
+	// to the hints: a large plan's replay places tens of thousands.
+	rooms map[string]*Room
+	// expiry is no later than the first entry expires (pruneLocked).
+	expiry time.Time
+}
+
+// Room is the room a book promises on one node: the summed requests of the
+// replacements to come there (CPU in millicores, every other resource in
+// its units) and how many they are.
+type Room struct {
+	Requests map[v1.ResourceName]int64
+	Pods     int
+}
+
+// promises says whether e holds room on its target: a live hint no pod
+// took yet. A sticky pod's node is a preference, not a promise.
+func (e *Entry) promises() bool { return !e.Consumed && !e.Sticky }
+
+// count adds e's requests to its target's room (sign 1) or takes them away
+// (-1), if it promises room.
+func (b *Book) count(e *Entry, sign int64) {
+	if !e.promises() {
+		return
+	}
+	r := b.rooms[e.Target]
+	if r == nil {
+		r = &Room{Requests: map[v1.ResourceName]int64{}}
+		b.rooms[e.Target] = r
+	}
+	for name, q := range e.Requests {
+		r.Requests[name] += sign * units(name, q)
+	}
+	r.Pods += int(sign)
+	if r.Pods == 0 {
+		delete(b.rooms, e.Target)
+	}
+}
+
+// units is q in the units kube-scheduler counts name in: millicores for
+// CPU, whole units for everything else.
+func units(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // NewBook returns an empty book whose hints steer for ttl after their pod
 // is seen leaving; a hint written longer than ttl before that is stale (its
 // eviction failed and the pod left later for another reason).
 func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
-	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}}
+	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}, rooms: map[string]*Room{}}
 }
 
 // Leaving records the hint of a pod that is going away, if it carries one,
@@ -176,8 +225,10 @@ func (b *Book) announce(owner types.UID, pod *v1.Pod, h Hint) bool {
 	b.mu.Lock()
 	for _, e := range b.byOwner[owner] {
 		if e.Pod == pod.UID && !e.Consumed && e.Hint != h {
+			b.count(e, -1)
 			e.Hint, e.ClaimedBy, e.Sticky = h, "", false
 			e.Expires = b.clock.Now().Add(b.ttl)
+			b.count(e, 1)
 			b.mu.Unlock()
 			return true
 		}
@@ -193,6 +244,7 @@ func (b *Book) withdraw(pod types.UID) bool {
 	for owner, es := range b.byOwner {
 		for i, e := range es {
 			if e.Pod == pod && !e.Consumed {
+				b.count(e, -1)
 				if b.byOwner[owner] = append(es[:i:i], es[i+1:]...); len(b.byOwner[owner]) == 0 {
 					delete(b.byOwner, owner)
 				}
@@ -218,33 +270,48 @@ func (b *Book) record(owner types.UID, pod *v1.Pod, h Hint, sticky bool) bool {
 			return false
 		}
 	}
-	b.byOwner[owner] = append(b.byOwner[owner], &Entry{Hint: h, Pod: pod.UID, Expires: now.Add(b.ttl), Sticky: sticky,
-		Requests: requests.Of(pod)})
+	e := &Entry{Hint: h, Pod: pod.UID, Expires: now.Add(b.ttl), Sticky: sticky, Requests: requests.Of(pod)}
+	b.byOwner[owner] = append(b.byOwner[owner], e)
+	b.count(e, 1)
+	if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
+		b.expiry = e.Expires
+	}
 	return true
 }
 
-// Promised lists, by target node, the requests of the pods whose
-// replacements are still to be placed there by a rebalance hint (live and
-// not consumed): the room a scheduler keeps for them from other pods.
-// except is the hint the pod being scheduled would take itself (Next), ""
-// for none. A sticky pod's node is a preference, not a promise.
-func (b *Book) Promised(except types.UID) map[string][]v1.ResourceList {
+// Promised calls room, under the book's lock, with each node where
+// replacements still to be placed by a rebalance hint (live and not
+// consumed) are promised room: the room a scheduler keeps for them from
+// other pods. owner and except name the hint the pod being scheduled would
+// take itself (Next), "" for none: its own room is left out. room must not
+// keep r.
+func (b *Book) Promised(owner, except types.UID, room func(node string, r Room)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.clock.Now()
-	var out map[string][]v1.ResourceList
-	for _, es := range b.byOwner {
-		for _, e := range es {
-			if e.Consumed || e.Sticky || e.Pod == except || !now.Before(e.Expires) {
-				continue
-			}
-			if out == nil {
-				out = map[string][]v1.ResourceList{}
-			}
-			out[e.Target] = append(out[e.Target], e.Requests)
+	b.pruneLocked(b.clock.Now())
+	var own *Entry
+	for _, e := range b.byOwner[owner] {
+		if except != "" && e.Pod == except && e.promises() {
+			own = e
 		}
 	}
-	return out
+	for node, r := range b.rooms {
+		if own == nil || own.Target != node {
+			room(node, *r)
+			continue
+		}
+		if r.Pods == 1 {
+			continue // its own room alone
+		}
+		less := Room{Requests: make(map[v1.ResourceName]int64, len(r.Requests)), Pods: r.Pods - 1}
+		for name, v := range r.Requests {
+			less.Requests[name] = v
+		}
+		for name, q := range own.Requests {
+			less.Requests[name] -= units(name, q)
+		}
+		room(node, less)
+	}
 }
 
 // Next returns the owner's oldest live hint that no pod took yet.
@@ -264,7 +331,9 @@ func (b *Book) SetConsumed(owner, pod types.UID, consumed bool) {
 	defer b.mu.Unlock()
 	for _, e := range b.byOwner[owner] {
 		if e.Pod == pod {
+			b.count(e, -1)
 			e.Consumed = consumed
+			b.count(e, 1)
 		}
 	}
 }
@@ -302,6 +371,7 @@ func (b *Book) Bound(owner, pod types.UID) bool {
 	if e == nil {
 		return false
 	}
+	b.count(e, -1)
 	e.Consumed = true
 	return true
 }
@@ -354,12 +424,23 @@ func (b *Book) Len() int {
 	return n
 }
 
+// pruneLocked forgets the entries that expired by now. It walks the book
+// only once its first entry has expired (expiry).
 func (b *Book) pruneLocked(now time.Time) {
+	if b.expiry.IsZero() || now.Before(b.expiry) {
+		return
+	}
+	b.expiry = time.Time{}
 	for owner, es := range b.byOwner {
 		live := es[:0]
 		for _, e := range es {
 			if now.Before(e.Expires) {
 				live = append(live, e)
+				if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
+					b.expiry = e.Expires
+				}
+			} else {
+				b.count(e, -1)
 			}
 		}
 		if len(live) == 0 {
@@ -395,11 +476,16 @@ func (b *Book) Restore(c Checkpoint) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.byOwner = make(map[types.UID][]*Entry, len(c))
+	b.rooms, b.expiry = map[string]*Room{}, time.Time{}
 	for owner, es := range c {
 		ptrs := make([]*Entry, len(es))
 		for i := range es {
 			e := es[i]
 			ptrs[i] = &e
+			b.count(&e, 1)
+			if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
+				b.expiry = e.Expires
+			}
 		}
 		b.byOwner[owner] = ptrs
 	}

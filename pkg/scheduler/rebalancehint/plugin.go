@@ -10,6 +10,7 @@ package rebalancehint
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -190,15 +191,8 @@ const heldKey fwk.StateKey = Name + "/held"
 // NodeInfos Filter is given share (copies too): Filter runs for every node
 // and must not read each one's name.
 type held struct {
-	promised map[*v1.Node]promise
+	promised map[*v1.Node]hint.Room
 	pod      *framework.Resource
-}
-
-// promise is the room kept on one node: the requests of the replacements
-// to come and their number.
-type promise struct {
-	requests *framework.Resource
-	pods     int
 }
 
 func (h *held) Clone() fwk.StateData { return h } // read only
@@ -210,33 +204,29 @@ func (h *held) Clone() fwk.StateData { return h } // read only
 // itself. With no promise, Filter is skipped.
 func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	pl.catchUp(ctx, pod)
+	owner, _ := hint.OwnerKey(pod)
 	var own types.UID
-	if owner, ok := hint.OwnerKey(pod); ok {
+	if owner != "" {
 		if e, ok := pl.book.Next(owner); ok && !e.Sticky {
 			own = e.Pod
 		}
 	}
-	byNode := pl.book.Promised(own)
-	if len(byNode) == 0 {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
 	if pl.nodes == nil {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
 	}
-	h := &held{promised: make(map[*v1.Node]promise, len(byNode)), pod: framework.NewResource(requests.Of(pod))}
-	for name, requests := range byNode {
+	h := &held{pod: framework.NewResource(requests.Of(pod))}
+	pl.book.Promised(owner, own, func(name string, r hint.Room) {
 		ni, err := pl.nodes.NodeInfos().Get(name)
 		if err != nil || ni.Node() == nil {
-			continue // the target is gone: nothing to hold there
+			return // the target is gone: nothing to hold there
 		}
-		p := promise{requests: &framework.Resource{}, pods: len(requests)}
-		for _, r := range requests {
-			p.requests.Add(r)
+		if h.short(r, ni) != nil {
+			if h.promised == nil {
+				h.promised = map[*v1.Node]hint.Room{}
+			}
+			h.promised[ni.Node()] = hint.Room{Requests: maps.Clone(r.Requests), Pods: r.Pods}
 		}
-		if h.short(p, ni) != nil {
-			h.promised[ni.Node()] = p
-		}
-	}
+	})
 	if len(h.promised) == 0 {
 		// The pod fits beside every promise: Filter, which would run for
 		// every node, has nothing to refuse.
@@ -266,31 +256,31 @@ func (pl *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nod
 	if what == nil {
 		return nil
 	}
-	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s held for %d rebalanced replacement(s) to come", strings.Join(what, ", "), p.pods))
+	return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s held for %d rebalanced replacement(s) to come", strings.Join(what, ", "), p.Pods))
 }
 
 // short lists what the node lacks for the pod once p is kept: each
 // resource the pod asks for, and pod slots; nil when it fits.
-func (h *held) short(p promise, nodeInfo fwk.NodeInfo) []string {
+func (h *held) short(p hint.Room, nodeInfo fwk.NodeInfo) []string {
 	alloc, used := nodeInfo.GetAllocatable(), nodeInfo.GetRequested()
 	over := func(ask, promised, requested, allocatable int64) bool {
 		return ask > 0 && requested+promised+ask > allocatable
 	}
 	var what []string
-	if len(nodeInfo.GetPods())+p.pods+1 > alloc.GetAllowedPodNumber() {
+	if len(nodeInfo.GetPods())+p.Pods+1 > alloc.GetAllowedPodNumber() {
 		what = append(what, string(v1.ResourcePods))
 	}
-	if over(h.pod.MilliCPU, p.requests.MilliCPU, used.GetMilliCPU(), alloc.GetMilliCPU()) {
+	if over(h.pod.MilliCPU, p.Requests[v1.ResourceCPU], used.GetMilliCPU(), alloc.GetMilliCPU()) {
 		what = append(what, string(v1.ResourceCPU))
 	}
-	if over(h.pod.Memory, p.requests.Memory, used.GetMemory(), alloc.GetMemory()) {
+	if over(h.pod.Memory, p.Requests[v1.ResourceMemory], used.GetMemory(), alloc.GetMemory()) {
 		what = append(what, string(v1.ResourceMemory))
 	}
-	if over(h.pod.EphemeralStorage, p.requests.EphemeralStorage, used.GetEphemeralStorage(), alloc.GetEphemeralStorage()) {
+	if over(h.pod.EphemeralStorage, p.Requests[v1.ResourceEphemeralStorage], used.GetEphemeralStorage(), alloc.GetEphemeralStorage()) {
 		what = append(what, string(v1.ResourceEphemeralStorage))
 	}
 	for name, ask := range h.pod.ScalarResources {
-		if over(ask, p.requests.ScalarResources[name], used.GetScalarResources()[name], alloc.GetScalarResources()[name]) {
+		if over(ask, p.Requests[name], used.GetScalarResources()[name], alloc.GetScalarResources()[name]) {
 			what = append(what, string(name))
 		}
 	}

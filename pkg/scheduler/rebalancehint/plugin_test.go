@@ -535,8 +535,8 @@ func TestRoomHeldForReplacements(t *testing.T) {
 			pods = append(pods, pod(name, got, "2", &web))
 		}
 		// Both placed: nothing is held any more.
-		if got, _ := e.pl.PreFilter(e.ctx, framework.NewCycleState(), pod("later", "", "1", &api), nil); got != nil || e.pl.book.Promised("") != nil {
-			t.Fatalf("room still held after the replacements were placed: %v", e.pl.book.Promised(""))
+		if got, _ := e.pl.PreFilter(e.ctx, framework.NewCycleState(), pod("later", "", "1", &api), nil); got != nil || len(promised(e.pl.book)) != 0 {
+			t.Fatalf("room still held after the replacements were placed: %v", promised(e.pl.book))
 		}
 	})
 
@@ -616,7 +616,7 @@ func TestHintConsumedWithoutScoring(t *testing.T) {
 	if _, ok := e.pl.book.Next(web.UID); ok {
 		t.Error("the hint is still free after its replacement was reserved a node")
 	}
-	if held := e.pl.book.Promised(""); len(held) != 0 {
+	if held := promised(e.pl.book); len(held) != 0 {
 		t.Errorf("room still held: %v", held)
 	}
 	// Unreserve gives it back.
@@ -624,4 +624,11 @@ func TestHintConsumedWithoutScoring(t *testing.T) {
 	if _, ok := e.pl.book.Next(web.UID); !ok {
 		t.Error("Unreserve did not give the hint back")
 	}
+}
+
+// promised is the room book promises, by node.
+func promised(book *hint.Book) map[string]hint.Room {
+	out := map[string]hint.Room{}
+	book.Promised("", "", func(node string, r hint.Room) { out[node] = r })
+	return out
 }
