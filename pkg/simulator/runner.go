@@ -219,8 +219,8 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 		for j, ws := range active {
 			s := raw[j*n+i]
-			if s > fwk.MaxNodeScore || s < fwk.MinNodeScore {
-				return nil, fwk.AsStatus(fmt.Errorf("applying score defaultWeights on Score plugins: plugin %q returns an invalid score %v, it should in the range of [%v, %v] after normalizing", ws.name, s, fwk.MinNodeScore, fwk.MaxNodeScore))
+			if s > fwk.MaxScore || s < fwk.MinScore {
+				return nil, fwk.AsStatus(fmt.Errorf("applying score defaultWeights on Score plugins: plugin %q returns an invalid score %v, it should in the range of [%v, %v] after normalizing", ws.name, s, fwk.MinScore, fwk.MaxScore))
 			}
 			if each != nil {
 				ns.Scores[j] = fwk.PluginScore{Name: ws.name, Score: s * ws.weight}
