@@ -106,49 +106,15 @@ profiles:
 					for i := range 25 {
 						pod := randomPod(random, fmt.Sprintf("new-%d-%d-%d", seed, round, i), p.prof.SchedulerName)
 						before := byNode.byClassCycles
-						got, err := byNode.schedule(ctx, a, pod, nil, drained)
-						if err != nil {
-							t.Fatal(err)
-						}
-						want, err := every.schedule(ctx, b, pod, nil, drained)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if diff := cycleDiff(got, want); diff != "" {
-							t.Fatalf("seed %d round %d, pod %s (%s): by class %s", seed, round, pod.Name, pod.Labels["kind"], diff)
-						}
+						sameCycle(t, ctx, byNode, a, every, b, pod, drained)
 						if byNode.byClassCycles > before && !alikeToPod(pod) {
 							t.Fatalf("pod %s (%s) went by class", pod.Name, pod.Labels["kind"])
 						}
 					}
-					for _, bound := range byNode.Bound()[:10] {
-						opts := PredictOptions{LeaveSource: round == 2, Drained: drained}
-						got, err := byNode.Predict(ctx, bound, opts)
-						if err != nil {
-							t.Fatal(err)
-						}
-						want, err := every.Predict(ctx, bound, opts)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !reflect.DeepEqual(got, want) {
-							t.Fatalf("seed %d round %d, prediction for %s: by class %+v, want %+v", seed, round, bound.Name, got, want)
-						}
-					}
+					samePredictions(t, ctx, byNode, every, byNode.Bound()[:10], PredictOptions{LeaveSource: round == 2, Drained: drained})
 					// Change the nodes: the same placements in both.
 					for i := range 15 {
-						pod := randomPod(random, fmt.Sprintf("placed-%d-%d-%d", seed, round, i), p.prof.SchedulerName)
-						x, _, err := byNode.Place(ctx, pod)
-						if err != nil {
-							t.Fatal(err)
-						}
-						y, _, err := every.Place(ctx, pod.DeepCopy())
-						if err != nil {
-							t.Fatal(err)
-						}
-						if (x == nil) != (y == nil) || x != nil && x.Spec.NodeName != y.Spec.NodeName {
-							t.Fatalf("placed %s on %v, want %v", pod.Name, x, y)
-						}
+						samePlacement(t, ctx, byNode, every, randomPod(random, fmt.Sprintf("placed-%d-%d-%d", seed, round, i), p.prof.SchedulerName))
 					}
 				}
 				byClass += byNode.byClassCycles

@@ -100,48 +100,14 @@ func TestRunnerIsTheFrameworksAnswer(t *testing.T) {
 						pods = append(pods, unlikePod(random, fmt.Sprintf("new-%d-%d-%d", seed, round, i), p.prof.SchedulerName))
 					}
 					for _, pod := range pods {
-						got, err := fast.schedule(ctx, a, pod, nil, drained)
-						if err != nil {
-							t.Fatal(err)
-						}
-						want, err := every.schedule(ctx, b, pod, nil, drained)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if diff := cycleDiff(got, want); diff != "" {
-							t.Fatalf("seed %d round %d, pod %s (%s): the runner's %s", seed, round, pod.Name, pod.Labels["kind"], diff)
-						}
+						got := sameCycle(t, ctx, fast, a, every, b, pod, drained)
 						if len(got.scores) > 1 {
 							scored++
 						}
 					}
-					for _, bound := range fast.Bound()[:15] {
-						opts := PredictOptions{LeaveSource: round == 2, Drained: drained}
-						got, err := fast.Predict(ctx, bound, opts)
-						if err != nil {
-							t.Fatal(err)
-						}
-						want, err := every.Predict(ctx, bound, opts)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if !reflect.DeepEqual(got, want) {
-							t.Fatalf("seed %d round %d, prediction for %s: the runner's %+v, want %+v", seed, round, bound.Name, got, want)
-						}
-					}
+					samePredictions(t, ctx, fast, every, fast.Bound()[:15], PredictOptions{LeaveSource: round == 2, Drained: drained})
 					for i := range 20 {
-						pod := unlikePod(random, fmt.Sprintf("placed-%d-%d-%d", seed, round, i), p.prof.SchedulerName)
-						x, _, err := fast.Place(ctx, pod)
-						if err != nil {
-							t.Fatal(err)
-						}
-						y, _, err := every.Place(ctx, pod.DeepCopy())
-						if err != nil {
-							t.Fatal(err)
-						}
-						if (x == nil) != (y == nil) || x != nil && x.Spec.NodeName != y.Spec.NodeName {
-							t.Fatalf("placed %s on %v, want %v", pod.Name, x, y)
-						}
+						samePlacement(t, ctx, fast, every, unlikePod(random, fmt.Sprintf("placed-%d-%d-%d", seed, round, i), p.prof.SchedulerName))
 					}
 				}
 			}
@@ -288,4 +254,57 @@ func TestMemosStayBounded(t *testing.T) {
 	if len(r.memos.byKey) != memoSlots/nodes {
 		t.Fatalf("%d memos kept, want %d", len(r.memos.byKey), memoSlots/nodes)
 	}
+}
+
+// samePredictions fails t unless a and b predict the same for every pod.
+func samePredictions(t *testing.T, ctx context.Context, a, b *Simulator, pods []*v1.Pod, opts PredictOptions) {
+	t.Helper()
+	for _, pod := range pods {
+		got, err := a.Predict(ctx, pod, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := b.Predict(ctx, pod, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("prediction for %s: %+v, want %+v", pod.Name, got, want)
+		}
+	}
+}
+
+// samePlacement places pod in a and a copy in b, and fails t unless both
+// land on the same node (or neither lands).
+func samePlacement(t *testing.T, ctx context.Context, a, b *Simulator, pod *v1.Pod) {
+	t.Helper()
+	x, _, err := a.Place(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _, err := b.Place(ctx, pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (x == nil) != (y == nil) || x != nil && x.Spec.NodeName != y.Spec.NodeName {
+		t.Fatalf("placed %s on %v, want %v", pod.Name, x, y)
+	}
+}
+
+// sameCycle schedules pod with a's scheduler sa and b's sb, and fails t
+// unless both cycles give the same answer (cycleDiff); it returns a's.
+func sameCycle(t *testing.T, ctx context.Context, a *Simulator, sa *scheduler, b *Simulator, sb *scheduler, pod *v1.Pod, drained sets.Set[string]) cycle {
+	t.Helper()
+	got, err := a.schedule(ctx, sa, pod, nil, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.schedule(ctx, sb, pod, nil, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cycleDiff(got, want); diff != "" {
+		t.Fatalf("pod %s (%s): %s", pod.Name, pod.Labels["kind"], diff)
+	}
+	return got
 }
