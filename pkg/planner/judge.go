@@ -45,6 +45,13 @@ func countOwnerPods(state *snapshot.Snapshot) map[types.UID]int {
 	return n
 }
 
+// full says whether the plan holds the policy's maxNoOfPodsToEvictTotal
+// moves: no plugin can add one.
+func (p *planner) full() bool {
+	max := p.policy.MaxNoOfPodsToEvictTotal
+	return max != nil && p.total >= *max
+}
+
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on
 // to its next candidate.
 var errSkipped = errors.New("eviction not in the plan")
@@ -71,8 +78,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 
 	// The policy's limits and ours, in the order the descheduler checks its own.
-	if max := p.policy.MaxNoOfPodsToEvictTotal; max != nil && p.total >= *max {
-		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictTotal %d reached", *max), evictions.NewEvictionTotalLimitError())
+	if p.full() {
+		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictTotal %d reached", *p.policy.MaxNoOfPodsToEvictTotal), evictions.NewEvictionTotalLimitError())
 	}
 	if max := p.policy.MaxNoOfPodsToEvictPerNode; max != nil && p.perNode[pod.Spec.NodeName] >= *max {
 		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNode %d reached on %s", *max, pod.Spec.NodeName), evictions.NewEvictionNodeLimitError(pod.Spec.NodeName))

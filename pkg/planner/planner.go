@@ -429,6 +429,7 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile stri
 		u.PluginBuilder = func(ctx context.Context, args runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
 			j := &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name, ties: newTies(name)}
 			if j.ties != nil {
+				j.ties.full = p.full
 				ctx = klog.NewContext(ctx, j.ties.logger(klog.FromContext(ctx)))
 			}
 			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})

@@ -178,6 +178,10 @@ func TestTiedPlansAreReproducible(t *testing.T) {
 	binpacking, packing := loadPair(t, "binpacking")
 	balancing, spreading := loadPair(t, "balancing")
 	loadAware, loadProfile := loadPair(t, "load-aware")
+	// The total limit reached while tied sources still wait their turn:
+	// the limit skips must not depend on how many turns there were left.
+	limited := binpacking.DeepCopy()
+	limited.MaxNoOfPodsToEvictTotal = ptrTo(uint(2))
 	_, unsteered, err := profile.Load(mostAllocated(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +201,7 @@ func TestTiedPlansAreReproducible(t *testing.T) {
 		{"balancing", balancing, spreading, ""},
 		{"load-aware", loadAware, loadProfile, ""},
 		{"binpacking, unsteered", binpacking, unsteered, "default-scheduler"},
+		{"binpacking, total limit reached", limited, packing, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var first []byte

@@ -51,6 +51,9 @@ type ties struct {
 	// that comes first by name; known is the same of the run before.
 	waiting, known sets.Set[string]
 	err            error
+	// full says whether the plan can take no more moves: later runs
+	// would only be refused (and how many there are depends on the ties).
+	full func() bool
 }
 
 // errNotItsTurn refuses an eviction from a tied source whose turn comes in
@@ -86,6 +89,9 @@ func (t *ties) run(nodes int, balance func() *frameworktypes.Status) *frameworkt
 		}
 		if t.turn == nil {
 			return st // no eviction asked for: nothing waits either
+		}
+		if t.full != nil && t.full() {
+			return st
 		}
 		t.done = t.done.Union(t.turn)
 		t.known = t.waiting
