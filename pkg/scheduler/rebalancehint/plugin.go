@@ -211,11 +211,16 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			own = e.Pod
 		}
 	}
-	if pl.nodes == nil {
-		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
-	}
-	h := &held{pod: framework.NewResource(requests.Of(pod))}
+	h := &held{}
+	noNodes := false
 	pl.book.Promised(owner, own, func(name string, r hint.Room) {
+		if pl.nodes == nil {
+			noNodes = true
+			return
+		}
+		if h.pod == nil {
+			h.pod = framework.NewResource(requests.Of(pod))
+		}
 		ni, err := pl.nodes.NodeInfos().Get(name)
 		if err != nil || ni.Node() == nil {
 			return // the target is gone: nothing to hold there
@@ -227,6 +232,9 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			h.promised[ni.Node()] = hint.Room{Requests: maps.Clone(r.Requests), Pods: r.Pods}
 		}
 	})
+	if noNodes {
+		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
+	}
 	if len(h.promised) == 0 {
 		// The pod fits beside every promise: Filter, which would run for
 		// every node, has nothing to refuse.
