@@ -20,15 +20,15 @@ import (
 // requests and the node's allocatable and requested resources, the taint
 // plugins its tolerations and the node's taints, NodeAffinity and NodeName
 // its node selection and the node's labels and name, ImageLocality its
-// images and the node's (and how many nodes hold them, which is fixed). Their Filter verdict
-// and raw Score on a node are then a function of what they read of the pod
-// (its key, below) and the node's state, which kube-scheduler's NodeInfo
-// generation identifies: it moves on, to a number no NodeInfo had before,
-// at every change to the node or its pods. The runner remembers them by
-// key and by the node's place in the node list, with that generation, and
-// calls the plugin again only for nodes whose generation moved. Plugins
-// that read more (other nodes' pods, claims, usage, hints) are always
-// called. A key that cannot vouch for the
+// images and the node's (and how many nodes hold them, which is fixed).
+// Their Filter verdict and raw Score on a node are then a function of what
+// they read of the pod (its key, below) and the node's state, which
+// kube-scheduler's NodeInfo generation identifies: it moves on, to a
+// number no NodeInfo had before, at every change to the node or its pods.
+// The runner remembers them by key and by the node's place in the node
+// list, with that generation, and calls the plugin again only for nodes
+// whose generation moved. Plugins that read more (other nodes' pods,
+// claims, usage, hints) are always called. A key that cannot vouch for the
 // pod (resources that DRA may back, or scoring with such resources) turns
 // the memo off for that plugin and pod.
 
