@@ -88,15 +88,7 @@ profiles:
 			for seed := range uint64(4) {
 				random := rand.New(rand.NewPCG(seed, 7))
 				snap := alikeCluster(random, p.prof.SchedulerName, seed&1 != 0, seed&2 != 0)
-				byNode, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap)
-				if err != nil {
-					t.Fatal(err)
-				}
-				every, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap, WithEveryNode())
-				if err != nil {
-					t.Fatal(err)
-				}
-				a, b := byNode.schedulers[p.prof.SchedulerName], every.schedulers[p.prof.SchedulerName]
+				byNode, a, every, b := againstEveryNode(t, ctx, p.prof, snap)
 				a.run.pluginScores = true
 				for round := range 3 {
 					var drained sets.Set[string]

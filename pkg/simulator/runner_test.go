@@ -61,15 +61,7 @@ func TestRunnerIsTheFrameworksAnswer(t *testing.T) {
 			for seed := range uint64(3) {
 				random := rand.New(rand.NewPCG(seed, 11))
 				snap := unlikeCluster(random, p.prof.SchedulerName)
-				fast, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap)
-				if err != nil {
-					t.Fatal(err)
-				}
-				every, err := New(ctx, []*config.KubeSchedulerProfile{p.prof}, snap, WithEveryNode())
-				if err != nil {
-					t.Fatal(err)
-				}
-				a, b := fast.schedulers[p.prof.SchedulerName], every.schedulers[p.prof.SchedulerName]
+				fast, a, every, b := againstEveryNode(t, ctx, p.prof, snap)
 				if a.run == nil || b.run != nil {
 					t.Fatal("the runner is not where it should be")
 				}
@@ -307,4 +299,20 @@ func sameCycle(t *testing.T, ctx context.Context, a *Simulator, sa *scheduler, b
 		t.Fatalf("pod %s (%s): %s", pod.Name, pod.Labels["kind"], diff)
 	}
 	return got
+}
+
+// againstEveryNode builds two simulations of snap with prof: one as
+// rebalancer runs (node classes, the runner) and one WithEveryNode (the
+// framework's own runners on every node), with prof's scheduler in each.
+func againstEveryNode(t *testing.T, ctx context.Context, prof *config.KubeSchedulerProfile, snap *snapshot.Snapshot) (*Simulator, *scheduler, *Simulator, *scheduler) {
+	t.Helper()
+	fast, err := New(ctx, []*config.KubeSchedulerProfile{prof}, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := New(ctx, []*config.KubeSchedulerProfile{prof}, snap, WithEveryNode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fast, fast.schedulers[prof.SchedulerName], every, every.schedulers[prof.SchedulerName]
 }
