@@ -2,6 +2,7 @@ package hint
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -273,9 +274,7 @@ func (b *Book) record(owner types.UID, pod *v1.Pod, h Hint, sticky bool) bool {
 	e := &Entry{Hint: h, Pod: pod.UID, Expires: now.Add(b.ttl), Sticky: sticky, Requests: requests.Of(pod)}
 	b.byOwner[owner] = append(b.byOwner[owner], e)
 	b.count(e, 1)
-	if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
-		b.expiry = e.Expires
-	}
+	b.expiresBy(e)
 	return true
 }
 
@@ -303,10 +302,7 @@ func (b *Book) Promised(owner, except types.UID, room func(node string, r Room))
 		if r.Pods == 1 {
 			continue // its own room alone
 		}
-		less := Room{Requests: make(map[v1.ResourceName]int64, len(r.Requests)), Pods: r.Pods - 1}
-		for name, v := range r.Requests {
-			less.Requests[name] = v
-		}
+		less := Room{Requests: maps.Clone(r.Requests), Pods: r.Pods - 1}
 		for name, q := range own.Requests {
 			less.Requests[name] -= units(name, q)
 		}
@@ -424,6 +420,13 @@ func (b *Book) Len() int {
 	return n
 }
 
+// expiresBy keeps expiry no later than e expires.
+func (b *Book) expiresBy(e *Entry) {
+	if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
+		b.expiry = e.Expires
+	}
+}
+
 // pruneLocked forgets the entries that expired by now. It walks the book
 // only once its first entry has expired (expiry).
 func (b *Book) pruneLocked(now time.Time) {
@@ -436,9 +439,7 @@ func (b *Book) pruneLocked(now time.Time) {
 		for _, e := range es {
 			if now.Before(e.Expires) {
 				live = append(live, e)
-				if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
-					b.expiry = e.Expires
-				}
+				b.expiresBy(e)
 			} else {
 				b.count(e, -1)
 			}
@@ -483,9 +484,7 @@ func (b *Book) Restore(c Checkpoint) {
 			e := es[i]
 			ptrs[i] = &e
 			b.count(&e, 1)
-			if b.expiry.IsZero() || e.Expires.Before(b.expiry) {
-				b.expiry = e.Expires
-			}
+			b.expiresBy(&e)
 		}
 		b.byOwner[owner] = ptrs
 	}

@@ -143,11 +143,11 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	active := make([]weightedScore, 0, len(r.scores))
 	var memos []*memo
 	for _, ws := range r.scores {
-		if !skip.Has(ws.plugin.Name()) {
+		if !skip.Has(ws.name) {
 			active = append(active, ws)
 			var m *memo
 			if slots != nil {
-				m = r.memo(ws.plugin.Name(), "score", pod, total)
+				m = r.memo(ws.name, "score", pod, total)
 			}
 			memos = append(memos, m)
 		}
