@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -59,22 +61,25 @@ func New(_ context.Context, obj runtime.Object, handle frameworktypes.Handle) (f
 func (c *Consolidation) Name() string { return Name }
 
 type candidate struct {
-	node        *v1.Node
-	utilization float64
-	load        int64 // requested CPU and memory, for ordering sources of a replace
+	node *v1.Node
+	// load is what the node's pods request of the counted resources, each
+	// as a fraction of the largest node's allocatable, summed: comparable
+	// across node sizes.
+	load float64
 	// cost is what evicting the node's pods costs (see cost).
 	cost float64
 }
 
-// Balance tries the given nodes from least to most utilized and empties a
-// node only if every movable pod on it moves: otherwise its moves are taken
-// back and the node is left alone.
+// Balance empties nodes outside the keep set (see keepers), the least
+// loaded first, then tries the keep set's own, and empties a node only if
+// every movable pod on it moves: otherwise its moves are taken back and the
+// node is left alone.
 func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	sim := c.sim.Simulator()
 	allowed := map[string]bool{} // nodes of the policy's nodeSelector
 	inUse := map[string]bool{}
-	var candidates []candidate
+	var used []fwk.NodeInfo
 	var empties []*v1.Node
 	for _, n := range nodes {
 		allowed[n.Name] = true
@@ -88,24 +93,23 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			empties = append(empties, n)
 			continue
 		}
-		candidates = append(candidates, candidate{node: n, utilization: c.utilization(ni, nil), cost: c.cost(ni)})
+		used = append(used, ni)
 	}
-	// Least utilized first; of equally utilized nodes, the cheapest to empty.
-	sort.SliceStable(candidates, func(i, j int) bool {
-		a, b := candidates[i], candidates[j]
-		switch {
-		case a.utilization != b.utilization:
-			return a.utilization < b.utilization
-		case a.cost != b.cost:
-			return a.cost < b.cost
+	largest := c.largest(used)
+	candidates := make([]candidate, 0, len(used))
+	for _, ni := range used {
+		cand := candidate{node: ni.Node(), cost: c.cost(ni)}
+		for _, r := range c.args.Resources {
+			if requested, _ := amounts(ni, r, nil); largest[r] > 0 {
+				cand.load += float64(requested) / float64(largest[r])
+			}
 		}
-		return a.node.Name < b.node.Name
-	})
-	affordable := c.affordable(candidates)
+		candidates = append(candidates, cand)
+	}
 
 	// A node holding a pod that may not move stays in use whatever the
-	// plan does: such nodes are preferred as targets, so that pods do not
-	// fill nodes that could have been emptied instead.
+	// plan does: such nodes are kept first, so that pods do not fill nodes
+	// that could have been emptied instead.
 	pinned := map[string]bool{}
 	for _, cand := range candidates {
 		if pod, why, detail := c.pinnedBy(cand.node.Name); pod != nil {
@@ -115,6 +119,25 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
 		}
 	}
+	keep, err := c.keepers(candidates, pinned)
+	if err != nil {
+		return &frameworktypes.Status{Err: err}
+	}
+	// Outside the keep set first, then inside it; least loaded first; of
+	// equal loads, the cheapest to empty.
+	sort.SliceStable(candidates, func(i, j int) bool {
+		a, b := candidates[i], candidates[j]
+		switch {
+		case keep[a.node.Name] != keep[b.node.Name]:
+			return !keep[a.node.Name]
+		case a.load != b.load:
+			return a.load < b.load
+		case a.cost != b.cost:
+			return a.cost < b.cost
+		}
+		return a.node.Name < b.node.Name
+	})
+	affordable := c.affordable(candidates)
 
 	emptied := 0
 	for _, cand := range candidates {
@@ -131,7 +154,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 		ok, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
 			return !allowed[target] || !inUse[target] || target == name || c.overCeiling(target, pod)
-		}, func(target string) bool { return pinned[target] })
+		}, func(target string) bool { return keep[target] })
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
@@ -152,11 +175,6 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	replacing := int(c.args.MaxNodesPerCycle)-emptied >= 2 && len(empties) > 0
 	for _, cand := range candidates {
 		if replacing && inUse[cand.node.Name] && !pinned[cand.node.Name] && affordable(cand, logger) {
-			ni, err := sim.Node(cand.node.Name)
-			if err != nil {
-				return &frameworktypes.Status{Err: err}
-			}
-			cand.load = ni.GetRequested().GetMilliCPU()*1024 + ni.GetRequested().GetMemory()>>20
 			sources = append(sources, cand)
 		}
 	}
@@ -401,16 +419,6 @@ func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, 
 	return true, nil
 }
 
-// utilization is a node's mean requested fraction over the counted
-// resources, with extra added (nil for none).
-func (c *Consolidation) utilization(ni fwk.NodeInfo, extra v1.ResourceList) float64 {
-	var sum float64
-	for _, r := range c.args.Resources {
-		sum += fraction(ni, r, extra)
-	}
-	return sum / float64(len(c.args.Resources))
-}
-
 // overCeiling says whether placing pod on node takes any counted resource
 // above the ceiling.
 func (c *Consolidation) overCeiling(node string, pod *v1.Pod) bool {
@@ -431,26 +439,142 @@ func (c *Consolidation) overCeiling(node string, pod *v1.Pod) bool {
 }
 
 func fraction(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) float64 {
-	var used, total int64
-	req, alloc := ni.GetRequested(), ni.GetAllocatable()
-	q := extra[r]
-	switch r {
-	case v1.ResourceCPU:
-		used, total = req.GetMilliCPU()+q.MilliValue(), alloc.GetMilliCPU()
-	case v1.ResourceMemory:
-		used, total = req.GetMemory()+q.Value(), alloc.GetMemory()
-	case v1.ResourceEphemeralStorage:
-		used, total = req.GetEphemeralStorage()+q.Value(), alloc.GetEphemeralStorage()
-	case v1.ResourcePods:
-		used, total = int64(len(ni.GetPods())), int64(alloc.GetAllowedPodNumber())
-		if extra != nil {
-			used++
-		}
-	default:
-		used, total = req.GetScalarResources()[r]+q.Value(), alloc.GetScalarResources()[r]
-	}
+	used, total := amounts(ni, r, extra)
 	if total <= 0 {
 		return 0
 	}
 	return float64(used) / float64(total)
+}
+
+// amounts are how much of r the node's pods request, with extra added (nil
+// for none), and how much the node has.
+func amounts(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) (used, total int64) {
+	req, alloc := ni.GetRequested(), ni.GetAllocatable()
+	q := extra[r]
+	switch r {
+	case v1.ResourceCPU:
+		return req.GetMilliCPU() + q.MilliValue(), alloc.GetMilliCPU()
+	case v1.ResourceMemory:
+		return req.GetMemory() + q.Value(), alloc.GetMemory()
+	case v1.ResourceEphemeralStorage:
+		return req.GetEphemeralStorage() + q.Value(), alloc.GetEphemeralStorage()
+	case v1.ResourcePods:
+		used = int64(len(ni.GetPods()))
+		if extra != nil {
+			used++
+		}
+		return used, int64(alloc.GetAllowedPodNumber())
+	}
+	return req.GetScalarResources()[r] + q.Value(), alloc.GetScalarResources()[r]
+}
+
+// largest is the most of each counted resource one of the nodes has.
+func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 {
+	out := map[v1.ResourceName]int64{}
+	for _, ni := range nodes {
+		for _, r := range c.args.Resources {
+			_, total := amounts(ni, r, nil)
+			out[r] = max(out[r], total)
+		}
+	}
+	return out
+}
+
+// keepers is the set of nodes the plan fills rather than empties: the
+// pinned ones, then the nodes that hold the most of the candidates' average
+// movable pod (each resource the scheduler counts, the pods per node
+// included; of equals the most loaded, then the costliest to empty), until together they hold every
+// movable pod. The node count is what consolidation lowers: emptying the
+// least utilized first empties large, thin nodes onto small, full ones, and
+// a node's CPU counts for nothing once its pods per node run out. The set
+// only orders and prefers: nodes outside it still take pods when it is full
+// (and then stay), and its own nodes are emptied last when it has room to
+// spare.
+func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) (map[string]bool, error) {
+	sim := c.sim.Simulator()
+	counted := slices.Clone(c.args.Resources)
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
+		if !slices.Contains(counted, r) {
+			counted = append(counted, r)
+		}
+	}
+	pods := slices.Index(counted, v1.ResourcePods)
+	need := make([]int64, len(counted)) // the movable pods' total requests
+	room := make([][]int64, len(candidates))
+	for i, cand := range candidates {
+		ni, err := sim.Node(cand.node.Name)
+		if err != nil {
+			return nil, err
+		}
+		room[i] = make([]int64, len(counted))
+		for k, r := range counted {
+			requested, allocatable := amounts(ni, r, nil)
+			bound := nodeBound(ni, r) // DaemonSet and mirror pods stay
+			need[k] += requested - bound
+			room[i][k] = allocatable - bound
+		}
+	}
+	// holds is how many of the average movable pod fit on a node.
+	holds := make([]float64, len(candidates))
+	for i := range candidates {
+		holds[i] = math.Inf(1)
+		for k := range counted {
+			if need[k] > 0 {
+				holds[i] = min(holds[i], float64(room[i][k])*float64(need[pods])/float64(need[k]))
+			}
+		}
+	}
+	order := make([]int, len(candidates))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		i, j := order[x], order[y]
+		a, b := candidates[i], candidates[j]
+		switch {
+		case pinned[a.node.Name] != pinned[b.node.Name]:
+			return pinned[a.node.Name]
+		case holds[i] != holds[j]:
+			return holds[i] > holds[j]
+		case a.load != b.load:
+			return a.load > b.load
+		case a.cost != b.cost:
+			return a.cost > b.cost
+		}
+		return a.node.Name > b.node.Name // the last kept, the first emptied
+	})
+	keep := map[string]bool{}
+	var held float64
+	for _, i := range order {
+		name := candidates[i].node.Name
+		if held >= float64(need[pods]) && !pinned[name] {
+			break
+		}
+		keep[name] = true
+		held += holds[i]
+	}
+	return keep, nil
+}
+
+// nodeBound is how much of r the node's DaemonSet and mirror pods request:
+// they stay with it.
+func nodeBound(ni fwk.NodeInfo, r v1.ResourceName) int64 {
+	var sum int64
+	for _, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		if !simulator.NodeBound(pod) {
+			continue
+		}
+		if r == v1.ResourcePods {
+			sum++
+			continue
+		}
+		q := requests.Of(pod)[r]
+		if r == v1.ResourceCPU {
+			sum += q.MilliValue()
+		} else {
+			sum += q.Value()
+		}
+	}
+	return sum
 }

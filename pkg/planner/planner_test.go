@@ -439,6 +439,73 @@ func TestConsolidationReachesLowerBound(t *testing.T) {
 	}
 }
 
+// TestConsolidationKeepsTheLargestNodes: in a cluster of mixed node sizes
+// the nodes that stay are the ones that hold the most, however thin they
+// are now: two large nodes at 12 % and six small ones at 50 % end as the
+// two large nodes (the lower bound), where emptying the least utilized
+// first would move the large nodes' pods onto the small ones and keep
+// most of those.
+func TestConsolidationKeepsTheLargestNodes(t *testing.T) {
+	c := newCluster()
+	for i := range 8 {
+		name, cpu, memory := fmt.Sprintf("small-%d", i-2), "8", "32Gi"
+		if i < 2 {
+			name, cpu, memory = fmt.Sprintf("large-%d", i), "32", "128Gi"
+		}
+		n := c.node(name, cpu, memory)
+		c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+		for j := range 2 {
+			c.pod("team-a", fmt.Sprintf("api%d%d", i, j), "ReplicaSet", n.Name, "2", "2Gi")
+		}
+	}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if p.Summary.NodesLowerBound != 2 || p.Summary.NodesInUseAfter != 2 {
+		t.Fatalf("nodes in use %d -> %d, lower bound %d; want 8 -> 2, the bound", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter, p.Summary.NodesLowerBound)
+	}
+	for _, m := range p.Moves {
+		if !strings.HasPrefix(m.Target, "large-") {
+			t.Errorf("%s moved onto %s, want a large node", m.Pod, m.Target)
+		}
+	}
+}
+
+// TestConsolidationCountsPodsPerNode: a node holds as many pods as the
+// first of its resources to run out allows, its pods per node included.
+// Two 64-CPU nodes that take 4 pods each are full with 3 pods of 1 CPU;
+// four 16-CPU nodes hold 6 each: the 30 pods fit on two of the 16-CPU
+// nodes (15 each), which the plan keeps; keeping a node with the most CPU
+// would keep three.
+func TestConsolidationCountsPodsPerNode(t *testing.T) {
+	c := newCluster()
+	for i := range 6 {
+		name, cpu := fmt.Sprintf("std-%d", i-2), "16"
+		if i < 2 {
+			name, cpu = fmt.Sprintf("wide-%d", i), "64"
+		}
+		n := c.node(name, cpu, "256Gi")
+		if i < 2 {
+			n.Status.Allocatable[v1.ResourcePods] = resource.MustParse("4")
+		}
+		c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+		pods := 6
+		if i < 2 {
+			pods = 3
+		}
+		for j := range pods {
+			c.pod("team-a", fmt.Sprintf("api%d%d", i, j), "ReplicaSet", n.Name, "1", "1Gi")
+		}
+	}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if p.Summary.NodesInUseAfter != 2 {
+		t.Fatalf("nodes in use %d -> %d, want 6 -> 2", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+	for _, m := range p.Moves {
+		if !strings.HasPrefix(m.Target, "std-") {
+			t.Errorf("%s moved onto %s, want a 16-CPU node", m.Pod, m.Target)
+		}
+	}
+}
+
 // TestConsolidationLeavesNodeWithProtectedPod: a node holding a pod that
 // must not move (bare) is never emptied, and none of its pods move.
 func TestConsolidationLeavesNodeWithProtectedPod(t *testing.T) {
