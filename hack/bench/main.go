@@ -88,6 +88,9 @@ type Results struct {
 	// ExtenderPrioritize is one prioritize call of the extender at 5,000
 	// nodes, through its HTTP handler.
 	ExtenderPrioritize LatencyResult     `json:"extender_prioritize_5000"`
+	// Consolidation is the full consolidation of a fragmented cluster:
+	// Consolidation alone, no node cap, no eviction limits.
+	Consolidation ConsolidationResult `json:"consolidation_5000"`
 	Openb              OpenbResult       `json:"openb"`
 	Commands           map[string]string `json:"commands"`
 	Machine            string            `json:"machine"`
@@ -122,6 +125,16 @@ type PlanFileResult struct {
 	Moves   int     `json:"moves"`
 }
 
+// ConsolidationResult is one uncapped Consolidation plan.
+type ConsolidationResult struct {
+	Seconds     float64 `json:"s"`
+	RSSMiB      float64 `json:"rss_mib"`
+	Moves       int     `json:"moves"`
+	NodesBefore int     `json:"nodes_in_use_before"`
+	NodesAfter  int     `json:"nodes_in_use_after"`
+	LowerBound  int     `json:"lower_bound"`
+}
+
 // OpenbResult compares 10 simulated rounds on the openb trace.
 type OpenbResult struct {
 	Pods                int `json:"pods"`
@@ -147,6 +160,8 @@ type measurement struct {
 	Value2  float64 `json:"value2"`
 	// Openb is set by the openb child.
 	Openb *OpenbResult `json:"openb,omitempty"`
+	// Consolidation is set by the consolidate child.
+	Consolidation *ConsolidationResult `json:"consolidation,omitempty"`
 	// RSSMiB is filled in by the parent from the child's rusage.
 	RSSMiB float64 `json:"-"`
 }
@@ -213,6 +228,12 @@ func parent(out, openbDir string, sizes []string) error {
 		return err
 	}
 	res.ExtenderPrioritize = LatencyResult{P99Ms: round(m.Value, 2), MeanMs: round(m.Value2, 2), Calls: m.Count}
+	m, err = run("consolidation_5000", "consolidate", "--nodes", "5000")
+	if err != nil {
+		return err
+	}
+	res.Consolidation = *m.Consolidation
+	res.Consolidation.Seconds, res.Consolidation.RSSMiB = round(m.Seconds, 2), round(m.RSSMiB, 0)
 	m, err = run("openb", "openb", "--dir", openbDir, "--rounds", "10")
 	if err != nil {
 		return err
@@ -222,6 +243,7 @@ func parent(out, openbDir string, sizes []string) error {
 		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
 		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic -o cluster.yaml writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak. plan_file_json_5000: the same cluster written as snapshot synthetic -o cluster.json writes it.",
+		"consolidation_5000: a plan of Consolidation alone (maxNodesPerCycle 5000, no eviction limits, the shipped bin-packing profile) on the synthetic cluster of 5,000 nodes and 100,000 pods (snapshot synthetic --nodes 5000 --pods 100000 --seed 1); the time covers building the simulation and planning, not generating the cluster.",
 		"openb: the default pod list replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair.",
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
@@ -279,6 +301,8 @@ func printTable(r Results) {
 	fmt.Fprintf(tw, "RebalanceHint overhead, pods without a hint\t%.2f %%\n", r.HintOverheadPct)
 	fmt.Fprintf(tw, "RebalanceHint overhead, hinted pods\t%.2f %%\n", r.HintOverheadHinted)
 	fmt.Fprintf(tw, "extender prioritize at 5000 nodes\tp99 %.2f ms\tmean %.2f ms\n", r.ExtenderPrioritize.P99Ms, r.ExtenderPrioritize.MeanMs)
+	c := r.Consolidation
+	fmt.Fprintf(tw, "full consolidation, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\t%d -> %d nodes in use (lower bound %d)\n", c.Seconds, c.RSSMiB, c.Moves, c.NodesBefore, c.NodesAfter, c.LowerBound)
 	o := r.Openb
 	fmt.Fprintf(tw, "\nOPENB (10 ROUNDS)\tREBALANCER\tUPSTREAM\n")
 	fmt.Fprintf(tw, "nodes in use before\t%d\t%d\n", o.NodesBefore, o.NodesBefore)
@@ -381,6 +405,8 @@ func child(sub string, args []string) error {
 		m, err = benchHint(ctx, *nodes, *count)
 	case "prioritize":
 		m, err = benchPrioritize(ctx, *nodes, *count)
+	case "consolidate":
+		m, err = benchConsolidate(ctx, *nodes)
 	case "openb":
 		m, err = benchOpenb(ctx, *dir, *rounds)
 	default:
@@ -493,6 +519,54 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 		return measurement{Seconds: time.Since(start).Seconds(), Count: len(r.Evicted)}, nil
 	}
 	return measurement{}, fmt.Errorf("--impl %q: want ours or upstream", impl)
+}
+
+// consolidationPolicy is Consolidation alone, uncapped, without limits.
+const consolidationPolicy = `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: consolidation
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      nodeFit: true
+  - name: Consolidation
+    args:
+      maxNodesPerCycle: 5000
+  plugins:
+    balance:
+      enabled: [Consolidation]
+`
+
+// benchConsolidate plans the full consolidation of a fragmented cluster of
+// nodes nodes and 20 thin pods per node, as benchPlan plans.
+func benchConsolidate(ctx context.Context, nodes int) (measurement, error) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: nodes, Pods: 20 * nodes, Seed: seed})
+	if err != nil {
+		return measurement{}, err
+	}
+	dir, err := os.MkdirTemp("", "bench-consolidate-")
+	if err != nil {
+		return measurement{}, err
+	}
+	defer os.RemoveAll(dir)
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(consolidationPolicy), 0o600); err != nil {
+		return measurement{}, err
+	}
+	start := time.Now()
+	sess := session.New(session.Options{
+		Files:       inputs.Files{Policy: policy, SchedulerConfigs: []string{schedulerFile}, Cluster: snap},
+		Planner:     planner.Options{MinScoreGain: 1},
+		UsageWindow: time.Minute, UsageInterval: 15 * time.Second,
+	})
+	p, _, err := sess.Plan(ctx, nil, history.New(clock.RealClock{}, 30*time.Minute))
+	if err != nil {
+		return measurement{}, err
+	}
+	return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves), Consolidation: &ConsolidationResult{
+		Moves: len(p.Moves), NodesBefore: p.Summary.NodesInUseBefore, NodesAfter: p.Summary.NodesInUseAfter, LowerBound: p.Summary.NodesLowerBound,
+	}}, nil
 }
 
 // movable are the pods a prediction is asked about: bound, not NodeBound.

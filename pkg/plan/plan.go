@@ -74,7 +74,8 @@ const (
 	ReasonTarget = "target"
 	// ReasonNoNodeFreed: a packing plugin's move whose source the plan
 	// leaves in use, or that takes the plan above the nodes in use it began
-	// with: under a packing policy it only moves the pod.
+	// with (a RemoveDuplicates move too, when the policy packs): under a
+	// packing policy it only moves the pod.
 	ReasonNoNodeFreed = "no-node-freed"
 	// ReasonEvicting: the pod's owner is evicting it in the background (it
 	// carries descheduler.alpha.kubernetes.io/eviction-in-progress): it

@@ -244,8 +244,12 @@ func (p *planner) evictions() []simulator.Eviction {
 // frees its source, and together they add no node. It returns the moves
 // that break it: those whose source the plan leaves in use, and, when the
 // plan ends with more nodes in use than it began, those onto a node that
-// was empty. The next replay checks what is left.
+// was empty, of a packing plugin or, when the policy packs, of
+// RemoveDuplicates: spreading a workload's replicas is no violation to
+// take an empty node into use for (the next plan would empty it again).
+// The next replay checks what is left.
 func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsage) map[int]string {
+	packs := conflict.PolicyPacks(p.policy)
 	inUse := map[string]bool{}
 	nBefore, nAfter := 0, 0
 	for _, u := range after {
@@ -265,6 +269,9 @@ func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsa
 			churn[i] = fmt.Sprintf("the plan leaves %s in use: a packing move that frees no node only moves the pod", m.Source)
 		case nAfter > nBefore && !before[m.Target]:
 			churn[i] = fmt.Sprintf("the plan would end with %d nodes in use, more than the %d it began with, and %s was empty", nAfter, nBefore, m.Target)
+		}
+		if packs && m.Strategy == "RemoveDuplicates" && nAfter > nBefore && !before[m.Target] {
+			churn[i] = fmt.Sprintf("the policy packs and the plan would end with %d nodes in use, more than the %d it began with: a duplicate does not take empty %s into use", nAfter, nBefore, m.Target)
 		}
 	}
 	return churn

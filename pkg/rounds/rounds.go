@@ -159,7 +159,13 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		}
 		res.Rounds = append(res.Rounds, round)
 		res.NodesAfter = nodes
-		if round.Evictions == 0 && res.ConvergedAt == 0 {
+		// Converged from the first round of the last run of rounds that
+		// evict nothing: a round can evict nothing while every candidate
+		// waits out its cooldown, and the next evict again.
+		switch {
+		case round.Evictions > 0:
+			res.ConvergedAt = 0
+		case res.ConvergedAt == 0:
 			res.ConvergedAt = i
 		}
 		klog.FromContext(ctx).V(1).Info("Simulated round", "strategy", opts.Strategy, "round", i,

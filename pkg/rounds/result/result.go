@@ -12,7 +12,8 @@ type Result struct {
 	// first round and after the last.
 	NodesBefore []NodeUtil `json:"nodesBefore"`
 	NodesAfter  []NodeUtil `json:"nodesAfter"`
-	// ConvergedAt is the first round that evicted nothing, 0 if none did.
+	// ConvergedAt is the first round from which no round evicted anything,
+	// 0 if the last round evicted.
 	ConvergedAt int `json:"convergedAt"`
 	// PlanAccuracy is the share of all rounds' planned moves whose
 	// replacement landed where the plan said (see Round.Held), in percent; nil when
