@@ -87,13 +87,13 @@ type Results struct {
 	HintOverheadHinted  float64        `json:"hint_overhead_hinted_pct"`
 	// ExtenderPrioritize is one prioritize call of the extender at 5,000
 	// nodes, through its HTTP handler.
-	ExtenderPrioritize LatencyResult     `json:"extender_prioritize_5000"`
+	ExtenderPrioritize LatencyResult `json:"extender_prioritize_5000"`
 	// Consolidation is the full consolidation of a fragmented cluster:
 	// Consolidation alone, no node cap, no eviction limits.
 	Consolidation ConsolidationResult `json:"consolidation_5000"`
-	Openb              OpenbResult       `json:"openb"`
-	Commands           map[string]string `json:"commands"`
-	Machine            string            `json:"machine"`
+	Openb         OpenbResult         `json:"openb"`
+	Commands      map[string]string   `json:"commands"`
+	Machine       string              `json:"machine"`
 	// Commit and Go name what was measured, so that two result files can
 	// be compared.
 	Commit string   `json:"commit"`
