@@ -62,13 +62,16 @@ const (
 	// rest of the plan is not carried out: evictions the next run does not
 	// know of would escape the cooldown.
 	ReasonHistoryFailed = "history-failed"
+	// ReasonGang: another member of the move's gang failed its check, so
+	// no member is evicted (a gang moves whole or not at all).
+	ReasonGang = plan.ReasonGang
 	// ReasonError: any other API error.
 	ReasonError = "error"
 )
 
 // Reasons lists the executor's own skip reasons. Options.Validate may add
 // reasons of its own (plan.Reasons, typically).
-var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonHistoryFailed, ReasonError}
+var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonHistoryFailed, ReasonGang, ReasonError}
 
 // Event reasons and the action they report, on the evicted or skipped pod.
 const (
@@ -250,6 +253,8 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	}
 
 	var r Result
+	// A gang's members are all checked before the first is evicted.
+	checked := map[int]outcome{}
 	for i, m := range p.Moves {
 		if e.stopping(ctx) {
 			logger.Info("Stopping: the rest of the plan is skipped", "remaining", len(p.Moves)-i)
@@ -258,7 +263,16 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 			}
 			break
 		}
-		o := e.move(ctx, p, m, guard)
+		if _, ok := checked[i]; !ok && m.Gang != "" {
+			e.checkGang(ctx, p, i, guard, checked)
+		}
+		o, ok := checked[i]
+		if !ok {
+			o = e.check(ctx, p, m, guard)
+		}
+		if o.reason == "" {
+			o = e.carry(ctx, p, m, o.pod, guard)
+		}
 		if o.reason == "" {
 			guard.evict(m.Owner)
 		}
@@ -291,8 +305,43 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 	return r
 }
 
-// move checks one move against the live cluster and carries it out.
-func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
+// checkGang checks every move of the gang of p.Moves[first] before any is
+// carried out, into checked: each member's own outcome when all pass, and
+// otherwise every member's refusal (the failed members' own, the others
+// ReasonGang naming the first failure).
+func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard *drainGuard, checked map[int]outcome) {
+	g := p.Moves[first]
+	var members []int
+	for i, m := range p.Moves[first:] {
+		if m.Gang == g.Gang && m.Namespace == g.Namespace {
+			members = append(members, first+i)
+		}
+	}
+	failed := ""
+	for _, i := range members {
+		o := e.check(ctx, p, p.Moves[i], guard)
+		checked[i] = o
+		if o.reason != "" && failed == "" {
+			failed = fmt.Sprintf("%s: %s", p.Moves[i].Pod, o.reason)
+			if o.detail != "" {
+				failed += " (" + o.detail + ")"
+			}
+		}
+	}
+	if failed == "" {
+		return
+	}
+	klog.FromContext(ctx).Info("A gang's member failed its check: no member is evicted", "gang", g.Gang, "namespace", g.Namespace, "members", len(members), "failed", failed)
+	for _, i := range members {
+		if o := checked[i]; o.reason == "" {
+			checked[i] = outcome{pod: o.pod, reason: ReasonGang, detail: fmt.Sprintf("its gang (%s) moves whole or not at all, and %s", g.Gang, failed)}
+		}
+	}
+}
+
+// check checks one move against the live cluster: the outcome carries the
+// live pod, and a reason when the move is not to be made.
+func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
 	if m.Owner != nil {
 		if last, ok := e.o.History.Landed(types.UID(m.Owner.UID), m.Source); ok && last.Before(e.planStart) {
 			return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
@@ -323,6 +372,11 @@ func (e *Executor) move(ctx context.Context, p *plan.Plan, m plan.Move, guard *d
 			return outcome{pod: pod, reason: reason, detail: detail}
 		}
 	}
+	return outcome{pod: pod}
+}
+
+// carry carries out a checked move of the live pod.
+func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1.Pod, guard *drainGuard) outcome {
 	// Validate may have taken a while, and the pace may make us wait;
 	// nothing is written after a stop.
 	if !e.waitTurn(ctx) {

@@ -490,6 +490,62 @@ func TestExecuteValidate(t *testing.T) {
 	}
 }
 
+// TestExecuteGangWhole: a gang's members are all checked before the first
+// is evicted. One refused member keeps every member (the others skipped as
+// gang, naming it), even one planned before it; a pod of no gang between
+// them goes on. With every member passing, all are evicted.
+func TestExecuteGangWhole(t *testing.T) {
+	member := func(name string) plan.Move {
+		m := newMove(name, "node-a", "node-b")
+		m.Gang = "train"
+		return m
+	}
+	moves := []plan.Move{member("train-1"), newMove("web-1", "node-a", "node-b"), member("train-2")}
+	pods := []runtime.Object{newPod("train-1", "node-a"), newPod("web-1", "node-a"), newPod("train-2", "node-a")}
+
+	t.Run("a member refused", func(t *testing.T) {
+		f := newFixture(pods...)
+		e := f.executor(func(o *Options) {
+			o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
+				return m.Name != "train-2", plan.ReasonNoFit, "node-b is full"
+			}
+		})
+		r := e.Execute(context.Background(), newPlan(moves...))
+		if got := reasons(r); !slices.Equal(got, []string{"train-1:gang", "train-2:no-fit"}) {
+			t.Errorf("skipped %v, want train-1:gang, train-2:no-fit", got)
+		}
+		if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
+			t.Errorf("evicted %v, want web-1 only", got)
+		}
+		for _, s := range r.Skipped {
+			if s.Pod == ns+"/train-1" && !strings.Contains(s.Detail, "train-2: no-fit") {
+				t.Errorf("train-1's skip %q does not name train-2's refusal", s.Detail)
+			}
+		}
+		if f.count("create pods/eviction train-1")+f.count("patch pods train-1") != 0 {
+			t.Errorf("API calls %q: no member may be touched", f.calls())
+		}
+	})
+
+	t.Run("all pass", func(t *testing.T) {
+		f := newFixture(pods...)
+		checked := 0
+		e := f.executor(func(o *Options) {
+			o.Validate = func(context.Context, plan.Move, *v1.Pod) (bool, string, string) {
+				checked++
+				return true, "", ""
+			}
+		})
+		r := e.Execute(context.Background(), newPlan(moves...))
+		if got := names(r.Evicted); !slices.Equal(got, []string{"train-1", "web-1", "train-2"}) {
+			t.Errorf("evicted %v, want every move", got)
+		}
+		if checked != 3 {
+			t.Errorf("Validate called %d times, want once a move", checked)
+		}
+	})
+}
+
 func TestExecuteStop(t *testing.T) {
 	moves := []plan.Move{newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b"), newMove("web-3", "node-a", "node-b")}
 	pods := []runtime.Object{newPod("web-1", "node-a"), newPod("web-2", "node-a"), newPod("web-3", "node-a")}

@@ -31,23 +31,39 @@ var (
 	annotations = []string{GroupNameAnnotation, VolcanoGroupNameAnnotation}
 )
 
+// Name is the name of the group pod belongs to, as Of finds it, "" when
+// it belongs to none. Groups are named within their namespace.
+func Name(pod *v1.Pod) string {
+	_, name := find(pod)
+	return name
+}
+
 // Of says which group pod belongs to and how it says so ("label
 // scheduling.x-k8s.io/pod-group=train"), "" when it belongs to none.
 // A PodGroup's policy may be basic rather than gang; the snapshot does not
 // hold PodGroups, so every member counts as a gang's.
 func Of(pod *v1.Pod) string {
+	how, name := find(pod)
+	if name == "" {
+		return ""
+	}
+	return how + name
+}
+
+// find returns how pod names its group, and the name.
+func find(pod *v1.Pod) (how, name string) {
 	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil && *g.PodGroupName != "" {
-		return "spec.schedulingGroup.podGroupName " + *g.PodGroupName
+		return "spec.schedulingGroup.podGroupName ", *g.PodGroupName
 	}
 	for _, k := range labels {
 		if v := pod.Labels[k]; v != "" {
-			return "label " + k + "=" + v
+			return "label " + k + "=", v
 		}
 	}
 	for _, k := range annotations {
 		if v := pod.Annotations[k]; v != "" {
-			return "annotation " + k + "=" + v
+			return "annotation " + k + "=", v
 		}
 	}
-	return ""
+	return "", ""
 }

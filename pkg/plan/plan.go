@@ -168,6 +168,10 @@ type Move struct {
 	// no score, and the moves of one room stay in the plan together, only
 	// while the pending pod fits after them.
 	Room string `json:"room,omitempty"`
+	// Gang is the gang (pkg/gang) the move belongs to: its members move
+	// whole, each to a node of its own, and stay in the plan together or
+	// not at all; the executor checks every member before it evicts one.
+	Gang string `json:"gang,omitempty"`
 	// Balance marks a balance plugin's move: it must gain the minimum
 	// score over its source, and a sticky pod stays. With Drain and
 	// Steered, it is the intent a move is checked by again before its

@@ -1,49 +1,139 @@
 package planner
 
 import (
+	"slices"
+	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
-// TestGangMembersStay: a gang's member is never moved alone, by a drain or
-// by a plugin that finds it misplaced, and the node it runs on is not
-// emptied; the same cluster without the gang is drained.
-func TestGangMembersStay(t *testing.T) {
-	for _, member := range []bool{false, true} {
-		c := thinCluster(3)
+// TestGangsMoveWhole: a gang's member that a plugin finds misplaced moves
+// only with its whole gang: every member leaves its node, each move names
+// the gang, and the plan's after-state has no member left behind. When
+// one member may not move, none does, the misplaced one is skipped as gang
+// naming it, and the node the member runs on is not emptied. Without a gang
+// the same cluster is drained and the pod moved alone.
+func TestGangsMoveWhole(t *testing.T) {
+	build := func(labelled bool) (c *cluster, worker, misplaced *v1.Pod) {
+		c = thinCluster(3)
 		c.node("tainted", "8", "32Gi", noSchedule)
 		c.pod("team-a", "big", "ReplicaSet", "node-01", "500m", "1Gi") // node-01 is the fullest: the others empty onto it
-		worker := c.pod("default", "train", "Job", "node-02", "500m", "512Mi")
-		misplaced := c.pod("default", "train", "Job", "tainted", "500m", "512Mi")
-		if member {
+		worker = c.pod("default", "train", "Job", "node-02", "500m", "512Mi")
+		misplaced = c.pod("default", "train", "Job", "tainted", "500m", "512Mi")
+		if labelled {
+			// Two ways of naming one group: by name within the namespace.
 			worker.Labels[gang.PodGroupLabel] = "train"
 			misplaced.Annotations = map[string]string{gang.GroupNameAnnotation: "train"}
 		}
+		return c, worker, misplaced
+	}
+	movesOf := func(p *plan.Plan, pod *v1.Pod) *plan.Move {
+		for i := range p.Moves {
+			if p.Moves[i].UID == string(pod.UID) {
+				return &p.Moves[i]
+			}
+		}
+		return nil
+	}
+
+	t.Run("no gang", func(t *testing.T) {
+		c, worker, misplaced := build(false)
 		p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
-		var offWorker, offTainted bool
+		if m := movesOf(p, misplaced); m == nil || m.Gang != "" {
+			t.Fatalf("the pod on the tainted node: move %+v, want one of no gang", m)
+		}
+		if m := movesOf(p, worker); m == nil || !m.Drain {
+			t.Fatalf("the worker on node-02: move %+v, want node-02 drained (the test shows nothing)", m)
+		}
+	})
+
+	t.Run("whole", func(t *testing.T) {
+		c, worker, misplaced := build(true)
+		p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+		mm, mw := movesOf(p, misplaced), movesOf(p, worker)
+		if mm == nil || mw == nil {
+			t.Fatalf("moves %+v, skipped %+v: want both members moved", p.Moves, p.Skipped)
+		}
+		for _, m := range []*plan.Move{mm, mw} {
+			if m.Gang != "train" || m.Target == m.Source || m.Target == "tainted" || !m.Steered {
+				t.Errorf("move %+v: want gang train, steered off its node, not onto the tainted node", *m)
+			}
+		}
+		if mw.Drain || mw.Balance {
+			t.Errorf("the worker's move %+v: it leaves with its gang, neither a drain nor a balance move of its own", *mw)
+		}
+	})
+
+	t.Run("a member stays", func(t *testing.T) {
+		c, worker, misplaced := build(true)
+		worker.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"}
+		p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
 		for _, m := range p.Moves {
-			offWorker = offWorker || m.Source == "node-02"
-			offTainted = offTainted || m.UID == string(misplaced.UID)
-		}
-		if !member {
-			if !offWorker || !offTainted {
-				t.Fatalf("without a gang: node-02 drained %v, the pod on the tainted node moved %v; want both (the test shows nothing)", offWorker, offTainted)
-			}
-			continue
-		}
-		if offWorker || offTainted {
-			t.Errorf("a gang's member moved, or the node it runs on drained: %+v", p.Moves)
-		}
-		for _, pod := range []string{worker.Name, misplaced.Name} {
-			found := false
-			for _, s := range p.Skipped {
-				found = found || s.Pod == "default/"+pod && s.Reason == plan.ReasonGang
-			}
-			if !found {
-				t.Errorf("%s is not skipped as %s: %+v", pod, plan.ReasonGang, p.Skipped)
+			if m.UID == string(misplaced.UID) || m.UID == string(worker.UID) || m.Source == "node-02" {
+				t.Errorf("a gang's member moved, or the node one runs on drained: %+v", m)
 			}
 		}
+		found := false
+		for _, s := range p.Skipped {
+			found = found || s.UID == string(misplaced.UID) && s.Reason == plan.ReasonGang &&
+				strings.Contains(s.Detail, "default/"+worker.Name) && strings.Contains(s.Detail, plan.ReasonOptOut)
+		}
+		if !found {
+			t.Errorf("the misplaced member is not skipped as %s naming the opted-out worker: %+v", plan.ReasonGang, p.Skipped)
+		}
+	})
+
+	t.Run("a member fits nowhere", func(t *testing.T) {
+		c, worker, misplaced := build(true)
+		// 5.5 CPUs fit on node-02 only: node-00 holds 6.1, node-01 2.6.
+		worker.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("5500m")
+		c.pod("team-c", "filler", "ReplicaSet", "node-00", "4", "1Gi")
+		p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+		if movesOf(p, misplaced) != nil || movesOf(p, worker) != nil {
+			t.Errorf("a member moved though another fits nowhere else: %+v", p.Moves)
+		}
+		found := false
+		for _, s := range p.Skipped {
+			found = found || s.UID == string(misplaced.UID) && s.Reason == plan.ReasonGang && strings.Contains(s.Detail, plan.ReasonNoFit)
+		}
+		if !found {
+			t.Errorf("the misplaced member is not skipped as %s for its member's no-fit: %+v", plan.ReasonGang, p.Skipped)
+		}
+	})
+}
+
+// TestDropTakesTheGangWhole: when the plan's replay drops one member's
+// move, the moves of its gang go with it (same gang name in the same
+// namespace), each saying why; other moves stay.
+func TestDropTakesTheGangWhole(t *testing.T) {
+	move := func(ns, name, g string) plan.Move {
+		return plan.Move{Pod: ns + "/" + name, Namespace: ns, Name: name, UID: name, Gang: g, Source: "node-a", Target: "node-b"}
+	}
+	p := &planner{logger: klog.Background(), sources: map[string]int{"node-a": 5}, out: &plan.Plan{Moves: []plan.Move{
+		move("ml", "train-0", "train"), move("ml", "web", ""), move("ml", "train-1", "train"), move("other", "train-0", "train"), move("ml", "eval-0", "eval"),
+	}}}
+	p.applied = make([]applied, len(p.out.Moves))
+	p.drop(map[int]string{2: "it lands elsewhere"}, "")
+	var kept []string
+	for _, m := range p.out.Moves {
+		kept = append(kept, m.Pod)
+	}
+	if want := []string{"ml/web", "other/train-0", "ml/eval-0"}; !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+	for _, s := range p.out.Skipped {
+		if s.Pod == "ml/train-0" && !strings.Contains(s.Detail, "ml/train-1") {
+			t.Errorf("train-0 dropped with %q: want the failed member named", s.Detail)
+		}
+	}
+	if len(p.out.Skipped) != 2 {
+		t.Errorf("skipped %+v, want the two members", p.out.Skipped)
 	}
 }

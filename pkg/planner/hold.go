@@ -283,6 +283,21 @@ func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsa
 // updated; the budgets and limits the moves spent are not given back: the
 // plan is final.
 func (p *planner) drop(failed map[int]string, reason string) {
+	// A gang's moves go together.
+	gangs := map[string]string{}
+	for i, m := range p.out.Moves {
+		k := m.Namespace + "/" + m.Gang
+		if why, ok := failed[i]; ok && m.Gang != "" && gangs[k] == "" {
+			gangs[k] = fmt.Sprintf("the move of %s, of its gang (%s), fails: %s", m.Pod, m.Gang, why)
+		}
+	}
+	for i, m := range p.out.Moves {
+		if _, ok := failed[i]; !ok && m.Gang != "" {
+			if why, ok := gangs[m.Namespace+"/"+m.Gang]; ok {
+				failed[i] = why
+			}
+		}
+	}
 	keep := 0
 	for i, m := range p.out.Moves {
 		why, ok := failed[i]

@@ -73,7 +73,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
-	if why, detail := p.stays(pod, p.balancing); why != "" {
+	if why, detail := p.alone(p.stays(pod, p.balancing)); why != "" {
 		return skip(why, detail, errSkipped)
 	}
 
@@ -125,7 +125,10 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 			fmt.Sprintf("scheduler %q does not follow rebalance hints and its profile pulls against %s", pred.Scheduler, strategy))
 		return errSkipped
 	}
-	balance, drain := p.balancing && room == "", simOpts.LeaveSource && room == ""
+	// A gang's other members leave their nodes with it: no gain of their
+	// own, and their nodes are not emptied for it.
+	companion := p.group != nil && pod.UID != p.group.asked
+	balance, drain := p.balancing && room == "" && !companion, simOpts.LeaveSource && room == "" && !companion
 	v := decide(pred, intent{balance: balance, drain: drain}, simOpts.Exclude, p.opts.MinScoreGain)
 	if v.reason == "" && room != "" && !v.steered {
 		v.reason = plan.ReasonUnsteered
@@ -159,6 +162,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		Source: pred.Source, Target: pred.Node, TargetScore: pred.Score,
 		Drain:   drain, // only plugins that empty nodes insist the pod leave
 		Room:    room,
+		Gang:    p.gangName(),
 		Balance: balance,
 		Cost:    disruption.Cost(pod),
 	}
@@ -251,6 +255,15 @@ func gangDetail(group string) string {
 	return fmt.Sprintf("the pod belongs to a gang (%s): it is not moved alone", group)
 }
 
+// alone is why, unless it is that pod belongs to the gang being moved
+// whole (p.group).
+func (p *planner) alone(why, detail string) (string, string) {
+	if why == plan.ReasonGang && p.group != nil {
+		return "", ""
+	}
+	return why, detail
+}
+
 func stickyDetail(pod *v1.Pod) string {
 	return fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, pod.Spec.NodeName)
 }
@@ -274,9 +287,9 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 
 // untouchable says why no move of pod on node is made by anyone, at plan
 // time or before its eviction: its owner evicts it in the background, it
-// or its node opts out, it belongs to a gang, or it uses devices through a
-// ResourceClaim that cannot follow it; a plan reason and its
-// detail, "" when none. judge, mustStay and Recheck.Move begin with it.
+// or its node opts out, it uses devices through a ResourceClaim that cannot
+// follow it, or it belongs to a gang (which moves only whole, see
+// moveGang); a plan reason and its detail, "" when none. judge, mustStay and Recheck.Move begin with it.
 func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
 	if evictingInBackground(pod) {
 		return plan.ReasonEvicting, evictingDetail(pod)
@@ -284,11 +297,12 @@ func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detai
 	if annotation := optedOut(sim, pod, node); annotation != "" {
 		return plan.ReasonOptOut, annotation
 	}
-	if g := gang.Of(pod); g != "" {
-		return plan.ReasonGang, gangDetail(g)
-	}
 	if c := claims.Pinned(pod, sim.Claim); len(c) > 0 {
 		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s, which stays allocated where it is (a claim the pod names, which others may share, one for extended resources, or one sharing a device's capacity): it stays on %s", plan.Abbreviate(c, 3), node)
+	}
+	// Last: a gang moved whole passes every other check.
+	if g := gang.Of(pod); g != "" {
+		return plan.ReasonGang, gangDetail(g)
 	}
 	return "", ""
 }
@@ -312,8 +326,13 @@ func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string
 	p.skipFor(profile, strategy, pod, "", why, detail)
 }
 
-// skipFor records an eviction the plan refuses because of the pod's scheduler.
+// skipFor records an eviction the plan refuses because of the pod's
+// scheduler. While a gang is judged, the first refusal is its own.
 func (p *planner) skipFor(profile, strategy string, pod *v1.Pod, scheduler, why, detail string) {
+	if p.group != nil {
+		p.group.refuse(pod, why, detail)
+		return
+	}
 	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Reason: why, Detail: detail})
 	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
 }

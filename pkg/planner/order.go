@@ -96,7 +96,7 @@ func (j *judge) inOrder(ctx context.Context, run func() *frameworktypes.Status) 
 		)
 	})
 	for _, r := range held {
-		err := j.p.judge(ctx, j.profile, j.strategy, r.pod, r.opts, simulator.PredictOptions{}, "")
+		err := j.move(ctx, r.pod, r.opts, simulator.PredictOptions{}, "")
 		var total *evictions.EvictionTotalLimitError
 		switch {
 		case err == nil, refused(err):

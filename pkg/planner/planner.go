@@ -283,6 +283,10 @@ type planner struct {
 	// applied are the plan's moves as the bookkeeping above counted them,
 	// so that reverting a fork takes them back out.
 	applied []applied
+	// gangs are the simulation's pods by gang (gangMembers), built at the
+	// first gang's move; group is the gang being moved whole, if any.
+	gangs map[string][]*v1.Pod
+	group *gangMove
 }
 
 type profileRunner struct {
@@ -496,7 +500,17 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 			return err
 		}
 	}
-	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simulator.PredictOptions{}, "")
+	return j.move(ctx, pod, opts, simulator.PredictOptions{}, "")
+}
+
+// move judges an eviction the plugin asked for; a gang's member's as the
+// move of its whole gang (moveGang), whose other members must pass the
+// profile's evictor filters too.
+func (j *judge) move(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, room string) error {
+	if room == "" && gangKey(pod) != "" {
+		return j.p.moveGang(ctx, j.profile, j.strategy, pod, opts, simOpts, func(q *v1.Pod) bool { return j.Filter(q) && j.PreEvictionFilter(q) })
+	}
+	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simOpts, room)
 }
 
 // judgingHandle also gives rebalancer's own plugins (Consolidation, MakeRoom) the
@@ -506,14 +520,14 @@ var _ simhandle.Handle = &judgingHandle{}
 func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
 
 func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error {
-	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, opts, "")
+	return h.evictor.move(ctx, pod, eo, opts, "")
 }
 
 // MoveFor judges the eviction of pod to make room on its node for the
 // pending pod room (MakeRoom): its replacement may not come back there,
 // and its node is not drained (the pending pod goes there).
 func (h *judgingHandle) MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error {
-	return h.evictor.p.judge(ctx, h.evictor.profile, h.evictor.strategy, pod, eo, simulator.PredictOptions{LeaveSource: true}, key(room))
+	return h.evictor.move(ctx, pod, eo, simulator.PredictOptions{LeaveSource: true}, key(room))
 }
 
 // Place places the pending pod where its scheduler would in the

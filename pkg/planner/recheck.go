@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -67,8 +68,9 @@ func (r *Recheck) stray(node string) bool {
 // otherwise. It matches executor.Options.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An eviction its owner began since in the background, an opt-out set
-	// since, a gang the pod joined since: it stays.
-	if why, detail := untouchable(r.sim, pod, m.Source); why != "" {
+	// since, a gang the pod joined since: it stays. A gang's member moves
+	// with the gang it was planned with.
+	if why, detail := untouchable(r.sim, pod, m.Source); why != "" && (why != plan.ReasonGang || m.Gang == "" || gang.Name(pod) != m.Gang) {
 		return false, why, detail
 	}
 	// A room made for a pod that no longer waits (placed, or gone) would
@@ -88,7 +90,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	if m.Balance && hint.IsSticky(pod) {
 		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, m.Source)
 	}
-	opts := simulator.PredictOptions{LeaveSource: m.Drain, Drained: r.drained}
+	opts := simulator.PredictOptions{LeaveSource: m.Drain || m.Gang != "", Drained: r.drained}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
 		// passes the filters.

@@ -1,0 +1,127 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// gangMove is a gang being moved whole: a plugin asked to evict one member
+// (asked), and every member is judged in turn, in one transaction. Evicted
+// alone, a member could leave its group below the members it needs, and
+// its job fail or restart whole; so the group moves whole, each member to
+// a node of its own scheduler's choosing (steered), or not at all.
+type gangMove struct {
+	name  string // gang.Name
+	asked types.UID
+	// The first member's refusal.
+	refusedPod          *v1.Pod
+	refused, refusedWhy string
+}
+
+// gangKey is the group a pod belongs to: a gang's name holds within its
+// namespace. "" for a pod of no gang.
+func gangKey(pod *v1.Pod) string {
+	g := gang.Name(pod)
+	if g == "" {
+		return ""
+	}
+	return pod.Namespace + "/" + g
+}
+
+// gangMembers lists the pods of the simulation in pod's gang (pod
+// included), by name: the simulation's pods as the plan found them, so a
+// member already moved in this plan is among them.
+func (p *planner) gangMembers(pod *v1.Pod) []*v1.Pod {
+	if p.gangs == nil {
+		p.gangs = map[string][]*v1.Pod{}
+		for _, q := range p.sim.Bound() {
+			if k := gangKey(q); k != "" && !simulator.NodeBound(q) {
+				p.gangs[k] = append(p.gangs[k], q)
+			}
+		}
+		for _, members := range p.gangs {
+			slices.SortFunc(members, func(a, b *v1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		}
+	}
+	return p.gangs[gangKey(pod)]
+}
+
+// moveGang judges the eviction a plugin asked for of pod, a gang's member,
+// as the move of its whole gang: pod first, with the plugin's intent, then
+// each other member, which must leave its node for one its scheduler is
+// steered to (or surely picks), each passing the evictor's filters
+// (filter) and every check a move passes. All members enter the plan, or
+// none, and pod is skipped as gang with the first refusal.
+func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, filter func(*v1.Pod) bool) error {
+	if p.moved.Has(pod.UID) {
+		return errSkipped // moved with its gang already
+	}
+	g := &gangMove{name: gang.Name(pod), asked: pod.UID}
+	members := p.gangMembers(pod)
+	tx := p.begin()
+	p.group = g
+	err := p.judge(ctx, profile, strategy, pod, opts, simOpts, "")
+	for _, m := range members {
+		if err != nil {
+			break
+		}
+		if m.UID == pod.UID {
+			continue
+		}
+		if !filter(m) {
+			g.refuse(m, plan.ReasonProtected, "the evictor's filters protect it")
+			err = errSkipped
+			break
+		}
+		companion := simulator.PredictOptions{LeaveSource: true, Exclude: simOpts.Exclude, Prefer: simOpts.Prefer}
+		err = p.judge(ctx, profile, strategy, m, evictions.EvictOptions{StrategyName: opts.StrategyName, Reason: fmt.Sprintf("its gang moves whole (%s asked for %s)", strategy, key(pod))}, companion, "")
+	}
+	p.group = nil
+	if err != nil {
+		if rerr := tx.Rollback(); rerr != nil {
+			return rerr
+		}
+		switch {
+		case g.refusedPod == nil:
+			return err // a failure
+		case g.refusedPod.UID == pod.UID:
+			p.skip(profile, strategy, pod, g.refusedWhy, g.refused) // its own reason
+		default:
+			p.skip(profile, strategy, pod, plan.ReasonGang, fmt.Sprintf("the pod belongs to a gang (%s), which moves whole or not at all: %s: %s (%s)",
+				gang.Of(pod), key(g.refusedPod), g.refusedWhy, g.refused))
+		}
+		if refused(err) {
+			return errSkipped
+		}
+		return err
+	}
+	tx.Commit()
+	p.logger.V(2).Info("Gang moved whole", "pod", klog.KObj(pod), "gang", gang.Of(pod), "members", len(members))
+	return nil
+}
+
+// gangName is the gang being moved whole, "" when none is.
+func (p *planner) gangName() string {
+	if p.group == nil {
+		return ""
+	}
+	return p.group.name
+}
+
+// refuse notes the first member's refusal.
+func (g *gangMove) refuse(pod *v1.Pod, why, detail string) {
+	if g.refusedPod == nil {
+		g.refusedPod, g.refusedWhy, g.refused = pod, why, detail
+	}
+}
