@@ -70,8 +70,6 @@ type Prediction struct {
 	// every Filter plugin there; SourceScore is then Source's total score.
 	SourceFeasible bool
 	SourceScore    int64
-	// Feasible is the number of nodes that passed the filters.
-	Feasible int
 	// Exhaustive says the scheduler scores every feasible node: it does not
 	// sample them by percentageOfNodesToScore.
 	Exhaustive bool
@@ -639,14 +637,17 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 		case ns.TotalScore == top:
 			atTop++
 		}
-		if opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
+		// Exclude and Prefer are asked only about a node that would beat
+		// the best so far: their callers' rules cost more than a score.
+		bestYet := best < 0 || better(ns, scores[best], pred.Source)
+		preferredYet := opts.Prefer != nil && pred.Steered && ns.Name != pred.Source && (preferred < 0 || better(ns, scores[preferred], pred.Source))
+		if !bestYet && !preferredYet || opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
 			continue
 		}
-		pred.Feasible++
-		if best < 0 || better(ns, scores[best], pred.Source) {
+		if bestYet {
 			best = i
 		}
-		if opts.Prefer != nil && pred.Steered && ns.Name != pred.Source && opts.Prefer(ns.Name) && (preferred < 0 || better(ns, scores[preferred], pred.Source)) {
+		if preferredYet && opts.Prefer(ns.Name) {
 			preferred = i
 		}
 	}
@@ -928,7 +929,8 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	c.nodes = nodes
 
 	feasible := make([]fwk.NodeInfo, len(nodes))
-	reasons := make([]string, len(nodes))
+	// Why each node was refused; read only when no node fits.
+	reasons := make([]*fwk.Status, len(nodes))
 	if s.keepCodes {
 		c.codes = make([]fwk.Code, len(nodes))
 	}
@@ -953,7 +955,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	runFilters := sc.filterer(c.state, pod, len(all))
 	filter := func(i int) {
 		if len(tainted) > 0 && tainted[nodes[i].Node()] {
-			reasons[i] = fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey)
+			reasons[i] = drainTaintRefusal
 			if c.codes != nil {
 				c.codes[i] = fwk.UnschedulableAndUnresolvable
 			}
@@ -964,7 +966,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		case st.IsSuccess():
 			feasible[i] = nodes[i]
 		case st.IsRejected():
-			reasons[i] = st.Message()
+			reasons[i] = st
 			if c.codes != nil {
 				c.codes[i] = st.Code()
 			}
@@ -1172,13 +1174,17 @@ func (sc *scheduler) sample(feasible []fwk.NodeInfo) []fwk.NodeInfo {
 	return out
 }
 
+// drainTaintRefusal is a node's refusal of a pod that does not tolerate
+// the drain taint, as TaintToleration words it.
+var drainTaintRefusal = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey))
+
 // summarize counts the filter rejections, as kube-scheduler's FitError does:
 // "0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint".
-func summarize(reasons []string, total int) string {
+func summarize(reasons []*fwk.Status, total int) string {
 	counts := map[string]int{}
 	for _, r := range reasons {
-		if r != "" {
-			counts[r]++
+		if r != nil {
+			counts[r.Message()]++
 		}
 	}
 	keys := make([]string, 0, len(counts))

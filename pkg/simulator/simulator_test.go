@@ -68,8 +68,8 @@ func TestPredictMostAllocated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Node != "a" || p.Source != "c" || !p.SourceFeasible || p.Feasible != 3 {
-		t.Fatalf("prediction %+v, want node a from feasible source c among 3", p)
+	if p.Node != "a" || p.Source != "c" || !p.SourceFeasible {
+		t.Fatalf("prediction %+v, want node a from feasible source c", p)
 	}
 	if p.Score <= p.SourceScore {
 		t.Fatalf("target score %d not above source score %d", p.Score, p.SourceScore)
@@ -112,7 +112,7 @@ func TestPredictNoFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Node != "" || p.Feasible != 0 {
+	if p.Node != "" {
 		t.Fatalf("a 9-CPU pod fit somewhere: %+v", p)
 	}
 	if !strings.Contains(p.Unschedulable, "0/3 nodes are available") || !strings.Contains(p.Unschedulable, "Insufficient cpu") {
@@ -128,8 +128,8 @@ func TestPredictTaintedSourceIsInfeasible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.SourceFeasible || p.Node != "a" || p.Feasible != 2 {
-		t.Fatalf("prediction %+v, want source c infeasible and target a of 2", p)
+	if p.SourceFeasible || p.Node != "a" {
+		t.Fatalf("prediction %+v, want source c infeasible and target a", p)
 	}
 }
 
