@@ -64,9 +64,6 @@ func (p *planner) gangMembers(pod *v1.Pod) []*v1.Pod {
 // (filter) and every check a move passes. All members enter the plan, or
 // none, and pod is skipped as gang with the first refusal.
 func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, filter func(*v1.Pod) bool) error {
-	if p.moved.Has(pod.UID) {
-		return errSkipped // moved with its gang already
-	}
 	g := &gangMove{name: gang.Name(pod), asked: pod.UID}
 	members := p.gangMembers(pod)
 	tx := p.begin()
@@ -84,8 +81,10 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 			err = errSkipped
 			break
 		}
-		companion := simulator.PredictOptions{LeaveSource: true, Exclude: simOpts.Exclude, Prefer: simOpts.Prefer}
-		err = p.judge(ctx, profile, strategy, m, evictions.EvictOptions{StrategyName: opts.StrategyName, Reason: fmt.Sprintf("its gang moves whole (%s asked for %s)", strategy, key(pod))}, companion, "")
+		// The plugin's own options are about pod; the plan's exclusions
+		// apply to every move (judge adds them).
+		err = p.judge(ctx, profile, strategy, m, evictions.EvictOptions{StrategyName: opts.StrategyName, Reason: fmt.Sprintf("its gang moves whole (%s asked for %s)", strategy, key(pod))},
+			simulator.PredictOptions{LeaveSource: true}, "")
 	}
 	p.group = nil
 	if err != nil {
