@@ -483,8 +483,8 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 // keepers is the set of nodes the plan fills rather than empties: the
 // pinned ones, then the nodes that hold the most of the candidates' average
 // movable pod (each resource the scheduler counts, the pods per node
-// included; of equals the most loaded, then the costliest to empty), until together they hold every
-// movable pod. The node count is what consolidation lowers: emptying the
+// included; of equals the most loaded, then the costliest to empty), until
+// together they hold every movable pod. The node count is what consolidation lowers: emptying the
 // least utilized first empties large, thin nodes onto small, full ones, and
 // a node's CPU counts for nothing once its pods per node run out. The set
 // only orders and prefers: nodes outside it still take pods when it is full

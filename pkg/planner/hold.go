@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/removeduplicates"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/conflict"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
@@ -270,7 +271,7 @@ func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsa
 		case nAfter > nBefore && !before[m.Target]:
 			churn[i] = fmt.Sprintf("the plan would end with %d nodes in use, more than the %d it began with, and %s was empty", nAfter, nBefore, m.Target)
 		}
-		if packs && m.Strategy == "RemoveDuplicates" && nAfter > nBefore && !before[m.Target] {
+		if packs && m.Strategy == removeduplicates.PluginName && nAfter > nBefore && !before[m.Target] {
 			churn[i] = fmt.Sprintf("the policy packs and the plan would end with %d nodes in use, more than the %d it began with: a duplicate does not take empty %s into use", nAfter, nBefore, m.Target)
 		}
 	}

@@ -255,8 +255,8 @@ func gangDetail(group string) string {
 	return fmt.Sprintf("the pod belongs to a gang (%s): it is not moved alone", group)
 }
 
-// alone is why, unless it is that pod belongs to the gang being moved
-// whole (p.group).
+// alone passes on why a pod stays, unless the reason is its gang and the
+// gang is being moved whole (p.group).
 func (p *planner) alone(why, detail string) (string, string) {
 	if why == plan.ReasonGang && p.group != nil {
 		return "", ""
@@ -289,7 +289,8 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 // time or before its eviction: its owner evicts it in the background, it
 // or its node opts out, it uses devices through a ResourceClaim that cannot
 // follow it, or it belongs to a gang (which moves only whole, see
-// moveGang); a plan reason and its detail, "" when none. judge, mustStay and Recheck.Move begin with it.
+// moveGang); a plan reason and its detail, "" when none. judge, mustStay
+// and Recheck.Move begin with it.
 func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
 	if evictingInBackground(pod) {
 		return plan.ReasonEvicting, evictingDetail(pod)
