@@ -498,15 +498,7 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 	start := time.Now()
 	switch impl {
 	case "ours":
-		// As `rebalancer plan --snapshot` plans once the file is decoded:
-		// the inputs checked, the placement resolved, the simulation built,
-		// with its default options and an empty move history.
-		sess := session.New(session.Options{
-			Files:       inputs.Files{Policy: policyFile, SchedulerConfigs: []string{schedulerFile}, Cluster: snap},
-			Planner:     planner.Options{MinScoreGain: 1},
-			UsageWindow: time.Minute, UsageInterval: 15 * time.Second,
-		})
-		p, _, err := sess.Plan(ctx, nil, history.New(clock.RealClock{}, 30*time.Minute))
+		p, err := planAsUsers(ctx, policyFile, snap)
 		if err != nil {
 			return measurement{}, err
 		}
@@ -519,6 +511,20 @@ func benchPlan(ctx context.Context, nodes int, impl string) (measurement, error)
 		return measurement{Seconds: time.Since(start).Seconds(), Count: len(r.Evicted)}, nil
 	}
 	return measurement{}, fmt.Errorf("--impl %q: want ours or upstream", impl)
+}
+
+// planAsUsers plans as `rebalancer plan --snapshot` does once the file is
+// decoded: the inputs checked, the placement resolved, the simulation
+// built, with its default options and an empty move history; with the
+// shipped bin-packing profile.
+func planAsUsers(ctx context.Context, policy string, snap *snapshot.Snapshot) (*plan.Plan, error) {
+	sess := session.New(session.Options{
+		Files:       inputs.Files{Policy: policy, SchedulerConfigs: []string{schedulerFile}, Cluster: snap},
+		Planner:     planner.Options{MinScoreGain: 1},
+		UsageWindow: time.Minute, UsageInterval: 15 * time.Second,
+	})
+	p, _, err := sess.Plan(ctx, nil, history.New(clock.RealClock{}, 30*time.Minute))
+	return p, err
 }
 
 // consolidationPolicy is Consolidation alone, uncapped, without limits.
@@ -555,12 +561,7 @@ func benchConsolidate(ctx context.Context, nodes int) (measurement, error) {
 		return measurement{}, err
 	}
 	start := time.Now()
-	sess := session.New(session.Options{
-		Files:       inputs.Files{Policy: policy, SchedulerConfigs: []string{schedulerFile}, Cluster: snap},
-		Planner:     planner.Options{MinScoreGain: 1},
-		UsageWindow: time.Minute, UsageInterval: 15 * time.Second,
-	})
-	p, _, err := sess.Plan(ctx, nil, history.New(clock.RealClock{}, 30*time.Minute))
+	p, err := planAsUsers(ctx, policy, snap)
 	if err != nil {
 		return measurement{}, err
 	}
