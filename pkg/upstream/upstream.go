@@ -112,8 +112,17 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	defer cancel()
 	// The descheduler logs each step it takes; below rebalancer's own lines.
 	runCtx = klog.NewContext(runCtx, liblog.Quiet(klog.FromContext(runCtx)))
-	if err := descheduler.RunDeschedulerStrategies(runCtx, rs, policy.DeepCopy(), evictionGroupVersion); err != nil {
-		return nil, fmt.Errorf("upstream descheduler: %w", err)
+	// Upstream's plugins do not watch ctx within a cycle, which takes
+	// minutes on a large cluster: when ctx ends, Run returns at once and
+	// leaves the cycle to end by itself on the fake clientset it owns.
+	done := make(chan error, 1)
+	go func() { done <- runCycle(runCtx, rs, policy.DeepCopy(), evictionGroupVersion) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, fmt.Errorf("upstream descheduler: %w", err)
+		}
+	case <-ctx.Done():
 	}
 	// Upstream returns nil also when ctx ended before or during the cycle
 	// (its wait loop simply stops), with informers maybe not synced: what it
@@ -123,6 +132,9 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	}
 	return &Result{Evicted: endpoint.evictions(policy)}, nil
 }
+
+// runCycle is the descheduler's cycle; a test stands in for it.
+var runCycle = descheduler.RunDeschedulerStrategies
 
 // strategyOf reads the profile and plugin from the reason annotation that
 // PodEvictor.evictPod puts on the Eviction object:

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
 
@@ -334,6 +335,39 @@ func TestCancelled(t *testing.T) {
 	cancel()
 	if res, err := Run(ctx, p, &c.snap); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %+v, %v; want context.Canceled", res, err)
+	}
+}
+
+// TestCancelledMidCycle: upstream's plugins do not watch the context
+// within a cycle; Run returns when its context ends, with the context's
+// error, without waiting for the cycle (here one that never ends).
+func TestCancelledMidCycle(t *testing.T) {
+	c := newCluster()
+	c.node("n0")
+	started, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	real := runCycle
+	runCycle = func(context.Context, *options.DeschedulerServer, *api.DeschedulerPolicy, string) error {
+		close(started)
+		<-release // deaf to its context, as upstream's plugins are
+		return nil
+	}
+	defer func() { runCycle = real }()
+	ctx, cancel := context.WithCancel(context.Background())
+	res := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, load(t, taintsPolicy), &c.snap)
+		res <- err
+	}()
+	<-started
+	cancel()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v, want context.Canceled", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return within a minute of its context's end: it waits for the cycle")
 	}
 }
 
