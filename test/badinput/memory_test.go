@@ -84,7 +84,13 @@ func TestSnapshotMemoryBound(t *testing.T) {
 	if res.exit == 0 || !strings.Contains(res.stderr, "items[5]") || !strings.Contains(res.stderr, "more than the 8 MiB") {
 		t.Errorf("one 200,000-sample object: exit %d, want a refusal naming items[5] and the 8 MiB cap\n%s", res.exit, res.stderr)
 	}
-	if limit := base + 3*size; peak > limit {
+	// Converted, the object would cost about ten times its size, as the
+	// heavy snapshot's objects do (~210 MiB over the good snapshot's).
+	// Refused as read, it peaked at 96-102 MiB alone and once at 145 MiB
+	// in CI, where this package's tests run in parallel and the garbage
+	// collector runs late: four times the size leaves room for that and
+	// still tells the two apart.
+	if limit := base + 4*size; peak > limit {
 		t.Errorf("refusing an oversized object peaked at %.0f MiB, over %.0f MiB: it was converted first", peak, limit)
 	}
 }
