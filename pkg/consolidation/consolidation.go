@@ -62,6 +62,8 @@ func (c *Consolidation) Name() string { return Name }
 
 type candidate struct {
 	node *v1.Node
+	// ni is the node as the plan found it (keepers reads it).
+	ni fwk.NodeInfo
 	// load is what the node's pods request of the counted resources, each
 	// as a fraction of the largest node's allocatable, summed: comparable
 	// across node sizes.
@@ -98,7 +100,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	largest := c.largest(used)
 	candidates := make([]candidate, 0, len(used))
 	for _, ni := range used {
-		cand := candidate{node: ni.Node(), cost: c.cost(ni)}
+		cand := candidate{node: ni.Node(), ni: ni, cost: c.cost(ni)}
 		for _, r := range c.args.Resources {
 			if requested, _ := amounts(ni, r, nil); largest[r] > 0 {
 				cand.load += float64(requested) / float64(largest[r])
@@ -119,10 +121,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
 		}
 	}
-	keep, err := c.keepers(candidates, pinned)
-	if err != nil {
-		return &frameworktypes.Status{Err: err}
-	}
+	keep := c.keepers(candidates, pinned)
 	// Outside the keep set first, then inside it; least loaded first; of
 	// equal loads, the cheapest to empty.
 	sort.SliceStable(candidates, func(i, j int) bool {
@@ -490,8 +489,7 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 // only orders and prefers: nodes outside it still take pods when it is full
 // (and then stay), and its own nodes are emptied last when it has room to
 // spare.
-func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) (map[string]bool, error) {
-	sim := c.sim.Simulator()
+func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) map[string]bool {
 	counted := slices.Clone(c.args.Resources)
 	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
 		if !slices.Contains(counted, r) {
@@ -502,16 +500,12 @@ func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) 
 	need := make([]int64, len(counted)) // the movable pods' total requests
 	room := make([][]int64, len(candidates))
 	for i, cand := range candidates {
-		ni, err := sim.Node(cand.node.Name)
-		if err != nil {
-			return nil, err
-		}
+		bound := nodeBound(cand.ni) // DaemonSet and mirror pods stay
 		room[i] = make([]int64, len(counted))
 		for k, r := range counted {
-			requested, allocatable := amounts(ni, r, nil)
-			bound := nodeBound(ni, r) // DaemonSet and mirror pods stay
-			need[k] += requested - bound
-			room[i][k] = allocatable - bound
+			requested, allocatable := amounts(cand.ni, r, nil)
+			need[k] += requested - bound[r]
+			room[i][k] = allocatable - bound[r]
 		}
 	}
 	// holds is how many of the average movable pod fit on a node.
@@ -553,28 +547,26 @@ func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) 
 		keep[name] = true
 		held += holds[i]
 	}
-	return keep, nil
+	return keep
 }
 
-// nodeBound is how much of r the node's DaemonSet and mirror pods request:
-// they stay with it.
-func nodeBound(ni fwk.NodeInfo, r v1.ResourceName) int64 {
-	var sum int64
+// nodeBound is what the node's DaemonSet and mirror pods request, in
+// amounts' units, the pods among them counted: they stay with it.
+func nodeBound(ni fwk.NodeInfo) map[v1.ResourceName]int64 {
+	out := map[v1.ResourceName]int64{}
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
 		if !simulator.NodeBound(pod) {
 			continue
 		}
-		if r == v1.ResourcePods {
-			sum++
-			continue
-		}
-		q := requests.Of(pod)[r]
-		if r == v1.ResourceCPU {
-			sum += q.MilliValue()
-		} else {
-			sum += q.Value()
+		out[v1.ResourcePods]++
+		for r, q := range requests.Of(pod) {
+			if r == v1.ResourceCPU {
+				out[r] += q.MilliValue()
+			} else {
+				out[r] += q.Value()
+			}
 		}
 	}
-	return sum
+	return out
 }
