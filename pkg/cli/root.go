@@ -55,7 +55,7 @@ a pod is evicted only if the simulation places it on a better node.`,
 		cmd.SetContext(klog.NewContext(cmd.Context(), quietLibraries()))
 		return nil
 	}
-	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newExtenderCommand(), newWebhookCommand(), newVersionCommand(), newOptionsCommand())
+	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newExtenderCommand(), newWebhookCommand(), newEstimatorCommand(), newVersionCommand(), newOptionsCommand())
 	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
 }

@@ -115,15 +115,15 @@ func (m *MakeRoom) waiting(sim *simulator.Simulator) []*v1.Pod {
 	now := sim.Now()
 	var out []*v1.Pod
 	for _, pod := range sim.Pending() {
-		since, ok := unschedulableSince(pod)
+		since, ok := UnschedulableSince(pod)
 		if !ok || pod.Status.NominatedNodeName != "" || now.Sub(since) < m.args.UnschedulableFor.Duration {
 			continue
 		}
 		out = append(out, pod)
 	}
 	slices.SortStableFunc(out, func(a, b *v1.Pod) int {
-		ta, _ := unschedulableSince(a)
-		tb, _ := unschedulableSince(b)
+		ta, _ := UnschedulableSince(a)
+		tb, _ := UnschedulableSince(b)
 		return cmp.Or(cmp.Compare(corev1helpers.PodPriority(b), corev1helpers.PodPriority(a)), ta.Compare(tb),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
@@ -329,9 +329,9 @@ func fits(ni fwk.NodeInfo, need, freed v1.ResourceList, removed int) bool {
 	return true
 }
 
-// unschedulableSince is when the scheduler last found pod unschedulable;
+// UnschedulableSince is when the scheduler last found pod unschedulable;
 // ok is false for a pod it has not (yet) found so.
-func unschedulableSince(pod *v1.Pod) (since time.Time, ok bool) {
+func UnschedulableSince(pod *v1.Pod) (since time.Time, ok bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
 			return c.LastTransitionTime.Time, true

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+type estimatorOptions struct {
+	clientFlags
+	schedulerConfig []string
+	schedulerName   string
+	snapshot        string
+	maxReplicas     int32
+	budget, resync  time.Duration
+	grpc            estimator.GRPCOptions
+	serving         serving.Options
+}
+
+func newEstimatorCommand() *cobra.Command {
+	o := &estimatorOptions{}
+	cmd := &cobra.Command{
+		Use:   "estimator",
+		Short: "Serve Karmada's replica estimator API for this cluster, answered by simulating its scheduler",
+		Long: `estimator answers the questions Karmada's scheduler asks each member
+cluster's karmada-scheduler-estimator (gRPC service Estimator, port 10352):
+how many more replicas of a workload fit (MaxAvailableReplicas), how many
+whole sets of a multi-component workload fit (MaxAvailableComponentSets),
+and how many of a workload's pods stay unschedulable
+(GetUnschedulableReplicas). It answers by placing copies of the workload's
+pod one by one with the cluster's own scheduler profile, in a fork of the
+simulated cluster, so inter-pod anti-affinity, topology spread, taints,
+affinity and DRA devices count. The pod is the workload's newest pod when
+Karmada names a workload this cluster runs, else one built from the
+request. Trouble, or an answer not found within --answer-timeout, is
+answered -1 (no opinion). The cluster is read through informers and
+simulated afresh every --resync, or read once from --snapshot. /healthz,
+/readyz and /metrics are served on --bind-address.`,
+		Example: `  rebalancer estimator --scheduler-config /etc/kubernetes/scheduler.yaml
+  rebalancer estimator --snapshot cluster.yaml --grpc-bind-address 127.0.0.1:10352`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			profiles, err := o.profiles()
+			if err != nil {
+				return err
+			}
+			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, GRPC: o.grpc, Serving: o.serving}
+			if o.snapshot != "" {
+				if run.Snapshot, err = snapshot.Load(o.snapshot); err != nil {
+					return err
+				}
+			} else if run.Client, err = o.newClient(cmd.Context()); err != nil {
+				return err
+			}
+			est := estimator.New(estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}, profiles)
+			return estimator.Run(cmd.Context(), est, run)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.schedulerConfig, "scheduler-config", nil, "KubeSchedulerConfiguration file of a scheduler of the cluster; repeat it for each (default-scheduler is modelled with kube-scheduler's defaults unless a file configures it)")
+	f.StringVar(&o.schedulerName, "scheduler-name", v1.DefaultSchedulerName, "the scheduler of replicas built from a request (a workload this cluster has no pod of yet)")
+	f.StringVar(&o.snapshot, "snapshot", "", "answer for this snapshot file, read once, instead of the live cluster")
+	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
+	f.DurationVar(&o.budget, "answer-timeout", estimator.DefaultBudget, "longest time an answer may take; past it the answer is -1 (Karmada's scheduler waits 3s)")
+	f.DurationVar(&o.resync, "resync", 30*time.Second, "how often the live cluster is simulated afresh")
+	f.StringVar(&o.grpc.Address, "grpc-bind-address", ":10352", "address of the estimator's gRPC service")
+	f.StringVar(&o.grpc.CertFile, "grpc-tls-cert-file", "", "serve gRPC over TLS with this certificate (PEM); with --grpc-tls-private-key-file")
+	f.StringVar(&o.grpc.KeyFile, "grpc-tls-private-key-file", "", "private key of --grpc-tls-cert-file (PEM)")
+	f.StringVar(&o.serving.Address, "bind-address", ":10351", "address of /healthz, /readyz and /metrics")
+	o.addFlags(f, "kubeconfig file of the cluster to answer for (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	return cmd
+}
+
+func (o *estimatorOptions) validate() error {
+	errs := o.errors()
+	if o.maxReplicas < 1 {
+		errs = append(errs, fmt.Errorf("--max-replicas %d: must be at least 1", o.maxReplicas))
+	}
+	if o.budget <= 0 {
+		errs = append(errs, fmt.Errorf("--answer-timeout %s: must be positive", o.budget))
+	}
+	if o.resync < time.Second {
+		errs = append(errs, fmt.Errorf("--resync %s: must be at least 1s", o.resync))
+	}
+	if (o.grpc.CertFile == "") != (o.grpc.KeyFile == "") {
+		errs = append(errs, errors.New("--grpc-tls-cert-file and --grpc-tls-private-key-file go together"))
+	}
+	if err := serving.CheckAddress(o.grpc.Address); err != nil {
+		errs = append(errs, fmt.Errorf("--grpc-bind-address: %w", err))
+	}
+	if err := o.serving.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, checkReadable("snapshot", o.snapshot))
+	for _, f := range o.schedulerConfig {
+		errs = append(errs, checkReadable("scheduler-config", f))
+	}
+	return errors.Join(errs...)
+}
+
+// profiles are the cluster's schedulers: the files', and kube-scheduler's
+// default profile for default-scheduler unless a file configures it.
+func (o *estimatorOptions) profiles() ([]*config.KubeSchedulerProfile, error) {
+	if len(o.schedulerConfig) > 0 {
+		profiles, _, err := profile.Schedulers(o.schedulerConfig, "")
+		return profiles, err
+	}
+	cfg, err := profile.Default()
+	if err != nil {
+		return nil, err
+	}
+	return []*config.KubeSchedulerProfile{&cfg.Profiles[0]}, nil
+}
+

@@ -1,0 +1,318 @@
+// Package estimator answers Karmada's replica estimator API
+// (karmada-scheduler-estimator's gRPC service) for the cluster it runs in,
+// by simulation: how many more replicas of a workload fit is found by
+// placing copies of its pod, one by one, with the cluster's own scheduler
+// profile, in a fork of rebalancer's simulated cluster, until one finds no
+// node. Inter-pod affinity and anti-affinity, topology spread, taints,
+// node affinity, DRA devices and the profile's own filters all count, as
+// they do when the replicas are created; a count of free resources per
+// node counts none of them.
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// Options configure an Estimator.
+type Options struct {
+	// MaxReplicas caps an answer: the copies placed per question (an
+	// answer of MaxReplicas means at least that many).
+	MaxReplicas int32
+	// SchedulerName places the replicas built from a request's
+	// requirements (a workload the cluster has no pod of yet).
+	SchedulerName string
+	// Simulation are the simulator's options (extenders, opt-in).
+	Simulation []simulator.Option
+}
+
+// Estimator answers from the latest simulation of the cluster that Update
+// gave it, one question at a time: the simulation is not safe for
+// concurrent use, and each answer forks it and reverts the fork.
+type Estimator struct {
+	o        Options
+	profiles []*config.KubeSchedulerProfile
+	turn     chan struct{} // held while the view is read or replaced
+	view     *view
+}
+
+// view is one simulation of the cluster and what is looked up in it.
+type view struct {
+	sim *simulator.Simulator
+	// pods of each workload, bound or pending.
+	pods    map[workload][]*v1.Pod
+	classes map[string]int32 // PriorityClass values by name
+	taken   time.Time
+	seq     int // names the copies placed, each apart
+}
+
+// New returns an Estimator that simulates profiles; it answers once Update
+// has given it the cluster.
+func New(o Options, profiles []*config.KubeSchedulerProfile) *Estimator {
+	if o.SchedulerName == "" {
+		o.SchedulerName = v1.DefaultSchedulerName
+	}
+	return &Estimator{o: o, profiles: profiles, turn: make(chan struct{}, 1)}
+}
+
+// ErrNotReady is the answer before the first Update.
+var ErrNotReady = errors.New("the cluster has not been read yet")
+
+// Update replaces the simulation with one of snap. The new one is built
+// before the old one is let go, so questions are answered meanwhile.
+func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
+	sim, err := simulator.New(ctx, e.profiles, snap, e.o.Simulation...)
+	if err != nil {
+		return err
+	}
+	v := &view{sim: sim, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, taken: time.Now()}
+	for _, pod := range snap.Pods {
+		for _, w := range workloadsOf(pod) {
+			v.pods[w] = append(v.pods[w], pod)
+		}
+	}
+	for _, pc := range snap.PriorityClasses {
+		v.classes[pc.Name] = pc.Value
+	}
+	if err := e.lock(ctx); err != nil {
+		return err
+	}
+	e.view = v
+	e.unlock()
+	return nil
+}
+
+// Ready says whether the cluster has been read.
+func (e *Estimator) Ready() bool {
+	select {
+	case e.turn <- struct{}{}:
+		defer e.unlock()
+		return e.view != nil
+	default:
+		return true // busy answering, so ready
+	}
+}
+
+func (e *Estimator) lock(ctx context.Context) error {
+	select {
+	case e.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the simulation: %w", context.Cause(ctx))
+	}
+}
+
+func (e *Estimator) unlock() { <-e.turn }
+
+// with runs fn on the current view, in a fork of its simulation that is
+// reverted after.
+func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
+	if err := e.lock(ctx); err != nil {
+		return err
+	}
+	defer e.unlock()
+	v := e.view
+	if v == nil {
+		return ErrNotReady
+	}
+	f := v.sim.Fork()
+	err := fn(v)
+	if rerr := v.sim.Revert(f); rerr != nil {
+		// The simulation can no longer be trusted: drop it until the
+		// next Update.
+		e.view = nil
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// MaxAvailableReplicas is how many more replicas fit: those of the
+// workload object names ("kind=Deployment, name=ns/name"), built from its
+// newest pod, when the cluster has one, else replicas built from the
+// request's requirements. The assumed workloads' replicas are placed
+// first.
+func (e *Estimator) MaxAvailableReplicas(ctx context.Context, object string, req *pb.MaxAvailableReplicasRequest) (int32, error) {
+	var n int32
+	err := e.with(ctx, func(v *view) error {
+		pod, err := v.replica(object, replicaRequirements(req.GetReplicaRequirements()), "replicaRequirements", e.o.SchedulerName)
+		if err != nil {
+			return err
+		}
+		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
+			return err
+		}
+		n, err = v.place(ctx, pod, e.o.MaxReplicas)
+		return err
+	})
+	return n, err
+}
+
+// MaxAvailableComponentSets is how many whole sets of the components fit:
+// sets are placed one after the other, each component's replicas in the
+// order the request lists them, until one replica finds no node.
+func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvailableComponentSetsRequest) (int32, error) {
+	var sets int32
+	err := e.with(ctx, func(v *view) error {
+		type part struct {
+			pod      *v1.Pod
+			replicas int32
+		}
+		var parts []part
+		var perSet int32
+		for i, c := range req.GetComponents() {
+			field := fmt.Sprintf("components[%d].replicaRequirements", i)
+			pod, err := componentRequirements(c.GetReplicaRequirements(), req.GetNamespace()).pod(field)
+			if err != nil {
+				return err
+			}
+			if c.GetReplicas() < 0 {
+				return fmt.Errorf("components[%d].replicas: %d is negative", i, c.GetReplicas())
+			}
+			v.finish(pod, e.o.SchedulerName, c.GetName())
+			parts = append(parts, part{pod: pod, replicas: c.GetReplicas()})
+			perSet += c.GetReplicas()
+		}
+		if perSet == 0 {
+			return errors.New("components: no replicas in a set")
+		}
+		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
+			return err
+		}
+		for sets < max(1, e.o.MaxReplicas/perSet) {
+			for _, p := range parts {
+				placed, err := v.place(ctx, p.pod, p.replicas)
+				if err != nil || placed < p.replicas {
+					return err
+				}
+			}
+			sets++
+		}
+		return nil
+	})
+	return sets, err
+}
+
+// UnschedulableReplicas counts the workload's pods that the scheduler has
+// found unschedulable for at least threshold and that find no node in the
+// simulation either: a pod that would fit now is one the scheduler has not
+// come back to yet.
+func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectReference, threshold time.Duration) (int32, error) {
+	w := workload{kind: ref.GetKind(), namespace: ref.GetNamespace(), name: ref.GetName()}
+	if w.kind == "" || w.name == "" {
+		return 0, errors.New("resource: kind and name are required")
+	}
+	var n int32
+	err := e.with(ctx, func(v *view) error {
+		now := v.sim.Now()
+		for _, pod := range v.pods[w] {
+			since, ok := makeroom.UnschedulableSince(pod)
+			if pod.Spec.NodeName != "" || !ok || now.Sub(since) < threshold {
+				continue
+			}
+			bound, _, err := v.sim.Place(ctx, pod)
+			if err != nil {
+				return err
+			}
+			if bound == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// replica is the pod a new replica would be: the workload's, when object
+// names one the cluster has a pod of, else one built from r.
+func (v *view) replica(object string, r requirements, field, schedulerName string) (*v1.Pod, error) {
+	if w, ok := parseObject(object); ok {
+		var newest *v1.Pod
+		for _, pod := range v.pods[w] {
+			if newest == nil || newer(pod, newest) {
+				newest = pod
+			}
+		}
+		if newest != nil {
+			return template(newest), nil
+		}
+	}
+	pod, err := r.pod(field)
+	if err != nil {
+		return nil, err
+	}
+	v.finish(pod, schedulerName, "replica")
+	return pod, nil
+}
+
+// finish names a pod built from requirements and gives it its scheduler
+// and its priority class's value.
+func (v *view) finish(pod *v1.Pod, schedulerName, name string) {
+	pod.Name = name
+	pod.Spec.SchedulerName = schedulerName
+	if value, ok := v.classes[pod.Spec.PriorityClassName]; ok && pod.Spec.PriorityClassName != "" {
+		pod.Spec.Priority = &value
+	}
+}
+
+// assume places the assumed workloads' replicas, as many as fit.
+func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedulerName string) error {
+	for i, a := range assumed {
+		for j, c := range a.GetComponents() {
+			field := fmt.Sprintf("assumedWorkloads[%d].components[%d].replicaRequirements", i, j)
+			pod, err := componentRequirements(c.GetReplicaRequirements(), a.GetNamespace()).pod(field)
+			if err != nil {
+				return err
+			}
+			v.finish(pod, schedulerName, "assumed")
+			if _, err := v.place(ctx, pod, c.GetReplicas()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// place places up to n copies of pod, one scheduling cycle each, and
+// returns how many found a node: it stops at the first that finds none.
+func (v *view) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
+	if !v.modelled(pod) {
+		return 0, fmt.Errorf("replicas of %s are placed by %q, which is not configured (--scheduler-config)", klog.KObj(pod), v.sim.SchedulerOf(pod))
+	}
+	for i := int32(0); i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return i, context.Cause(ctx)
+		}
+		v.seq++
+		c := *pod
+		c.Name = fmt.Sprintf("%s-%d", pod.Name, v.seq)
+		c.UID = types.UID(fmt.Sprintf("rebalancer-estimate-%d", v.seq))
+		bound, _, err := v.sim.Place(ctx, &c)
+		if err != nil || bound == nil {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// modelled says whether the simulation has the profile of pod's scheduler.
+func (v *view) modelled(pod *v1.Pod) bool {
+	name := v.sim.SchedulerOf(pod)
+	for _, sc := range v.sim.Schedulers() {
+		if sc.Profile.SchedulerName == name {
+			return true
+		}
+	}
+	return false
+}

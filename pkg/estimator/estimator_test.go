@@ -1,0 +1,318 @@
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+func defaultProfiles(t *testing.T) []*config.KubeSchedulerProfile {
+	t.Helper()
+	cfg, err := profile.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*config.KubeSchedulerProfile{&cfg.Profiles[0]}
+}
+
+func estimatorFor(t *testing.T, ctx context.Context, snap *snapshot.Snapshot, max int32) *Estimator {
+	t.Helper()
+	e := New(Options{MaxReplicas: max}, defaultProfiles(t))
+	if err := e.Update(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// quantities encodes requests as a client puts them on the wire.
+func quantities(t *testing.T, rl v1.ResourceList) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for name, q := range rl {
+		b, err := q.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[string(name)] = b
+	}
+	return out
+}
+
+func request(t *testing.T, cpu, memory string) *pb.MaxAvailableReplicasRequest {
+	return &pb.MaxAvailableReplicasRequest{Cluster: "member", ReplicaRequirements: &pb.ReplicaRequirements{
+		Namespace: "default",
+		ResourceRequestBytes: quantities(t, v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory)}),
+	}}
+}
+
+func nodes(n int, cpu, memory string) []*v1.Node {
+	out := make([]*v1.Node, n)
+	for i := range out {
+		out[i] = testutil.BuildTestNode(fmt.Sprintf("node-%d", i), cpu, memory)
+	}
+	return out
+}
+
+// deploymentPod is a running pod of Deployment name (its ReplicaSet
+// name-abc, template hash abc), labelled app=name.
+func deploymentPod(name, node string, i int, apply ...func(*v1.Pod)) *v1.Pod {
+	p := testutil.BuildTestPod(fmt.Sprintf("%s-abc-%d", name, i), node, "100m", "100Mi", testutil.Running,
+		testutil.WithLabels(map[string]string{"app": name, "pod-template-hash": "abc"}))
+	p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", name+"-abc", types.UID(name+"-rs"))}
+	p.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC))
+	for _, f := range apply {
+		f(p)
+	}
+	return p
+}
+
+func antiAffinity(name string) func(*v1.Pod) {
+	return func(p *v1.Pod) {
+		p.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				TopologyKey:   v1.LabelHostname,
+			}},
+		}}
+	}
+}
+
+// A Deployment whose pods repel each other per node has one more replica
+// per node without one, however much room each node has; from its
+// requests alone, every node holds many.
+func TestWorkloadsPodCountsItsAntiAffinity(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	for _, size := range []int{3, 10, 17} {
+		snap := &snapshot.Snapshot{Nodes: nodes(size, "8", "16Gi"),
+			Pods: []*v1.Pod{deploymentPod("web", "node-0", 0, antiAffinity("web"))}}
+		e := estimatorFor(t, ctx, snap, 1000)
+		got, err := e.MaxAvailableReplicas(ctx, "kind=Deployment, name=default/web", request(t, "100m", "100Mi"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := int32(size - 1); got != want {
+			t.Errorf("%d nodes: %d more replicas of the Deployment, want %d (one per node without one)", size, got, want)
+		}
+		bySum, err := e.MaxAvailableReplicas(ctx, "", request(t, "100m", "100Mi"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bySum <= got {
+			t.Errorf("%d nodes: from the requests alone %d replicas, want more than the Deployment's %d", size, bySum, got)
+		}
+	}
+}
+
+// For replicas that ask for resources only, the answer is what each node
+// has room for, summed: checked on random clusters against that sum.
+func TestResourceOnlyReplicasFillEveryNode(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	for seed := uint64(1); seed <= 5; seed++ {
+		r := rand.New(rand.NewPCG(seed, 0))
+		var snap snapshot.Snapshot
+		want := 0
+		reqCPU, reqMem := int64(250+r.IntN(4)*250), int64(256+r.IntN(4)*256) // millicores, MiB
+		for i := range 12 {
+			cpu, mem := int64(2000+r.IntN(7)*1000), int64(2048+r.IntN(7)*1024)
+			name := fmt.Sprintf("node-%d", i)
+			snap.Nodes = append(snap.Nodes, testutil.BuildTestNode(name, fmt.Sprintf("%dm", cpu), fmt.Sprintf("%dMi", mem)))
+			usedCPU, usedMem := int64(0), int64(0)
+			for j := range r.IntN(4) {
+				c, m := int64(100+r.IntN(10)*100), int64(128+r.IntN(10)*128)
+				if usedCPU+c > cpu || usedMem+m > mem {
+					break
+				}
+				usedCPU, usedMem = usedCPU+c, usedMem+m
+				snap.Pods = append(snap.Pods, testutil.BuildTestPod(fmt.Sprintf("p-%d-%d", i, j), name, fmt.Sprintf("%dm", c), fmt.Sprintf("%dMi", m), testutil.Running))
+			}
+			want += int(min((cpu-usedCPU)/reqCPU, (mem-usedMem)/reqMem))
+		}
+		e := estimatorFor(t, ctx, &snap, 10000)
+		got, err := e.MaxAvailableReplicas(ctx, "", request(t, fmt.Sprintf("%dm", reqCPU), fmt.Sprintf("%dMi", reqMem)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(got) != want {
+			t.Errorf("seed %d: %d replicas, want %d (the room of every node, summed)", seed, got, want)
+		}
+		// The answer left the simulation as it was: asking again gives it.
+		if again, err := e.MaxAvailableReplicas(ctx, "", request(t, fmt.Sprintf("%dm", reqCPU), fmt.Sprintf("%dMi", reqMem))); err != nil || again != got {
+			t.Errorf("seed %d: asked again, %d (%v), want %d", seed, again, err, got)
+		}
+	}
+}
+
+func TestAnswerIsCapped(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(4, "8", "16Gi")}, 7)
+	got, err := e.MaxAvailableReplicas(ctx, "", request(t, "100m", "100Mi"))
+	if err != nil || got != 7 {
+		t.Errorf("got %d (%v), want the cap, 7", got, err)
+	}
+}
+
+// The node claim, in the legacy fields and in their successors, keeps
+// replicas to the nodes it allows.
+func TestNodeClaimDecides(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	all := nodes(6, "1", "1Gi") // room for 4 replicas of 250m each
+	for i, n := range all {
+		n.Labels["pool"] = []string{"a", "b"}[i%2]
+		n.Labels["zone"] = []string{"x", "y", "z"}[i%3]
+	}
+	taint := v1.Taint{Key: "dedicated", Value: "batch", Effect: v1.TaintEffectNoSchedule}
+	all[0].Spec.Taints = []v1.Taint{taint}
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: all}, 1000)
+	affinity := &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
+		{Key: "zone", Operator: v1.NodeSelectorOpIn, Values: []string{"x", "y"}}}}}}
+	affinityBytes, err := affinity.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toleration := v1.Toleration{Key: "dedicated", Operator: v1.TolerationOpEqual, Value: "batch", Effect: v1.TaintEffectNoSchedule}
+	tolerationBytes, err := toleration.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		claim *pb.NodeClaim
+		want  int32 // nodes allowed × 4
+	}{
+		{"none: the tainted node is out", nil, 5 * 4},
+		{"selector pool=a (node-0 tainted)", &pb.NodeClaim{NodeSelector: map[string]string{"pool": "a"}}, 2 * 4},
+		{"selector and toleration", &pb.NodeClaim{NodeSelector: map[string]string{"pool": "a"}, TolerationsBytes: [][]byte{tolerationBytes}}, 3 * 4},
+		{"legacy toleration", &pb.NodeClaim{NodeSelector: map[string]string{"pool": "a"}, Tolerations: [][]byte{tolerationBytes}}, 3 * 4},
+		{"affinity zone in x, y (nodes 0, 1, 3, 4; 0 tainted)", &pb.NodeClaim{NodeAffinityBytes: affinityBytes}, 3 * 4},
+		{"legacy affinity", &pb.NodeClaim{NodeAffinity: affinityBytes}, 3 * 4},
+	} {
+		req := request(t, "250m", "100Mi")
+		req.ReplicaRequirements.NodeClaim = tc.claim
+		got, err := e.MaxAvailableReplicas(ctx, "", req)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %d (%v), want %d", tc.name, got, err, tc.want)
+		}
+	}
+	// The legacy resource field alone, as older clients send it.
+	legacy := &pb.MaxAvailableReplicasRequest{ReplicaRequirements: &pb.ReplicaRequirements{
+		ResourceRequest: quantities(t, v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")})}}
+	if got, err := e.MaxAvailableReplicas(ctx, "", legacy); err != nil || got != 5*2 {
+		t.Errorf("legacy resourceRequest: %d (%v), want %d", got, err, 5*2)
+	}
+}
+
+func TestAssumedWorkloadsTakeRoomFirst(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}, 1000)
+	req := request(t, "500m", "100Mi") // 8 fit
+	req.AssumedWorkloads = []*pb.AssumedWorkload{{Namespace: "other", Components: []*pb.Component{{
+		Name: "main", Replicas: 3,
+		ReplicaRequirements: &pb.ComponentReplicaRequirements{ResourceRequestBytes: quantities(t, v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")})},
+	}}}}
+	if got, err := e.MaxAvailableReplicas(ctx, "", req); err != nil || got != 5 {
+		t.Errorf("%d (%v), want 5: three of 8 places are assumed taken", got, err)
+	}
+}
+
+func TestComponentSetsFitWhole(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(3, "4", "8Gi")}, 1000)
+	component := func(name, cpu string, replicas int32) *pb.Component {
+		return &pb.Component{Name: name, Replicas: replicas, ReplicaRequirements: &pb.ComponentReplicaRequirements{
+			ResourceRequestBytes: quantities(t, v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)})}}
+	}
+	// A set: one 1-CPU manager and two 2-CPU workers, 5 CPUs; 12 CPUs in
+	// 4-CPU nodes hold two sets (a third's workers find no node).
+	req := &pb.MaxAvailableComponentSetsRequest{Namespace: "default", Components: []*pb.Component{
+		component("manager", "1", 1), component("worker", "2", 2)}}
+	if got, err := e.MaxAvailableComponentSets(ctx, req); err != nil || got != 2 {
+		t.Errorf("%d sets (%v), want 2", got, err)
+	}
+}
+
+func TestUnschedulableReplicasThatStillFitNowhere(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	pending := func(i int, cpu string) *v1.Pod {
+		p := deploymentPod("batch", "", i)
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+		p.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+			Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, LastTransitionTime: old}}}
+		return p
+	}
+	snap := &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi"), Pods: []*v1.Pod{
+		deploymentPod("batch", "node-0", 0), pending(1, "3"), pending(2, "4"), pending(3, "1")}}
+	e := estimatorFor(t, ctx, snap, 1000)
+	ref := &pb.ObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Namespace: "default", Name: "batch"}
+	if got, err := e.UnschedulableReplicas(ctx, ref, time.Minute); err != nil || got != 2 {
+		t.Errorf("%d (%v), want 2: the 3- and 4-CPU pods fit no 2-CPU node, the 1-CPU one fits", got, err)
+	}
+	if got, err := e.UnschedulableReplicas(ctx, ref, 2*time.Hour); err != nil || got != 0 {
+		t.Errorf("threshold 2h: %d (%v), want 0", got, err)
+	}
+}
+
+// Trouble is answered -1, never an error: before the cluster is read, a
+// request that does not decode, a scheduler not modelled, no time left.
+func TestTroubleIsNoOpinion(t *testing.T) {
+	logger, ctx := testutil.Context(t)
+	notRead := NewServer(logger, New(Options{MaxReplicas: 10}, defaultProfiles(t)), time.Second, nil)
+	if res, err := notRead.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != NoOpinion {
+		t.Errorf("before the cluster is read: %d (%v), want -1", res.GetMaxReplicas(), err)
+	}
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}, 1000)
+	srv := NewServer(logger, e, time.Second, nil)
+	bad := request(t, "1", "1Gi")
+	bad.ReplicaRequirements.ResourceRequestBytes["cpu"] = []byte{0xff}
+	if res, err := srv.MaxAvailableReplicas(ctx, bad); err != nil || res.GetMaxReplicas() != NoOpinion {
+		t.Errorf("a quantity that does not decode: %d (%v), want -1", res.GetMaxReplicas(), err)
+	}
+	if _, err := e.MaxAvailableReplicas(ctx, "", bad); err == nil || !strings.Contains(err.Error(), "replicaRequirements.resourceRequestBytes[cpu]") {
+		t.Errorf("the error names the field: %v", err)
+	}
+	late := NewServer(logger, e, time.Nanosecond, nil)
+	if res, err := late.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != NoOpinion {
+		t.Errorf("past the budget: %d (%v), want -1", res.GetMaxReplicas(), err)
+	}
+	if res, err := srv.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != 4 {
+		t.Errorf("after the trouble: %d (%v), want 4", res.GetMaxReplicas(), err)
+	}
+	other := New(Options{MaxReplicas: 10, SchedulerName: "elsewhere"}, defaultProfiles(t))
+	if err := other.Update(ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.MaxAvailableReplicas(ctx, "", request(t, "1", "1Gi")); err == nil {
+		t.Error("replicas of a scheduler not modelled: no error")
+	}
+}
+
+func TestParseObject(t *testing.T) {
+	for in, want := range map[string]workload{
+		"kind=Deployment, name=ns/web": {kind: "Deployment", namespace: "ns", name: "web"},
+		"kind=StatefulSet,name=a/b":    {kind: "StatefulSet", namespace: "a", name: "b"},
+	} {
+		if got, ok := parseObject(in); !ok || got != want {
+			t.Errorf("%q: %v %v, want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "web", "kind=Deployment"} {
+		if _, ok := parseObject(in); ok {
+			t.Errorf("%q parsed", in)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+)
+
+// RunOptions configure a running estimator.
+type RunOptions struct {
+	// Client reads the live cluster; nil with Snapshot.
+	Client kubernetes.Interface
+	// Snapshot is the cluster, offline: read once.
+	Snapshot *snapshot.Snapshot
+	// Resync is how often the live cluster is simulated afresh.
+	Resync time.Duration
+	// Budget bounds each answer.
+	Budget time.Duration
+	GRPC   GRPCOptions
+	// Serving serves /healthz, /readyz and /metrics.
+	Serving serving.Options
+}
+
+// Run serves est until ctx ends: the estimator service over gRPC, probes
+// and metrics over HTTP, and the cluster simulated afresh every Resync.
+func Run(ctx context.Context, est *Estimator, o RunOptions) error {
+	logger := klog.FromContext(ctx).WithName("estimator")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	lastRead := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rebalancer_estimator_cluster_read_timestamp_seconds",
+		Help: "When the cluster the replica estimator answers from was read (Unix time).",
+	})
+	reg.MustRegister(lastRead)
+
+	mux := http.NewServeMux()
+	serving.Probes{Ready: est.Ready, NotReady: "the cluster has not been read yet", Metrics: reg}.Register(mux)
+	o.Serving.Metrics = reg
+	httpDone, err := serving.Serve(ctx, o.Serving, mux)
+	if err != nil {
+		return err
+	}
+	grpcDone, setServing, err := serveGRPC(ctx, o.GRPC, NewServer(logger, est, o.Budget, reg))
+	if err != nil {
+		cancel()
+		return errors.Join(err, <-httpDone)
+	}
+	read := func(snap *snapshot.Snapshot) error {
+		start := time.Now()
+		if err := est.Update(ctx, snap); err != nil {
+			return err
+		}
+		lastRead.SetToCurrentTime()
+		setServing()
+		logger.V(2).Info("Simulating the cluster afresh", "objects", snap.String(), "elapsed", time.Since(start))
+		return nil
+	}
+	var reading chan error // nil offline: the snapshot is read once, here
+	if o.Snapshot != nil {
+		if err := read(o.Snapshot); err != nil {
+			cancel()
+			return errors.Join(err, <-httpDone, <-grpcDone)
+		}
+	} else {
+		reading = make(chan error, 1)
+		go func() { reading <- follow(ctx, logger, o.Client, o.Resync, read) }()
+	}
+	var first error
+	select {
+	case first = <-reading:
+		reading = nil
+	case first = <-httpDone:
+		httpDone = nil
+	case first = <-grpcDone:
+		grpcDone = nil
+	case <-ctx.Done():
+	}
+	cancel()
+	errs := []error{first}
+	for _, done := range []<-chan error{reading, httpDone, grpcDone} {
+		if done != nil {
+			errs = append(errs, <-done)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// follow reads the live cluster through informers and gives read its state
+// every resync until ctx ends. A failed read is logged and retried at the
+// next resync; the last good simulation answers meanwhile.
+func follow(ctx context.Context, logger klog.Logger, client kubernetes.Interface, resync time.Duration, read func(*snapshot.Snapshot) error) error {
+	cluster := live.NewCluster(client)
+	if err := cluster.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer cluster.Stop()
+	tick := time.NewTicker(resync)
+	defer tick.Stop()
+	for {
+		snap, err := cluster.Current(ctx)
+		if err == nil {
+			err = read(snap)
+		}
+		if err != nil && ctx.Err() == nil {
+			logger.Error(err, "Reading the cluster; answering from the last read", "retryIn", resync)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}

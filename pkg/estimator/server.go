@@ -1,0 +1,167 @@
+package estimator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"k8s.io/klog/v2"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/service"
+)
+
+// NoOpinion is the answer Karmada's scheduler skips: it then goes by its
+// other estimators. It is the answer to every question the estimator
+// cannot answer (an error would discard every member cluster's estimate
+// of the workload).
+const NoOpinion = -1
+
+// DefaultBudget is how long an answer may take: Karmada's scheduler waits
+// 3 seconds for its estimators (--scheduler-estimator-timeout).
+const DefaultBudget = 2500 * time.Millisecond
+
+// Server serves the Estimator service.
+type Server struct {
+	service.UnimplementedEstimatorServer
+	est     *Estimator
+	budget  time.Duration
+	logger  klog.Logger
+	metrics *metrics
+}
+
+// NewServer serves est's answers, each within budget.
+func NewServer(logger klog.Logger, est *Estimator, budget time.Duration, reg prometheus.Registerer) *Server {
+	return &Server{est: est, budget: budget, logger: logger, metrics: newMetrics(reg)}
+}
+
+// MaxAvailableReplicas answers how many more replicas of the workload fit.
+func (s *Server) MaxAvailableReplicas(ctx context.Context, req *pb.MaxAvailableReplicasRequest) (*pb.MaxAvailableReplicasResponse, error) {
+	object := objectOf(ctx)
+	n := s.answer(ctx, "MaxAvailableReplicas", object, func(ctx context.Context) (int32, error) {
+		return s.est.MaxAvailableReplicas(ctx, object, req)
+	})
+	return &pb.MaxAvailableReplicasResponse{MaxReplicas: n}, nil
+}
+
+// MaxAvailableComponentSets answers how many whole sets of the components
+// fit.
+func (s *Server) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvailableComponentSetsRequest) (*pb.MaxAvailableComponentSetsResponse, error) {
+	n := s.answer(ctx, "MaxAvailableComponentSets", objectOf(ctx), func(ctx context.Context) (int32, error) {
+		return s.est.MaxAvailableComponentSets(ctx, req)
+	})
+	return &pb.MaxAvailableComponentSetsResponse{MaxSets: n}, nil
+}
+
+// GetUnschedulableReplicas answers how many of the workload's pods stay
+// unschedulable.
+func (s *Server) GetUnschedulableReplicas(ctx context.Context, req *pb.UnschedulableReplicasRequest) (*pb.UnschedulableReplicasResponse, error) {
+	n := s.answer(ctx, "GetUnschedulableReplicas", objectOf(ctx), func(ctx context.Context) (int32, error) {
+		return s.est.UnschedulableReplicas(ctx, req.GetResource(), time.Duration(req.GetUnschedulableThreshold()))
+	})
+	return &pb.UnschedulableReplicasResponse{UnschedulableReplicas: n}, nil
+}
+
+// answer runs fn within the budget; trouble is logged and answered
+// NoOpinion.
+func (s *Server) answer(ctx context.Context, method, object string, fn func(context.Context) (int32, error)) int32 {
+	start := time.Now()
+	ctx, cancel := context.WithTimeoutCause(ctx, s.budget, fmt.Errorf("no answer within %s", s.budget))
+	defer cancel()
+	n, err := fn(ctx)
+	elapsed := time.Since(start)
+	s.metrics.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+	if err != nil {
+		s.metrics.requests.WithLabelValues(method, "no-opinion").Inc()
+		s.logger.Info("Answering no opinion", "method", method, "object", object, "err", err, "elapsed", elapsed)
+		return NoOpinion
+	}
+	s.metrics.requests.WithLabelValues(method, "estimate").Inc()
+	s.logger.V(2).Info("Answered", "method", method, "object", object, "answer", n, "elapsed", elapsed)
+	return n
+}
+
+// objectOf is the workload Karmada's scheduler names in the request's
+// metadata, "" when it names none.
+func objectOf(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get(ObjectKey); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// GRPCOptions say where and how the service listens.
+type GRPCOptions struct {
+	Address string
+	// CertFile and KeyFile: both set serves TLS, both empty plaintext.
+	CertFile, KeyFile string
+}
+
+// serveGRPC serves srv and the standard gRPC health service until ctx
+// ends; done yields the error that stopped it early, or nil. The health
+// service says NOT_SERVING until serving is called.
+func serveGRPC(ctx context.Context, o GRPCOptions, srv *Server) (done <-chan error, serving func(), err error) {
+	var opts []grpc.ServerOption
+	if o.CertFile != "" || o.KeyFile != "" {
+		creds, err := credentials.NewServerTLSFromFile(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--grpc-tls-cert-file %s, --grpc-tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	l, err := net.Listen("tcp", o.Address)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--grpc-bind-address %s: %w", o.Address, err)
+	}
+	g := grpc.NewServer(opts...)
+	service.RegisterEstimatorServer(g, srv)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	out := make(chan error, 1)
+	go func() {
+		err := g.Serve(l)
+		if errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+		out <- err
+	}()
+	context.AfterFunc(ctx, func() {
+		hs.Shutdown()
+		g.GracefulStop()
+	})
+	srv.logger.Info("Serving the replica estimator", "address", l.Addr().String(), "tls", len(opts) > 0)
+	return out, func() { hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING) }, nil
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rebalancer_estimator_requests_total",
+			Help: "Questions the replica estimator answered, by method and answer (estimate, or no-opinion: -1, on trouble or past the budget).",
+		}, []string{"method", "answer"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rebalancer_estimator_request_duration_seconds",
+			Help:    "How long the replica estimator took to answer, by method.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3},
+		}, []string{"method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.duration)
+	}
+	return m
+}
