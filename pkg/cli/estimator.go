@@ -123,4 +123,3 @@ func (o *estimatorOptions) profiles() ([]*config.KubeSchedulerProfile, error) {
 	}
 	return []*config.KubeSchedulerProfile{&cfg.Profiles[0]}, nil
 }
-
