@@ -1,8 +1,9 @@
 # rebalancer — build, test and package.
 #
 #   make build      both binaries into _output/bin
-#   make test       unit tests, then the e2e suite against a real control
-#                   plane that it starts and stops itself
+#   make test       unit tests, Karmada's estimator client against
+#                   `rebalancer estimator`, then the e2e suite against a real
+#                   control plane that it starts and stops itself
 #   make lint       golangci-lint (pinned in hack/tools/lint; see .golangci.yml),
 #                   shellcheck
 #   make verify     lint, go.mod tidy, the chart's copies the same as their
@@ -33,7 +34,7 @@ K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.36.1 \
 LDFLAGS := -X github.com/rebalancer-dev/rebalancer/pkg/version.Version=$(VERSION) $(K8S_LDFLAGS)
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build test test-unit test-e2e lint verify image demo bench fuzz chart cluster-up cluster-down clean
+.PHONY: all build test test-unit test-karmada test-e2e lint verify image demo bench fuzz chart cluster-up cluster-down clean
 
 all: build
 
@@ -42,13 +43,18 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer ./cmd/rebalancer
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer-scheduler ./cmd/rebalancer-scheduler
 
-test: test-unit test-e2e
+test: test-unit test-karmada test-e2e
 
 # The plan must come out the same however often it is computed, and the
 # simulation's forks must hold, also under the race detector.
 test-unit:
 	$(GO) test ./...
 	$(GO) test -race -count=1 -run 'TestPlansAreReproducible|TestForkRevertCommit' ./pkg/planner ./pkg/simulator
+
+# Karmada's own estimator client (karmada-scheduler's) against the built
+# `rebalancer estimator`, in a module of its own (test/karmada).
+test-karmada: build
+	cd test/karmada && REBALANCER=$(BIN)/rebalancer $(GO) test -count=1 ./...
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.
@@ -98,6 +104,8 @@ lint: $(LINT)
 
 verify: lint
 	$(GO) mod tidy -diff
+	cd test/karmada && $(GO) mod tidy -diff
+	cd hack/tools/proto && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
 image:

@@ -88,6 +88,9 @@ type Results struct {
 	// ExtenderPrioritize is one prioritize call of the extender at 5,000
 	// nodes, through its HTTP handler.
 	ExtenderPrioritize LatencyResult `json:"extender_prioritize_5000"`
+	// EstimatorReplicas is one MaxAvailableReplicas question to `rebalancer
+	// estimator` at 5,000 nodes, through its gRPC handler.
+	EstimatorReplicas LatencyResult `json:"estimator_max_available_replicas_5000"`
 	// Consolidation is the full consolidation of a fragmented cluster:
 	// Consolidation alone, no node cap, no eviction limits.
 	Consolidation ConsolidationResult `json:"consolidation_5000"`
@@ -228,6 +231,11 @@ func parent(out, openbDir string, sizes []string) error {
 		return err
 	}
 	res.ExtenderPrioritize = LatencyResult{P99Ms: round(m.Value, 2), MeanMs: round(m.Value2, 2), Calls: m.Count}
+	m, err = run("estimator_max_available_replicas_5000", "estimate", "--nodes", "5000", "--count", "200")
+	if err != nil {
+		return err
+	}
+	res.EstimatorReplicas = LatencyResult{P99Ms: round(m.Value, 2), MeanMs: round(m.Value2, 2), Calls: m.Count}
 	m, err = run("consolidation_5000", "consolidate", "--nodes", "5000")
 	if err != nil {
 		return err
@@ -301,6 +309,7 @@ func printTable(r Results) {
 	fmt.Fprintf(tw, "RebalanceHint overhead, pods without a hint\t%.2f %%\n", r.HintOverheadPct)
 	fmt.Fprintf(tw, "RebalanceHint overhead, hinted pods\t%.2f %%\n", r.HintOverheadHinted)
 	fmt.Fprintf(tw, "extender prioritize at 5000 nodes\tp99 %.2f ms\tmean %.2f ms\n", r.ExtenderPrioritize.P99Ms, r.ExtenderPrioritize.MeanMs)
+	fmt.Fprintf(tw, "estimator MaxAvailableReplicas at 5000 nodes\tp99 %.2f ms\tmean %.2f ms\n", r.EstimatorReplicas.P99Ms, r.EstimatorReplicas.MeanMs)
 	c := r.Consolidation
 	fmt.Fprintf(tw, "full consolidation, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\t%d -> %d nodes in use (lower bound %d)\n", c.Seconds, c.RSSMiB, c.Moves, c.NodesBefore, c.NodesAfter, c.LowerBound)
 	o := r.Openb
@@ -403,6 +412,8 @@ func child(sub string, args []string) error {
 		m, err = benchPredict(ctx, *nodes, *count)
 	case "hint":
 		m, err = benchHint(ctx, *nodes, *count)
+	case "estimate":
+		m, err = benchEstimate(ctx, *nodes, *count)
 	case "prioritize":
 		m, err = benchPrioritize(ctx, *nodes, *count)
 	case "consolidate":

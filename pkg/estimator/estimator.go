@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -56,6 +57,9 @@ type view struct {
 	classes map[string]int32 // PriorityClass values by name
 	taken   time.Time
 	seq     int // names the copies placed, each apart
+	// random breaks the scheduler's ties; reseeded for every answer, so
+	// that the same cluster gets the same answer.
+	random *rand.Rand
 }
 
 // New returns an Estimator that simulates profiles; it answers once Update
@@ -128,6 +132,7 @@ func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
 		return ErrNotReady
 	}
 	f := v.sim.Fork()
+	v.random = rand.New(rand.NewPCG(1, 1))
 	err := fn(v)
 	if rerr := v.sim.Revert(f); rerr != nil {
 		// The simulation can no longer be trusted: drop it until the
@@ -284,8 +289,9 @@ func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedu
 	return nil
 }
 
-// place places up to n copies of pod, one scheduling cycle each, and
-// returns how many found a node: it stops at the first that finds none.
+// place places up to n copies of pod, one scheduling cycle each as
+// kube-scheduler runs it (its node sampling included), and returns how
+// many found a node: it stops at the first that finds none.
 func (v *view) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
 	if !v.modelled(pod) {
 		return 0, fmt.Errorf("replicas of %s are placed by %q, which is not configured (--scheduler-config)", klog.KObj(pod), v.sim.SchedulerOf(pod))
@@ -298,7 +304,7 @@ func (v *view) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
 		c := *pod
 		c.Name = fmt.Sprintf("%s-%d", pod.Name, v.seq)
 		c.UID = types.UID(fmt.Sprintf("rebalancer-estimate-%d", v.seq))
-		bound, _, err := v.sim.Place(ctx, &c)
+		bound, _, err := v.sim.PlaceAsScheduled(ctx, &c, v.random)
 		if err != nil || bound == nil {
 			return i, err
 		}

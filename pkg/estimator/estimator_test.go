@@ -119,15 +119,20 @@ func TestWorkloadsPodCountsItsAntiAffinity(t *testing.T) {
 }
 
 // For replicas that ask for resources only, the answer is what each node
-// has room for, summed: checked on random clusters against that sum.
+// has room for, summed: checked on random clusters against that sum, small
+// ones and ones large enough that kube-scheduler samples their nodes.
 func TestResourceOnlyReplicasFillEveryNode(t *testing.T) {
 	_, ctx := testutil.Context(t)
-	for seed := uint64(1); seed <= 5; seed++ {
+	for seed := uint64(1); seed <= 6; seed++ {
+		size := 12
+		if seed > 4 {
+			size = 300 // kube-scheduler scores about half of them
+		}
 		r := rand.New(rand.NewPCG(seed, 0))
 		var snap snapshot.Snapshot
 		want := 0
 		reqCPU, reqMem := int64(250+r.IntN(4)*250), int64(256+r.IntN(4)*256) // millicores, MiB
-		for i := range 12 {
+		for i := range size {
 			cpu, mem := int64(2000+r.IntN(7)*1000), int64(2048+r.IntN(7)*1024)
 			name := fmt.Sprintf("node-%d", i)
 			snap.Nodes = append(snap.Nodes, testutil.BuildTestNode(name, fmt.Sprintf("%dm", cpu), fmt.Sprintf("%dMi", mem)))

@@ -297,6 +297,16 @@ func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, er
 	return pl.bound, pl.diagnosis, err
 }
 
+// PlaceAsScheduled is Place with kube-scheduler's own choice (see Replay):
+// it filters nodes, from where its last search stopped, only until it has
+// the feasible nodes the profile's percentageOfNodesToScore lets it score,
+// and breaks ties with random. Whether a pod fits somewhere is the same;
+// where it lands is what the scheduler might have chosen.
+func (s *Simulator) PlaceAsScheduled(ctx context.Context, pod *v1.Pod, random *rand.Rand) (*v1.Pod, string, error) {
+	pl, err := s.place(ctx, pod, random, nil, false)
+	return pl.bound, pl.diagnosis, err
+}
+
 // placement is the outcome of place.
 type placement struct {
 	bound     *v1.Pod // nil: still pending
