@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
@@ -103,7 +104,11 @@ func (o *estimatorOptions) validate() error {
 	if err := o.serving.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, checkReadable("snapshot", o.snapshot))
+	for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
+		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))
+	}
+	errs = append(errs, checkReadable("snapshot", o.snapshot),
+		checkReadable("grpc-tls-cert-file", o.grpc.CertFile), checkReadable("grpc-tls-private-key-file", o.grpc.KeyFile))
 	for _, f := range o.schedulerConfig {
 		errs = append(errs, checkReadable("scheduler-config", f))
 	}

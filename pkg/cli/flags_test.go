@@ -23,6 +23,7 @@ var mistakes = map[string][]string{
 	"float32":  {"NaN", "Inf", "-Inf", "-1", "0"},
 	"float64":  {"NaN", "Inf", "-Inf", "-1", "0"},
 	"int":      {"-1", "0"},
+	"int32":    {"-1", "0"},
 	"int64":    {"-1", "0"},
 	"duration": {"-1s", "0s"},
 }
@@ -49,6 +50,9 @@ var stringMistakes = map[string][]string{
 	"--max-per-workload":                {"-1", "150%", "0%", "half", "NaN", "2.5"},
 	"--hold-empty-nodes":                {"", "yes", "always", "1x"},
 	"--bind-address":                    {"localhost", ":99999", ":-1", ":http-alt"},
+	"--grpc-bind-address":               {"localhost", ":99999", ":-1", ":http-alt"},
+	"--grpc-tls-cert-file":              {missingFile},
+	"--grpc-tls-private-key-file":       {missingFile},
 	"--schedule":                        {"61 * * * *", "@fortnightly"},
 	"--window":                          {"25:00-01:00", "22:00"},
 	"--baseline":                        {"downstream"},
@@ -112,6 +116,7 @@ current-context: test
 		"run":                {"--kubeconfig", kubeconfig, "--policy", binPolicy, "--scheduler-config", binSched, "--once"},
 		"simulate":           {"--snapshot", demo, "--policy", binPolicy, "--scheduler-config", binSched, "--rounds", "1"},
 		"extender":           {"--kubeconfig", kubeconfig},
+		"estimator":          {"--kubeconfig", kubeconfig},
 		"webhook":            {"--tls-cert-file", cert, "--tls-private-key-file", key},
 		"snapshot capture":   {"--kubeconfig", kubeconfig, "--output", out},
 		"snapshot synthetic": {"--nodes", "3", "--pods", "10", "--output", out},
@@ -119,7 +124,7 @@ current-context: test
 	}
 	// The commands that reach the API server do so with their base
 	// arguments alone: the base passes every check.
-	for _, name := range []string{"plan", "run", "extender", "snapshot capture"} {
+	for _, name := range []string{"plan", "run", "extender", "estimator", "snapshot capture"} {
 		requests.Store(0)
 		if _, err := execute(t, name, base[name]); err == nil || requests.Load() == 0 {
 			t.Errorf("%s %s: %v after %d requests; want to reach the test's API server and fail there", name, strings.Join(base[name], " "), err, requests.Load())
