@@ -85,6 +85,7 @@ CHART_COPIES := $(foreach f,$(filter-out policies/kustomization.yaml,$(wildcard 
 	manifests/rebalancer/rbac.yaml:$(CHART_FILES)/rbac/rebalancer.yaml \
 	manifests/scheduler/rbac.yaml:$(CHART_FILES)/rbac/scheduler.yaml \
 	manifests/extender/rbac.yaml:$(CHART_FILES)/rbac/extender.yaml \
+	manifests/estimator/rbac.yaml:$(CHART_FILES)/rbac/estimator.yaml \
 	manifests/monitoring/dashboard.json:$(CHART_FILES)/monitoring/dashboard.json \
 	manifests/monitoring/alerts.yaml:$(CHART_FILES)/monitoring/alerts.yaml
 

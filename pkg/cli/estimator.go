@@ -8,16 +8,20 @@ import (
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 type estimatorOptions struct {
 	clientFlags
+	policy          string
 	schedulerConfig []string
 	schedulerName   string
 	snapshot        string
@@ -37,12 +41,13 @@ cluster's karmada-scheduler-estimator (gRPC service Estimator, port 10352):
 how many more replicas of a workload fit (MaxAvailableReplicas), how many
 whole sets of a multi-component workload fit (MaxAvailableComponentSets),
 and how many of a workload's pods stay unschedulable
-(GetUnschedulableReplicas). It answers by placing copies of the workload's
+(GetUnschedulableReplicas; with --policy, the pods the cluster's rebalancer
+makes room for are not counted). It answers by placing copies of the workload's
 pod one by one with the cluster's own scheduler profile, in a fork of the
 simulated cluster, so inter-pod anti-affinity, topology spread, taints,
-affinity and DRA devices count. The pod is the workload's newest pod when
-Karmada names a workload this cluster runs, else one built from the
-request. Trouble, or an answer not found within --answer-timeout, is
+affinity and DRA devices count. When Karmada names a workload this
+cluster has, the copies are its pod template (read from the API server),
+or offline its newest pod; otherwise they are built from the request. Trouble, or an answer not found within --answer-timeout, is
 answered -1 (no opinion). The cluster is read through informers and
 simulated afresh every --resync, or read once from --snapshot. /healthz,
 /readyz and /metrics are served on --bind-address.`,
@@ -58,19 +63,34 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 				return err
 			}
 			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, GRPC: o.grpc, Serving: o.serving}
+			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}
+			var classes kubernetes.Interface // the policy's PriorityClass names resolve against it
 			if o.snapshot != "" {
 				if run.Snapshot, err = snapshot.Load(o.snapshot); err != nil {
 					return err
 				}
-			} else if run.Client, err = o.newClient(cmd.Context()); err != nil {
-				return err
+				if classes, err = simulator.Clientset(&snapshot.Snapshot{PriorityClasses: run.Snapshot.PriorityClasses}); err != nil {
+					return err
+				}
+			} else {
+				if run.Client, err = o.newClient(cmd.Context()); err != nil {
+					return err
+				}
+				opts.Templates = estimator.APITemplates(run.Client)
+				classes = run.Client
 			}
-			est := estimator.New(estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}, profiles)
+			if o.policy != "" {
+				if opts.Policy, err = policy.Load(o.policy, classes, policy.Registry()); err != nil {
+					return err
+				}
+			}
+			est := estimator.New(opts, profiles)
 			return estimator.Run(cmd.Context(), est, run)
 		},
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.schedulerConfig, "scheduler-config", nil, "KubeSchedulerConfiguration file of a scheduler of the cluster; repeat it for each (default-scheduler is modelled with kube-scheduler's defaults unless a file configures it)")
+	f.StringVar(&o.policy, "policy", "", "the DeschedulerPolicy the cluster's rebalancer runs: a pending pod its plan makes room for (MakeRoom) is not counted unschedulable (default: none)")
 	f.StringVar(&o.schedulerName, "scheduler-name", v1.DefaultSchedulerName, "the scheduler of replicas built from a request (a workload this cluster has no pod of yet)")
 	f.StringVar(&o.snapshot, "snapshot", "", "answer for this snapshot file, read once, instead of the live cluster")
 	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
@@ -107,7 +127,7 @@ func (o *estimatorOptions) validate() error {
 	for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
 		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))
 	}
-	errs = append(errs, checkReadable("snapshot", o.snapshot),
+	errs = append(errs, checkReadable("snapshot", o.snapshot), checkReadable("policy", o.policy),
 		checkReadable("grpc-tls-cert-file", o.grpc.CertFile), checkReadable("grpc-tls-private-key-file", o.grpc.KeyFile))
 	for _, f := range o.schedulerConfig {
 		errs = append(errs, checkReadable("scheduler-config", f))

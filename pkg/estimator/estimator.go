@@ -18,11 +18,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
 	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
+	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -37,6 +40,14 @@ type Options struct {
 	SchedulerName string
 	// Simulation are the simulator's options (extenders, opt-in).
 	Simulation []simulator.Option
+	// Templates, when set, reads the workload a question names from the
+	// cluster; without it, or for a workload it does not find, replicas
+	// are the workload's newest pod's.
+	Templates Templates
+	// Policy, when set, is the DeschedulerPolicy the cluster's rebalancer
+	// runs: each Update plans it, and a pending pod it makes room for
+	// (MakeRoom) is not counted unschedulable.
+	Policy *api.DeschedulerPolicy
 }
 
 // Estimator answers from the latest simulation of the cluster that Update
@@ -55,8 +66,10 @@ type view struct {
 	// pods of each workload, bound or pending.
 	pods    map[workload][]*v1.Pod
 	classes map[string]int32 // PriorityClass values by name
-	taken   time.Time
-	seq     int // names the copies placed, each apart
+	// rooms are the pending pods ("namespace/name") the policy's plan
+	// makes room for.
+	rooms sets.Set[string]
+	seq     int              // names the copies placed, each apart
 	// random breaks the scheduler's ties; reseeded for every answer, so
 	// that the same cluster gets the same answer.
 	random *rand.Rand
@@ -81,7 +94,20 @@ func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
 	if err != nil {
 		return err
 	}
-	v := &view{sim: sim, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, taken: time.Now()}
+	v := &view{sim: sim, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string]()}
+	if e.o.Policy != nil {
+		// The rooms the cluster's rebalancer would make now; the plan
+		// leaves the simulation as it found it.
+		p, err := planner.Plan(ctx, sim, e.o.Policy, planner.Options{ID: "estimator", AllowConflicting: true})
+		if err != nil {
+			return fmt.Errorf("planning the policy: %w", err)
+		}
+		for _, m := range p.Moves {
+			if m.Room != "" {
+				v.rooms.Insert(m.Room)
+			}
+		}
+	}
 	for _, pod := range snap.Pods {
 		for _, w := range workloadsOf(pod) {
 			v.pods[w] = append(v.pods[w], pod)
@@ -144,20 +170,39 @@ func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
 }
 
 // MaxAvailableReplicas is how many more replicas fit: those of the
-// workload object names ("kind=Deployment, name=ns/name"), built from its
-// newest pod, when the cluster has one, else replicas built from the
-// request's requirements. The assumed workloads' replicas are placed
-// first.
+// workload object names ("kind=Deployment, name=ns/name"), from its pod
+// template (Options.Templates) or its newest pod, when the cluster has the
+// one or the other, else replicas built from the request's requirements.
+// The assumed workloads' replicas are placed first.
 func (e *Estimator) MaxAvailableReplicas(ctx context.Context, object string, req *pb.MaxAvailableReplicasRequest) (int32, error) {
+	w, named := parseObject(object)
+	var tmpl *v1.PodTemplateSpec
+	if named && e.o.Templates != nil {
+		var err error
+		if tmpl, err = e.o.Templates(ctx, w.kind, w.namespace, w.name); err != nil {
+			return 0, err
+		}
+	}
 	var n int32
 	err := e.with(ctx, func(v *view) error {
-		pod, err := v.replica(object, replicaRequirements(req.GetReplicaRequirements()), "replicaRequirements", e.o.SchedulerName)
-		if err != nil {
-			return err
+		var pod *v1.Pod
+		switch newest := v.newest(w); {
+		case tmpl != nil:
+			pod = replicaOf(w.namespace, tmpl.Labels, &tmpl.Spec)
+		case newest != nil:
+			pod = replicaOf(newest.Namespace, newest.Labels, &newest.Spec)
+		default:
+			var err error
+			if pod, err = replicaRequirements(req.GetReplicaRequirements()).pod("replicaRequirements"); err != nil {
+				return err
+			}
+			pod.Spec.SchedulerName = e.o.SchedulerName
 		}
+		v.prioritize(pod)
 		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
 			return err
 		}
+		var err error
 		n, err = v.place(ctx, pod, e.o.MaxReplicas)
 		return err
 	})
@@ -185,7 +230,8 @@ func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAv
 			if c.GetReplicas() < 0 {
 				return fmt.Errorf("components[%d].replicas: %d is negative", i, c.GetReplicas())
 			}
-			v.finish(pod, e.o.SchedulerName, c.GetName())
+			pod.Name, pod.Spec.SchedulerName = c.GetName(), e.o.SchedulerName
+			v.prioritize(pod)
 			parts = append(parts, part{pod: pod, replicas: c.GetReplicas()})
 			perSet += c.GetReplicas()
 		}
@@ -211,8 +257,8 @@ func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAv
 
 // UnschedulableReplicas counts the workload's pods that the scheduler has
 // found unschedulable for at least threshold and that find no node in the
-// simulation either: a pod that would fit now is one the scheduler has not
-// come back to yet.
+// simulation either (a pod that would fit now is one the scheduler has not
+// come back to yet), nor room made by the policy's moves (Options.Policy).
 func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectReference, threshold time.Duration) (int32, error) {
 	w := workload{kind: ref.GetKind(), namespace: ref.GetNamespace(), name: ref.GetName()}
 	if w.kind == "" || w.name == "" {
@@ -230,7 +276,7 @@ func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectRef
 			if err != nil {
 				return err
 			}
-			if bound == nil {
+			if bound == nil && !v.rooms.Has(pod.Namespace+"/"+pod.Name) {
 				n++
 			}
 		}
@@ -239,34 +285,20 @@ func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectRef
 	return n, err
 }
 
-// replica is the pod a new replica would be: the workload's, when object
-// names one the cluster has a pod of, else one built from r.
-func (v *view) replica(object string, r requirements, field, schedulerName string) (*v1.Pod, error) {
-	if w, ok := parseObject(object); ok {
-		var newest *v1.Pod
-		for _, pod := range v.pods[w] {
-			if newest == nil || newer(pod, newest) {
-				newest = pod
-			}
-		}
-		if newest != nil {
-			return template(newest), nil
+// newest is the workload's newest pod in the cluster, nil if it has none.
+func (v *view) newest(w workload) *v1.Pod {
+	var newest *v1.Pod
+	for _, pod := range v.pods[w] {
+		if newest == nil || newer(pod, newest) {
+			newest = pod
 		}
 	}
-	pod, err := r.pod(field)
-	if err != nil {
-		return nil, err
-	}
-	v.finish(pod, schedulerName, "replica")
-	return pod, nil
+	return newest
 }
 
-// finish names a pod built from requirements and gives it its scheduler
-// and its priority class's value.
-func (v *view) finish(pod *v1.Pod, schedulerName, name string) {
-	pod.Name = name
-	pod.Spec.SchedulerName = schedulerName
-	if value, ok := v.classes[pod.Spec.PriorityClassName]; ok && pod.Spec.PriorityClassName != "" {
+// prioritize gives pod its priority class's value, as admission does.
+func (v *view) prioritize(pod *v1.Pod) {
+	if value, ok := v.classes[pod.Spec.PriorityClassName]; ok && pod.Spec.PriorityClassName != "" && pod.Spec.Priority == nil {
 		pod.Spec.Priority = &value
 	}
 }
@@ -280,7 +312,8 @@ func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedu
 			if err != nil {
 				return err
 			}
-			v.finish(pod, schedulerName, "assumed")
+			pod.Name, pod.Spec.SchedulerName = "assumed", schedulerName
+			v.prioritize(pod)
 			if _, err := v.place(ctx, pod, c.GetReplicas()); err != nil {
 				return err
 			}

@@ -4,18 +4,25 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -318,6 +325,95 @@ func TestParseObject(t *testing.T) {
 	for _, in := range []string{"", "web", "kind=Deployment"} {
 		if _, ok := parseObject(in); ok {
 			t.Errorf("%q parsed", in)
+		}
+	}
+}
+
+// A workload the cluster has but runs no pod of (scaled to zero, or just
+// propagated) is estimated from its pod template.
+func TestWorkloadsTemplateBeforeItsPods(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	spec := testutil.BuildTestPod("x", "", "100m", "100Mi", antiAffinity("api")).Spec
+	client := fake.NewClientset(&appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Template: v1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: spec}},
+	})
+	e := New(Options{MaxReplicas: 1000, Templates: APITemplates(client)}, defaultProfiles(t))
+	if err := e.Update(ctx, &snapshot.Snapshot{Nodes: nodes(6, "8", "16Gi")}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.MaxAvailableReplicas(ctx, "kind=Deployment, name=default/api", request(t, "100m", "100Mi")); err != nil || got != 6 {
+		t.Errorf("%d (%v), want 6: one per node, by the template's anti-affinity", got, err)
+	}
+	// A workload the cluster does not have: the request's replicas.
+	if got, err := e.MaxAvailableReplicas(ctx, "kind=Deployment, name=default/other", request(t, "100m", "100Mi")); err != nil || got != 480 {
+		t.Errorf("unknown workload: %d (%v), want 480 (80 per node)", got, err)
+	}
+}
+
+// With the policy of the cluster's rebalancer, a pending pod that its
+// MakeRoom moves make room for is not counted unschedulable; one they
+// cannot is.
+func TestRoomMadeByThePolicyIsNotUnschedulable(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	_, prof, err := profile.Load("../../policies/binpacking-scheduler.yaml", "rebalancer-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(`apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: room
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: MakeRoom
+    args:
+      unschedulableFor: 1m
+  plugins:
+    balance:
+      enabled: [MakeRoom]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(path, fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	steered := testutil.WithScheduler("rebalancer-scheduler")
+	small := func(name, node string, i int) *v1.Pod {
+		p := deploymentPod(name, node, i, steered)
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+		return p
+	}
+	pending := func(name, cpu string) *v1.Pod {
+		p := deploymentPod(name, "", 9, steered)
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+		p.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+			Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, LastTransitionTime: old}}}
+		return p
+	}
+	// 2 and 3 CPUs free: a 4-CPU pod fits once one pod moves off node-1; a
+	// 6-CPU pod fits no node, however the pods move.
+	snap := &snapshot.Snapshot{Nodes: nodes(2, "4", "16Gi"), Pods: []*v1.Pod{
+		small("a", "node-0", 0), small("a", "node-0", 1), small("b", "node-1", 0),
+		pending("big", "4"), pending("huge", "6")}}
+	for _, tc := range []struct {
+		policy    *api.DeschedulerPolicy
+		big, huge int32
+		what      string
+	}{{nil, 1, 1, "without the policy"}, {pol, 0, 1, "with MakeRoom"}} {
+		e := New(Options{MaxReplicas: 100, Policy: tc.policy}, []*config.KubeSchedulerProfile{prof})
+		if err := e.Update(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range map[string]int32{"big": tc.big, "huge": tc.huge} {
+			got, err := e.UnschedulableReplicas(ctx, &pb.ObjectReference{Kind: "Deployment", Namespace: "default", Name: name}, time.Minute)
+			if err != nil || got != want {
+				t.Errorf("%s, %s: %d unschedulable (%v), want %d", tc.what, name, got, err, want)
+			}
 		}
 	}
 }

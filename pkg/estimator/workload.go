@@ -1,12 +1,16 @@
 package estimator
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ObjectKey is the gRPC metadata key under which Karmada's scheduler names
@@ -56,20 +60,17 @@ func workloadsOf(pod *v1.Pod) []workload {
 	return out
 }
 
-// template is the pod a new replica of the workload would be, taken from
-// its newest pod: the same labels, affinities, spread constraints and
-// requests; not its node, status, owner (a copy must not take its
-// workload's rebalance hint) or annotations. Volumes of PersistentVolumeClaims
-// are left out: a new replica gets claims of its own, which do not exist
-// yet (their volumes are provisioned where the replica lands).
-func template(newest *v1.Pod) *v1.Pod {
+// replicaOf is the pod a new replica of a workload would be, from its pod
+// template or its newest pod: the same labels, affinities, spread
+// constraints, tolerations and requests; not a pod's node, status, owner
+// (a copy must not take its workload's rebalance hint) or annotations.
+// Volumes of PersistentVolumeClaims are left out: a new replica gets
+// claims of its own, which do not exist yet (their volumes are provisioned
+// where the replica lands).
+func replicaOf(namespace string, labels map[string]string, spec *v1.PodSpec) *v1.Pod {
 	pod := &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: newest.Namespace,
-			Name:      "replica",
-			Labels:    newest.Labels,
-		},
-		Spec: *newest.Spec.DeepCopy(),
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "replica", Labels: labels},
+		Spec:       *spec.DeepCopy(),
 	}
 	pod.Spec.NodeName = ""
 	volumes := pod.Spec.Volumes[:0]
@@ -80,6 +81,53 @@ func template(newest *v1.Pod) *v1.Pod {
 	}
 	pod.Spec.Volumes = volumes
 	return pod
+}
+
+// Templates reads a workload's pod template from the cluster; nil, nil
+// when the cluster has no such workload.
+type Templates func(ctx context.Context, kind, namespace, name string) (*v1.PodTemplateSpec, error)
+
+// APITemplates reads the pod templates of Deployments, StatefulSets,
+// ReplicaSets and Jobs from the API server: a workload's template is its
+// replicas' truth, also before it runs a pod (scaled to zero, or just
+// propagated) and while a rollout changes it.
+func APITemplates(client kubernetes.Interface) Templates {
+	return func(ctx context.Context, kind, namespace, name string) (*v1.PodTemplateSpec, error) {
+		var tmpl *v1.PodTemplateSpec
+		var err error
+		get := metav1.GetOptions{}
+		switch kind {
+		case "Deployment":
+			var o *appsv1.Deployment
+			if o, err = client.AppsV1().Deployments(namespace).Get(ctx, name, get); err == nil {
+				tmpl = &o.Spec.Template
+			}
+		case "StatefulSet":
+			var o *appsv1.StatefulSet
+			if o, err = client.AppsV1().StatefulSets(namespace).Get(ctx, name, get); err == nil {
+				tmpl = &o.Spec.Template
+			}
+		case "ReplicaSet":
+			var o *appsv1.ReplicaSet
+			if o, err = client.AppsV1().ReplicaSets(namespace).Get(ctx, name, get); err == nil {
+				tmpl = &o.Spec.Template
+			}
+		case "Job":
+			var o *batchv1.Job
+			if o, err = client.BatchV1().Jobs(namespace).Get(ctx, name, get); err == nil {
+				tmpl = &o.Spec.Template
+			}
+		default:
+			return nil, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the pod template of %s %s/%s: %w", kind, namespace, name, err)
+		}
+		return tmpl, nil
+	}
 }
 
 // newer says whether a was created after b (of equal times, the later name).

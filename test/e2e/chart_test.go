@@ -61,6 +61,7 @@ var chartModes = []struct {
 	{[]string{"cronjob", "extender", "webhook", "monitoring"}, []string{"extender.enabled=true", "webhook.enabled=true", "dashboard.enabled=true", "prometheusRule.enabled=true"}},
 	{[]string{"cronjob", "extender-tls", "webhook-cert-manager"}, []string{"extender.enabled=true", "extender.tls.enabled=true", "webhook.enabled=true", "webhook.certManager=true"}},
 	{[]string{"deployment", "extender-cert-manager"}, []string{"mode=deployment", "extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true"}},
+	{[]string{"cronjob", "estimator"}, []string{"estimator.enabled=true"}},
 }
 
 // extenderCADir is where the chart mounts the extender's CA into the
@@ -219,6 +220,7 @@ func TestChartRendersTheKustomizeTree(t *testing.T) {
 		{"manifests/rebalancer/rbac.yaml", "files/rbac/rebalancer.yaml"},
 		{"manifests/scheduler/rbac.yaml", "files/rbac/scheduler.yaml"},
 		{"manifests/extender/rbac.yaml", "files/rbac/extender.yaml"},
+		{"manifests/estimator/rbac.yaml", "files/rbac/estimator.yaml"},
 		{"manifests/monitoring/dashboard.json", "files/monitoring/dashboard.json"},
 		{"manifests/monitoring/alerts.yaml", "files/monitoring/alerts.yaml"},
 	} {

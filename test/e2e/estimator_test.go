@@ -1,0 +1,132 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/estimator/service"
+)
+
+// TestEstimatorFollowsTheCluster: `rebalancer estimator`, a process of its
+// own reading the live cluster as the ServiceAccount of manifests/estimator,
+// answers Karmada's questions by the cluster's scheduler: a Deployment
+// whose replicas repel each other per node fits once per node (10 on 10
+// nodes, where its requests alone fit 400), before it runs a pod; as its
+// pods are scheduled the answer follows; the replicas the nodes cannot hold
+// are counted unschedulable. Every request it made is one the shipped
+// rules grant, and every rule is used.
+func TestEstimatorFollowsTheCluster(t *testing.T) {
+	e := newTestEnv(t)
+	saConfig := e.asServiceAccount(filepath.Join(repoRoot, "manifests", "estimator", "rbac.yaml"), "rebalancer-estimator")
+	started := time.Now()
+	names := e.nodeNames("est", 10)
+	e.addNodes("4", names...)
+	spec := e.podSpec(v1.DefaultSchedulerName, resources("100m", "128Mi"))
+	spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: v1.LabelHostname}}}}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: spec},
+		},
+	}
+	if _, err := client.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	schedulerConfig, _ := clusterSchedulerConfig(t)
+	grpcAddr, httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := startProcess(t, "rebalancer", "estimator", "--kubeconfig", saConfig, "--scheduler-config", schedulerConfig,
+		"--grpc-bind-address", grpcAddr, "--bind-address", httpAddr, "--resync", "1s", "-v=2")
+	p.waitUp(e, "the estimator to be ready", func() bool { return answers("http://" + httpAddr + "/readyz") })
+	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	est := service.NewEstimatorClient(conn)
+
+	web := metadata.AppendToOutgoingContext(e.ctx, estimator.ObjectKey, fmt.Sprintf("kind=Deployment, name=%s/web", e.ns))
+	encode := func(m interface{ Marshal() ([]byte, error) }) []byte {
+		b, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cpu, memory := resource.MustParse("100m"), resource.MustParse("128Mi")
+	req := &pb.MaxAvailableReplicasRequest{Cluster: "member", ReplicaRequirements: &pb.ReplicaRequirements{
+		Namespace:            e.ns,
+		ResourceRequestBytes: map[string][]byte{"cpu": encode(&cpu), "memory": encode(&memory)},
+		NodeClaim:            &pb.NodeClaim{NodeSelector: map[string]string{testLabel: e.name}, TolerationsBytes: [][]byte{encode(&spec.Tolerations[0])}},
+	}}
+	answer := func(ctx context.Context) int32 {
+		res, err := est.MaxAvailableReplicas(ctx, req)
+		if err != nil {
+			t.Fatalf("MaxAvailableReplicas: %v", err)
+		}
+		return res.GetMaxReplicas()
+	}
+	// The answers follow the cluster within a resync.
+	expect := func(what string, ctx context.Context, want int32) {
+		t.Helper()
+		var got int32
+		e.pollFor(what, 30*time.Second, func() (bool, error) {
+			got = answer(ctx)
+			return got == want, nil
+		})
+	}
+	expect("the Deployment's template: one per node", web, 10)
+	expect("the request alone: 40 per node", e.ctx, 400)
+
+	scale := func(n int32) {
+		t.Helper()
+		s, err := client.AppsV1().Deployments(e.ns).GetScale(e.ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.Replicas = n
+		if _, err := client.AppsV1().Deployments(e.ns).UpdateScale(e.ctx, "web", s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(3)
+	e.boundPods("web", 3)
+	expect("three nodes taken", web, 7)
+
+	scale(12)
+	e.boundPods("web", 10)
+	expect("every node taken", web, 0)
+	ref := &pb.UnschedulableReplicasRequest{Cluster: "member", Resource: &pb.ObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Namespace: e.ns, Name: "web"}}
+	e.pollFor("two replicas unschedulable", 30*time.Second, func() (bool, error) {
+		res, err := est.GetUnschedulableReplicas(e.ctx, ref)
+		return err == nil && res.GetUnschedulableReplicas() == 2, err
+	})
+
+	p.terminate(t, 10*time.Second)
+
+	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer-estimator", started)
+	checkRBAC(t, "estimator/rbac.yaml", used, map[string]string{
+		"get apps/statefulsets": "questions about StatefulSets (TestWorkloadsTemplateBeforeItsPods reads the same way)",
+		"get apps/replicasets":  "questions about ReplicaSets",
+		"get batch/jobs":        "questions about Jobs",
+	})
+}
