@@ -113,7 +113,22 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 	expect("three nodes taken", web, 7)
 
 	scale(12)
-	e.boundPods("web", 10)
+	e.poll("10 pods of web bound, 2 unschedulable", func() (bool, error) {
+		list, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err
+		}
+		bound, unschedulable := 0, 0
+		for _, p := range list.Items {
+			switch {
+			case p.Spec.NodeName != "":
+				bound++
+			case podUnschedulable(&p):
+				unschedulable++
+			}
+		}
+		return bound == 10 && unschedulable == 2, nil
+	})
 	expect("every node taken", web, 0)
 	ref := &pb.UnschedulableReplicasRequest{Cluster: "member", Resource: &pb.ObjectReference{ApiVersion: "apps/v1", Kind: "Deployment", Namespace: e.ns, Name: "web"}}
 	e.pollFor("two replicas unschedulable", 30*time.Second, func() (bool, error) {
@@ -129,4 +144,13 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 		"get apps/replicasets":  "questions about ReplicaSets",
 		"get batch/jobs":        "questions about Jobs",
 	})
+}
+
+func podUnschedulable(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
