@@ -69,7 +69,7 @@ type view struct {
 	// rooms are the pending pods ("namespace/name") the policy's plan
 	// makes room for.
 	rooms sets.Set[string]
-	seq     int              // names the copies placed, each apart
+	seq   int // names the copies placed, each apart
 	// random breaks the scheduler's ties; reseeded for every answer, so
 	// that the same cluster gets the same answer.
 	random *rand.Rand
