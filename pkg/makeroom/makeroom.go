@@ -187,7 +187,7 @@ func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod
 			m.args.MaxMovesPerPod, corev1helpers.PodPriority(pod)))
 		return false, nil
 	}
-	m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("the moves that would make room for it on %s do not all hold (see their skips), or it still does not fit there",
+	m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("the moves that would make room for it on %s do not all hold (see their skips), a pod ahead of it in the scheduler's queue would take the room, or it still does not fit there",
 		strings.Join(sets.List(tried), ", ")))
 	return false, nil
 }
@@ -210,6 +210,12 @@ func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, c candidate) (bool, err
 			return false, nil
 		}
 	}
+	// The scheduler gives the room to the first pod of its queue that fits
+	// there: a room a pod ahead of this one would take is no room for it.
+	rival, err := m.ahead(ctx, pod, c.node)
+	if err != nil || rival != nil {
+		return false, errors.Join(err, tx.Rollback())
+	}
 	node, err := m.sim.Place(ctx, pod)
 	if err != nil {
 		return false, errors.Join(err, tx.Rollback())
@@ -219,6 +225,40 @@ func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, c candidate) (bool, err
 	}
 	tx.Commit()
 	return true, nil
+}
+
+// ahead returns a pending pod that comes before pod in kube-scheduler's
+// queue (higher priority, or as high and waiting since earlier) and fits
+// on node as it is now, nil if none does.
+func (m *MakeRoom) ahead(ctx context.Context, pod *v1.Pod, node string) (*v1.Pod, error) {
+	sim := m.sim.Simulator()
+	ni, err := sim.Node(node)
+	if err != nil {
+		return nil, err
+	}
+	priority := corev1helpers.PodPriority(pod)
+	arrivedFirst := true
+	for _, q := range sim.Pending() { // in the order they arrived
+		if q.UID == pod.UID {
+			arrivedFirst = false
+			continue
+		}
+		if qp := corev1helpers.PodPriority(q); qp < priority || qp == priority && !arrivedFirst {
+			continue
+		}
+		if !fits(ni, requests.Of(q), nil, 0) {
+			continue
+		}
+		pred, err := sim.Predict(ctx, q, simulator.PredictOptions{Exclude: func(n string) bool { return n != node }})
+		switch {
+		case errors.Is(err, simulator.ErrUnknownScheduler):
+		case err != nil:
+			return nil, err
+		case pred.Node == node:
+			return q, nil
+		}
+	}
+	return nil, nil
 }
 
 // candidates lists the nodes, of those given, where moving at most

@@ -219,17 +219,43 @@ func TestMakeRoomForAPendingPod(t *testing.T) {
 	}
 
 	// A pod of higher priority, unschedulable only just now (MakeRoom
-	// leaves it to the scheduler), would take the room first: the replay
-	// finds the pending pod still unplaced and drops the room's moves.
+	// leaves it to the scheduler), would take any room first: none is
+	// made, and the skip says why.
 	c, pod = build()
 	rival := c.pending("team-b", "urgent", "4", "1Gi")
 	rival.Spec.Priority = ptrTo(int32(100))
 	rival.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now())
 	p = planWith(t, profs, makeRoomPolicy(t, 3), c.snap)
 	if len(p.Moves) != 0 || !slices.ContainsFunc(p.Skipped, func(s plan.Skip) bool {
-		return s.Strategy == makeroom.Name && s.Reason == plan.ReasonNoRoom && s.UID != "" && strings.Contains(s.Detail, key(pod)+" still fits nowhere")
+		return s.Strategy == makeroom.Name && s.Reason == plan.ReasonNoRoom && s.UID == string(pod.UID) && strings.Contains(s.Detail, "ahead of it in the scheduler's queue")
 	}) {
-		t.Errorf("a room a higher-priority pod takes first: want its moves dropped, saying %s still fits nowhere; got moves %+v, skips %+v", key(pod), p.Moves, p.Skipped)
+		t.Errorf("a room a higher-priority pod takes first: want no moves and a skip saying a pod ahead takes the room; got moves %+v, skips %+v", p.Moves, p.Skipped)
+	}
+
+	// Such a pod that fits only on node-1: the room is made on another
+	// node, where it holds in the scheduler's queue order.
+	for _, ahead := range []func(*v1.Pod){
+		func(r *v1.Pod) { r.Spec.Priority = ptrTo(int32(100)) },                                    // higher priority
+		func(r *v1.Pod) { r.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now()) }, // as high, arrived first
+	} {
+		c = newCluster()
+		for i := range 4 {
+			n := c.node(fmt.Sprintf("node-%d", i), "8", "32Gi").Name
+			for range 3 {
+				if p := c.pod("team-a", fmt.Sprintf("web%d", i), "ReplicaSet", n, "2", "1Gi"); i == 0 {
+					p.Spec.Priority = ptrTo(int32(1000))
+				}
+			}
+		}
+		rival = c.pending("team-b", "urgent", "4", "1Gi")
+		rival.Spec.NodeSelector = map[string]string{v1.LabelHostname: "node-1"}
+		ahead(rival)
+		pod = c.pending("team-b", "batch", "4", "1Gi")
+		p = planWith(t, profs, makeRoomPolicy(t, 3), c.snap)
+		if room := rooms(p)[key(pod)]; len(room) != 1 || room[0].Source == "node-1" {
+			t.Errorf("want one move making room for %s off a node other than node-1, got %+v (skips %+v)", key(pod), p.Moves, p.Skipped)
+		}
+		checkRoom(t, c, profs, p, 3)
 	}
 
 	// Not waiting long enough.
