@@ -38,8 +38,6 @@ type Options struct {
 	// SchedulerName places the replicas built from a request's
 	// requirements (a workload the cluster has no pod of yet).
 	SchedulerName string
-	// Simulation are the simulator's options (extenders, opt-in).
-	Simulation []simulator.Option
 	// Templates, when set, reads the workload a question names from the
 	// cluster; without it, or for a workload it does not find, replicas
 	// are the workload's newest pod's.
@@ -62,7 +60,8 @@ type Estimator struct {
 
 // view is one simulation of the cluster and what is looked up in it.
 type view struct {
-	sim *simulator.Simulator
+	sim  *simulator.Simulator
+	stop context.CancelFunc // stops the simulation's informers
 	// pods of each workload, bound or pending.
 	pods    map[workload][]*v1.Pod
 	classes map[string]int32 // PriorityClass values by name
@@ -88,18 +87,23 @@ func New(o Options, profiles []*config.KubeSchedulerProfile) *Estimator {
 var ErrNotReady = errors.New("the cluster has not been read yet")
 
 // Update replaces the simulation with one of snap. The new one is built
-// before the old one is let go, so questions are answered meanwhile.
+// before the old one is let go, so questions are answered meanwhile; the
+// old one's informers stop then (each simulation runs its own until its
+// context ends).
 func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
-	sim, err := simulator.New(ctx, e.profiles, snap, e.o.Simulation...)
+	ctx, stop := context.WithCancel(ctx)
+	sim, err := simulator.New(ctx, e.profiles, snap)
 	if err != nil {
+		stop()
 		return err
 	}
-	v := &view{sim: sim, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string]()}
+	v := &view{sim: sim, stop: stop, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string]()}
 	if e.o.Policy != nil {
 		// The rooms the cluster's rebalancer would make now; the plan
 		// leaves the simulation as it found it.
 		p, err := planner.Plan(ctx, sim, e.o.Policy, planner.Options{ID: "estimator", AllowConflicting: true})
 		if err != nil {
+			stop()
 			return fmt.Errorf("planning the policy: %w", err)
 		}
 		for _, m := range p.Moves {
@@ -117,11 +121,21 @@ func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
 		v.classes[pc.Name] = pc.Value
 	}
 	if err := e.lock(ctx); err != nil {
+		stop()
 		return err
 	}
-	e.view = v
+	e.replace(v)
 	e.unlock()
 	return nil
+}
+
+// replace makes v the view (nil: none) and stops the one it replaces; the
+// caller holds the turn.
+func (e *Estimator) replace(v *view) {
+	if e.view != nil {
+		e.view.stop()
+	}
+	e.view = v
 }
 
 // Ready says whether the cluster has been read.
@@ -163,7 +177,7 @@ func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
 	if rerr := v.sim.Revert(f); rerr != nil {
 		// The simulation can no longer be trusted: drop it until the
 		// next Update.
-		e.view = nil
+		e.replace(nil)
 		return errors.Join(err, rerr)
 	}
 	return err

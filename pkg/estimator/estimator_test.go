@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
@@ -415,5 +417,29 @@ profiles:
 				t.Errorf("%s, %s: %d unschedulable (%v), want %d", tc.what, name, got, err, want)
 			}
 		}
+	}
+}
+
+// Each Update lets the simulation it replaces go: its informers stop, so a
+// long-lived estimator re-reading the cluster does not pile them up.
+func TestUpdatesLetTheOldSimulationGo(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	e := New(Options{MaxReplicas: 10}, defaultProfiles(t))
+	snap := &snapshot.Snapshot{Nodes: nodes(3, "4", "8Gi")}
+	if err := e.Update(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	after1 := runtime.NumGoroutine()
+	for range 10 {
+		if err := e.Update(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The stopped informers' goroutines end on their own time.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return runtime.NumGoroutine() <= after1+2, nil
+	})
+	if err != nil {
+		t.Errorf("%d goroutines after 11 updates, %d after the first: the replaced simulations still run", runtime.NumGoroutine(), after1)
 	}
 }
