@@ -443,3 +443,41 @@ func TestUpdatesLetTheOldSimulationGo(t *testing.T) {
 		t.Errorf("%d goroutines after 11 updates, %d after the first: the replaced simulations still run", runtime.NumGoroutine(), after1)
 	}
 }
+
+// Replicas that claim a GPU through DRA, from their Job's claim template,
+// fit once per free device: one, gpu-b's, then two once gpu-a publishes a
+// second GPU; their CPU and memory alone fit dozens.
+func TestDevicesBoundTheAnswer(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	profiles, _, err := profile.Schedulers([]string{"../../policies/binpacking-scheduler.yaml"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, extraGPU := range []bool{false, true} {
+		snap, err := snapshot.Load("../../test/testdata/dra-snapshot.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := int32(1)
+		if extraGPU {
+			want = 2
+			for _, sl := range snap.ResourceSlices {
+				if sl.Spec.NodeName != nil && *sl.Spec.NodeName == "gpu-a" {
+					extra := sl.Spec.Devices[0]
+					extra.Name = "gpu-1"
+					sl.Spec.Devices = append(sl.Spec.Devices, extra)
+				}
+			}
+		}
+		e := New(Options{MaxReplicas: 100}, profiles)
+		if err := e.Update(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.MaxAvailableReplicas(ctx, "kind=Job, name=ml/trainer", request(t, "1", "4Gi")); err != nil || got != want {
+			t.Errorf("second GPU on gpu-a %v: %d replicas (%v), want %d", extraGPU, got, err, want)
+		}
+		if got, err := e.MaxAvailableReplicas(ctx, "", request(t, "1", "4Gi")); err != nil || got <= want {
+			t.Errorf("second GPU on gpu-a %v: from the requests alone %d (%v), want more than %d", extraGPU, got, err, want)
+		}
+	}
+}
