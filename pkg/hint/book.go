@@ -288,26 +288,52 @@ func (b *Book) Promised(owner, except types.UID, room func(node string, r Room))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.pruneLocked(b.clock.Now())
+	own := b.ownLocked(owner, except)
+	for node, r := range b.rooms {
+		emit(node, r, own, room)
+	}
+}
+
+// PromisedOn is Promised for the given nodes alone: a cycle that filters
+// only those needs no other node's room.
+func (b *Book) PromisedOn(owner, except types.UID, nodes []string, room func(node string, r Room)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.pruneLocked(b.clock.Now())
+	own := b.ownLocked(owner, except)
+	for _, node := range nodes {
+		if r, ok := b.rooms[node]; ok {
+			emit(node, r, own, room)
+		}
+	}
+}
+
+// ownLocked is the hint the pod being scheduled would take itself, nil for
+// none.
+func (b *Book) ownLocked(owner, except types.UID) *Entry {
 	var own *Entry
 	for _, e := range b.byOwner[owner] {
 		if except != "" && e.Pod == except && e.promises() {
 			own = e
 		}
 	}
-	for node, r := range b.rooms {
-		if own == nil || own.Target != node {
-			room(node, *r)
-			continue
-		}
-		if r.Pods == 1 {
-			continue // its own room alone
-		}
-		less := Room{Requests: maps.Clone(r.Requests), Pods: r.Pods - 1}
-		for name, q := range own.Requests {
-			less.Requests[name] -= units(name, q)
-		}
-		room(node, less)
+	return own
+}
+
+// emit gives room the room promised on node, less own's, if own goes there.
+func emit(node string, r *Room, own *Entry, room func(node string, r Room)) {
+	if own == nil || own.Target != node {
+		room(node, *r)
+		return
 	}
+	if r.Pods == 1 {
+		return // its own room alone
+	}
+	less := Room{Requests: maps.Clone(r.Requests), Pods: r.Pods - 1}
+	for name, q := range own.Requests {
+		less.Requests[name] -= units(name, q)
+	}
+	room(node, less)
 }
 
 // Next returns the owner's oldest live hint that no pod took yet.

@@ -858,6 +858,9 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 		return c, false, nil // gone: the whole cycle says where it goes
 	}
 	c.state = framework.NewCycleState()
+	// Only the target is filtered: RebalanceHint needs the room promised
+	// there alone, not on every target of the plan.
+	c.state.Write(rebalancehint.FilteredKey, rebalancehint.Filtered{target})
 	preRes, status, _ := sc.framework.RunPreFilterPlugins(ctx, c.state, pod)
 	if !status.IsSuccess() {
 		return c, false, nil

@@ -185,6 +185,17 @@ func (pl *Plugin) Name() string { return Name }
 
 const heldKey fwk.StateKey = Name + "/held"
 
+// FilteredKey marks a cycle that filters only the nodes it names
+// (Filtered): PreFilter then collects the room promised on those alone.
+// rebalancer's simulator sets it for a replacement it places by filtering
+// its hinted target alone; kube-scheduler never does.
+const FilteredKey fwk.StateKey = Name + "/filtered"
+
+// Filtered are the only nodes a cycle filters.
+type Filtered []string
+
+func (f Filtered) Clone() fwk.StateData { return f } // read only
+
 // held is the room promised on nodes to hinted replacements other than the
 // pod being scheduled, and that pod's requests, from PreFilter to Filter.
 // Nodes are keyed by their object in the cycle's snapshot, which the
@@ -213,7 +224,7 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	}
 	h := &held{}
 	noNodes := false
-	pl.book.Promised(owner, own, func(name string, r hint.Room) {
+	collect := func(name string, r hint.Room) {
 		if pl.nodes == nil {
 			noNodes = true
 			return
@@ -231,7 +242,12 @@ func (pl *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			}
 			h.promised[ni.Node()] = hint.Room{Requests: maps.Clone(r.Requests), Pods: r.Pods}
 		}
-	})
+	}
+	if only, err := state.Read(FilteredKey); err == nil {
+		pl.book.PromisedOn(owner, own, only.(Filtered), collect)
+	} else {
+		pl.book.Promised(owner, own, collect)
+	}
 	if noNodes {
 		return nil, fwk.AsStatus(fmt.Errorf("%s: the framework handle has no snapshot of the nodes", Name))
 	}
