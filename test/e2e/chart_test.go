@@ -521,7 +521,7 @@ func TestOperatorObjectsDryRun(t *testing.T) {
 	rendered := helm(t, "template", "rebalancer", chartDir, "--namespace", "rebalancer-system", "--set", "mode=deployment",
 		"--set", "extender.enabled=true", "--set", "extender.tls.enabled=true", "--set", "extender.tls.certManager=true",
 		"--set", "extender.tls.dnsNames={extender.example.com,*.extender.example.com}", "--set", "extender.tls.ipAddresses={10.96.0.20,fd00::20}",
-		"--set", "webhook.enabled=true", "--set", "webhook.certManager=true",
+		"--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "estimator.enabled=true",
 		"--set", "serviceMonitor.enabled=true", "--set", "dashboard.enabled=true", "--set", "prometheusRule.enabled=true")
 	path := filepath.Join(t.TempDir(), "rendered.yaml")
 	if err := os.WriteFile(path, []byte(rendered), 0o600); err != nil {
@@ -529,6 +529,7 @@ func TestOperatorObjectsDryRun(t *testing.T) {
 	}
 	dryRun(t, []string{"-f", path}, "servicemonitor.monitoring.coreos.com/rebalancer-scheduler", "servicemonitor.monitoring.coreos.com/rebalancer",
 		"servicemonitor.monitoring.coreos.com/rebalancer-extender", "servicemonitor.monitoring.coreos.com/rebalancer-webhook",
+		"servicemonitor.monitoring.coreos.com/rebalancer-estimator",
 		"prometheusrule.monitoring.coreos.com/rebalancer", "certificate.cert-manager.io/rebalancer-webhook", "issuer.cert-manager.io/rebalancer-webhook",
 		"certificate.cert-manager.io/rebalancer-extender", "certificate.cert-manager.io/rebalancer-extender-ca",
 		"issuer.cert-manager.io/rebalancer-extender", "issuer.cert-manager.io/rebalancer-extender-selfsigned",
