@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,10 +96,8 @@ func benchEstimate(ctx context.Context, nodes, count int) (measurement, error) {
 	srv := estimator.NewServer(klog.FromContext(ctx), est, estimator.DefaultBudget, nil)
 	var objects []string
 	for _, pod := range snap.Pods {
-		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "ReplicaSet" && len(objects) < 50 {
-			if deployment, ok := strings.CutSuffix(ref.Name, "-"+pod.Labels["pod-template-hash"]); ok {
-				objects = append(objects, fmt.Sprintf("kind=Deployment, name=%s/%s", pod.Namespace, deployment))
-			}
+		if deployment, ok := hint.DeploymentOf(pod); ok && len(objects) < 50 {
+			objects = append(objects, fmt.Sprintf("kind=Deployment, name=%s/%s", pod.Namespace, deployment))
 		}
 	}
 	sizes := [][2]string{{"100m", "128Mi"}, {"500m", "512Mi"}, {"1", "2Gi"}, {"2", "4Gi"}, {"4", "8Gi"}}

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
 
 // ObjectKey is the gRPC metadata key under which Karmada's scheduler names
@@ -52,10 +54,8 @@ func workloadsOf(pod *v1.Pod) []workload {
 		return nil
 	}
 	out := []workload{{kind: ref.Kind, namespace: pod.Namespace, name: ref.Name}}
-	if hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]; ref.Kind == "ReplicaSet" && hash != "" {
-		if deployment, ok := strings.CutSuffix(ref.Name, "-"+hash); ok {
-			out = append(out, workload{kind: "Deployment", namespace: pod.Namespace, name: deployment})
-		}
+	if deployment, ok := hint.DeploymentOf(pod); ok {
+		out = append(out, workload{kind: "Deployment", namespace: pod.Namespace, name: deployment})
 	}
 	return out
 }

@@ -39,13 +39,24 @@ func OwnerKey(pod *v1.Pod) (key types.UID, ok bool) {
 	if owner == nil {
 		return "", false
 	}
-	hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
-	if owner.Kind == "ReplicaSet" && hash != "" {
-		if deployment, cut := strings.CutSuffix(owner.Name, "-"+hash); cut && deployment != "" {
-			return types.UID("Deployment/" + pod.Namespace + "/" + deployment), true
-		}
+	if deployment, ok := DeploymentOf(pod); ok {
+		return types.UID("Deployment/" + pod.Namespace + "/" + deployment), true
 	}
 	return owner.UID, true
+}
+
+// DeploymentOf names the Deployment that made the ReplicaSet controlling
+// pod, as the Deployment controller names a ReplicaSet,
+// <deployment>-<pod-template-hash>, the hash being the pod's label; ok is
+// false for any other pod.
+func DeploymentOf(pod *v1.Pod) (name string, ok bool) {
+	owner := metav1.GetControllerOfNoCopy(pod)
+	hash := pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	if owner == nil || owner.Kind != "ReplicaSet" || hash == "" {
+		return "", false
+	}
+	name, ok = strings.CutSuffix(owner.Name, "-"+hash)
+	return name, ok && name != ""
 }
 
 // Keys are the hint's annotation keys, every one of them.

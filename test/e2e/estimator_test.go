@@ -21,6 +21,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/service"
+	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
 )
 
 // TestEstimatorFollowsTheCluster: `rebalancer estimator`, a process of its
@@ -123,8 +124,10 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 			switch {
 			case p.Spec.NodeName != "":
 				bound++
-			case podUnschedulable(&p):
-				unschedulable++
+			default:
+				if _, ok := makeroom.UnschedulableSince(&p); ok {
+					unschedulable++
+				}
 			}
 		}
 		return bound == 10 && unschedulable == 2, nil
@@ -144,13 +147,4 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 		"get apps/replicasets":  "questions about ReplicaSets",
 		"get batch/jobs":        "questions about Jobs",
 	})
-}
-
-func podUnschedulable(p *v1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
 }
