@@ -561,11 +561,7 @@ func nodeBound(ni fwk.NodeInfo) map[v1.ResourceName]int64 {
 		}
 		out[v1.ResourcePods]++
 		for r, q := range requests.Of(pod) {
-			if r == v1.ResourceCPU {
-				out[r] += q.MilliValue()
-			} else {
-				out[r] += q.Value()
-			}
+			out[r] += requests.Units(r, q)
 		}
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -128,21 +127,12 @@ func (b *Book) count(e *Entry, sign int64) {
 		b.rooms[e.Target] = r
 	}
 	for name, q := range e.Requests {
-		r.Requests[name] += sign * units(name, q)
+		r.Requests[name] += sign * requests.Units(name, q)
 	}
 	r.Pods += int(sign)
 	if r.Pods == 0 {
 		delete(b.rooms, e.Target)
 	}
-}
-
-// units is q in the units kube-scheduler counts name in: millicores for
-// CPU, whole units for everything else.
-func units(name v1.ResourceName, q resource.Quantity) int64 {
-	if name == v1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
 }
 
 // NewBook returns an empty book whose hints steer for ttl after their pod
@@ -331,7 +321,7 @@ func emit(node string, r *Room, own *Entry, room func(node string, r Room)) {
 	}
 	less := Room{Requests: maps.Clone(r.Requests), Pods: r.Pods - 1}
 	for name, q := range own.Requests {
-		less.Requests[name] -= units(name, q)
+		less.Requests[name] -= requests.Units(name, q)
 	}
 	room(node, less)
 }

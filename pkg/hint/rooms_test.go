@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
@@ -107,7 +108,7 @@ func sums(b *Book, now time.Time, except types.UID) map[string]Room {
 				r.Requests = map[v1.ResourceName]int64{}
 			}
 			for name, q := range e.Requests {
-				r.Requests[name] += units(name, q)
+				r.Requests[name] += requests.Units(name, q)
 			}
 			r.Pods++
 			out[e.Target] = r

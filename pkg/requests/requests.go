@@ -8,6 +8,7 @@ package requests
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
@@ -34,6 +35,15 @@ func Schedulable(r v1.ResourceName) bool {
 		return true
 	}
 	return v1helper.IsHugePageResourceName(r) || v1helper.IsExtendedResourceName(r)
+}
+
+// Units is q in the units kube-scheduler counts r in on a node:
+// millicores for CPU, whole units for everything else.
+func Units(r v1.ResourceName, q resource.Quantity) int64 {
+	if r == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
 }
 
 // Size orders pods by how much they ask for, biggest first where it
