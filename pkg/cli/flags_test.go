@@ -67,17 +67,19 @@ var stringMistakes = map[string][]string{
 // accepted are the mistakes a flag takes because its help gives them a
 // meaning, as "command --flag=value" ("" command: every command).
 var accepted = map[string]string{
-	"--max-evictions-per-second=0": "no limit",
-	"--usage-window=0s":            "the newest sample alone",
-	"--cooldown=0s":                "no cooldown",
-	"--min-score-gain=0":           "any higher score",
-	"simulate --replays=0":         "no replays (the default)",
-	"run --interval=0s":            "no interval (the default; --once here)",
-	"snapshot synthetic --pods=0":  "an empty cluster",
-	"snapshot synthetic --seed=-1": "any seed",
-	"snapshot synthetic --seed=0":  "any seed",
-	"snapshot openb --at=-1":       "the peak (the default)",
-	"snapshot openb --at=0":        "the trace's first second",
+	"--max-evictions-per-second=0":  "no limit",
+	"--usage-window=0s":             "the newest sample alone",
+	"--cooldown=0s":                 "no cooldown",
+	"--min-score-gain=0":            "any higher score",
+	"simulate --replays=0":          "no replays (the default)",
+	"run --interval=0s":             "no interval (the default; --once here)",
+	"snapshot synthetic --pods=0":   "an empty cluster",
+	"snapshot synthetic --seed=-1":  "any seed",
+	"snapshot synthetic --seed=0":   "any seed",
+	"snapshot openb --at=-1":        "the peak (the default)",
+	"snapshot openb --at=0":         "the trace's first second",
+	"snapshot openb --queue-from=0": "queue from the trace's first second",
+	"simulate --arrivals=0":         "no arrivals: pending pods wait from round 0 (the default)",
 }
 
 // TestEveryFlagIsChecked: every flag of every command, given a value a

@@ -21,6 +21,7 @@ type simulateOptions struct {
 	planOptions
 	rounds   int
 	replays  int
+	arrivals int
 	baseline string
 	report   string
 	interval time.Duration
@@ -34,8 +35,10 @@ func newSimulateCommand() *cobra.Command {
 		Long: `simulate repeats, on a snapshot and in memory: plan, evict the planned pods,
 let the scheduler profile re-place them as their owners recreate them (in
 scheduling-queue order, following rebalancer's hints), and measure nodes in
-use, utilization, unschedulable pods and ping-pong (a pod's line evicted
-again within --cooldown). --baseline upstream runs
+use, utilization, unschedulable pods, pending pods placed and ping-pong
+(a pod's line evicted again within --cooldown). With --arrivals, the
+snapshot's pending pods come in a few per round instead of all at once
+(see snapshot openb --queue-from). --baseline upstream runs
 the same policy the way the upstream descheduler does (its plugins, its
 evictor, every eviction it asks for) with the same scheduler profile
 re-placing pods, for comparison.`,
@@ -59,6 +62,7 @@ re-placing pods, for comparison.`,
 	}
 	f.StringVar(&o.snapshot, "snapshot", "", "snapshot file to simulate on")
 	f.IntVar(&o.rounds, "rounds", 10, "rounds to simulate")
+	f.IntVar(&o.arrivals, "arrivals", 0, "hold the snapshot's pending pods back and let this many in per round, oldest first, before the round's plan: each is scheduled at once, and one that fits nowhere waits, unschedulable from then on (0: all wait from round 0)")
 	f.IntVar(&o.replays, "replays", 0, "also carry each round's plan out this many times with the schedulers' random choices (ties, node sampling) drawn anew, and count the replays in which every drained node ends empty and no empty node is used")
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
@@ -81,6 +85,9 @@ func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 	}
 	if o.rounds < 1 || o.rounds > 1000 {
 		errs = append(errs, fmt.Errorf("--rounds %d: must be between 1 and 1000", o.rounds))
+	}
+	if o.arrivals < 0 {
+		errs = append(errs, fmt.Errorf("--arrivals %d: must not be negative", o.arrivals))
 	}
 	if o.replays < 0 || o.replays > 1000 {
 		errs = append(errs, fmt.Errorf("--replays %d: must be between 0 and 1000", o.replays))
@@ -115,7 +122,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 			"queries", len(in.Metrics.Queries))
 	}
 	opts := rounds.Options{
-		Strategy: rounds.Rebalancer, Rounds: o.rounds, Replays: o.replays,
+		Strategy: rounds.Rebalancer, Rounds: o.rounds, Replays: o.replays, Arrivals: o.arrivals,
 		Planner:  sess.Options().Planner,
 		Interval: o.interval, Cooldown: o.cooldown,
 		Steering: opened.Placement,

@@ -114,3 +114,53 @@ func TestEveryNodePlansTheSame(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateArrivalsFromAnOpenbQueue: `snapshot openb --queue-from`
+// leaves the trace's later pods untried, and `simulate --arrivals` lets
+// them in one per round: a 4-CPU pod arriving on three nodes the
+// balancing profile filled to 5 CPUs each waits a round, then runs after
+// one MakeRoom move.
+func TestSimulateArrivalsFromAnOpenbQueue(t *testing.T) {
+	nodes := writeFile(t, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,32768,0,\nn2,8000,32768,0,\nn3,8000,32768,0,\n")
+	pods := writeFile(t, "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"+
+		"a1,3000,1024,0,0,,BE,Running,1,,1\na2,3000,1024,0,0,,BE,Running,2,,2\na3,3000,1024,0,0,,BE,Running,3,,3\n"+
+		"b1,2000,1024,0,0,,BE,Running,4,,4\nb2,2000,1024,0,0,,BE,Running,5,,5\nb3,2000,1024,0,0,,BE,Running,6,,6\n"+
+		"big,4000,1024,0,0,,BE,Pending,10,,\n")
+	policy := writeFile(t, "policy.yaml", `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: room
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: MakeRoom
+    args: {unschedulableFor: 5m}
+  plugins:
+    balance:
+      enabled: [MakeRoom]
+`)
+	snap := filepath.Join(t.TempDir(), "openb.json")
+	spreading := "../../policies/balancing-scheduler.yaml"
+	if out, err := run("snapshot", "openb", "--nodes", nodes, "--pods", pods, "--scheduler-config", spreading, "--queue-from", "10", "-o", snap); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := run("simulate", "--snapshot", snap, "--policy", policy, "--scheduler-config", spreading, "--rounds", "3", "--arrivals", "1", "-o", "json")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var doc struct {
+		Rounds []struct{ Evictions, Arrived, Placed, Unschedulable int } `json:"rounds"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("-o json is not JSON: %v\n%s", err, out)
+	}
+	type round struct{ Evictions, Arrived, Placed, Unschedulable int }
+	want := []round{{0, 0, 0, 0}, {0, 1, 0, 1}, {1, 0, 1, 0}, {0, 0, 0, 0}}
+	for i, r := range doc.Rounds {
+		if i >= len(want) || round(r) != want[i] {
+			t.Fatalf("rounds %+v, want %+v (evictions, arrived, placed, unschedulable)\n%s", doc.Rounds, want, out)
+		}
+	}
+	if out, err := run("snapshot", "openb", "--nodes", nodes, "--pods", pods, "--queue-from", "20", "--at", "10", "-o", snap); err == nil || !strings.Contains(err.Error(), "--queue-from 20: after --at 10") {
+		t.Errorf("--queue-from after --at: %v\n%s", err, out)
+	}
+}

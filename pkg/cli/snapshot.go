@@ -80,6 +80,7 @@ const usageHelp = "also generate usage (NodeMetrics, PodMetrics), as metrics-ser
 func newOpenbCommand() *cobra.Command {
 	var usage bool
 	var nodesFile, podsFile, schedulerConfig, schedulerName, out string
+	var queueFrom int64
 	var o openb.Options
 	cmd := &cobra.Command{
 		Use:   "openb",
@@ -106,6 +107,15 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			}
 			if o.At < openb.Peak {
 				errs = append(errs, fmt.Errorf("--at %d: must be a second of the trace (>= 0), or -1 for the peak", o.At))
+			}
+			if cmd.Flags().Changed("queue-from") {
+				switch {
+				case queueFrom < 0:
+					errs = append(errs, fmt.Errorf("--queue-from %d: must be a second of the trace (>= 0)", queueFrom))
+				case o.At != openb.Peak && queueFrom > o.At:
+					errs = append(errs, fmt.Errorf("--queue-from %d: after --at %d, it would queue no pod", queueFrom, o.At))
+				}
+				o.QueueFrom = &queueFrom
 			}
 			errs = append(errs, checkReadable("nodes", nodesFile), checkReadable("pods", podsFile), checkReadable("scheduler-config", schedulerConfig))
 			if schedulerName != "" {
@@ -150,6 +160,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
 	cmd.Flags().BoolVar(&o.DRA, "dra", false, "GPUs as DRA devices (ResourceSlices, a DeviceClass, claims from templates) instead of the extended resource nvidia.com/gpu")
+	cmd.Flags().Int64Var(&queueFrom, "queue-from", 0, "second of the trace from which pods are not replayed but left pending, not yet tried by the scheduler: the queue `simulate --arrivals` lets in round by round (default: none)")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	return cmd

@@ -2,6 +2,7 @@ package openb
 
 import (
 	"context"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -247,5 +248,60 @@ func TestUntimedListIsOneMoment(t *testing.T) {
 	if _, err := ReadPods("half.csv", strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time\na,1,1,0,0,5\n")); err == nil ||
 		!strings.Contains(err.Error(), "half.csv:1: header lacks column(s) deletion_time") {
 		t.Errorf("a list with creation_time only: %v", err)
+	}
+}
+
+// TestQueueFrom: pods created from QueueFrom on are not replayed but left
+// pending, untried (no PodScheduled condition), unless deleted by the
+// snapshot's moment; the replayed pods are the same as a replay of the
+// trace cut at QueueFrom. FirstWait is the second a pod first waited.
+func TestQueueFrom(t *testing.T) {
+	nodes, err := ReadNodes("nodes.csv", strings.NewReader("sn,cpu_milli,memory_mib,gpu,model\nn1,8000,32768,0,\nn2,8000,32768,0,\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := ReadPods("pods.csv", strings.NewReader("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"+
+		"a,6000,1024,0,0,,BE,Running,10,100,10\n"+
+		"b,6000,1024,0,0,,BE,Running,20,100,20\n"+
+		"c,6000,1024,0,0,,BE,Running,30,100,30\n"+ // waits: 2 CPUs free on each node
+		"d,1000,1024,0,0,,BE,Running,40,45,40\n"+ // deleted before the moment
+		"e,1000,1024,0,0,,BE,Running,50,100,50\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := int64(40)
+	snap, stats, err := Import(context.Background(), nodes, pods, Options{At: 60, QueueFrom: &from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := map[string]string{}
+	for _, p := range snap.Pods {
+		switch {
+		case p.Spec.NodeName != "":
+			state[p.Name] = "running"
+		case len(p.Status.Conditions) > 0:
+			state[p.Name] = "waiting"
+		default:
+			state[p.Name] = "queued"
+		}
+	}
+	want := map[string]string{"a": "running", "b": "running", "c": "waiting", "e": "queued"}
+	if !maps.Equal(state, want) {
+		t.Errorf("pods %v, want %v", state, want)
+	}
+	if stats.Queued != 1 || stats.Pending != 1 || stats.Running != 2 || stats.FirstWait != 30 {
+		t.Errorf("stats %+v; want 1 queued, 1 pending, 2 running, first wait at 30", stats)
+	}
+	// Deletions ignored, d is queued too.
+	snap, stats, err = Import(context.Background(), nodes, pods, Options{At: 60, QueueFrom: &from, IgnoreDeletions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Queued != 2 || len(snap.Pods) != 5 {
+		t.Errorf("ignoring deletions: %d queued, %d pods; want d and e queued, all 5 pods", stats.Queued, len(snap.Pods))
+	}
+	// Without a queue nothing is queued and c still waits first at 30.
+	if _, stats, err = Import(context.Background(), nodes, pods, Options{At: 60}); err != nil || stats.Queued != 0 || stats.FirstWait != 30 {
+		t.Errorf("no queue: stats %+v, %v", stats, err)
 	}
 }

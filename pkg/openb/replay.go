@@ -59,6 +59,11 @@ type Options struct {
 	// resource nvidia.com/gpu: ResourceSlices, a DeviceClass, and a claim
 	// from a template for each GPU pod (see dra.go).
 	DRA bool
+	// QueueFrom, when set, is a second of the trace from which pods are not
+	// replayed: those created then or later (up to At, and not deleted by
+	// then) are in the snapshot as pending pods the scheduler has not tried
+	// yet, the queue that `simulate --arrivals` lets in round by round.
+	QueueFrom *int64
 }
 
 // Time is the moment of the trace the snapshot shows.
@@ -70,11 +75,25 @@ type Stats struct {
 	Created, Deleted        int
 	Running, Pending        int
 	PlacementsAfterDeletion int // pending pods placed once a deletion made room
+	// Queued counts the pods left for simulate (Options.QueueFrom), which
+	// Pending does not count.
+	Queued int
+	// FirstWait is the second a pod first found no node (-1: none did):
+	// from about then on, the cluster is full or fragmented, and the pods
+	// queued from there are the ones room must be made for.
+	FirstWait int64
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("at second %d of the trace: %d pods created, %d deleted, %d running, %d pending",
+	out := fmt.Sprintf("at second %d of the trace: %d pods created, %d deleted, %d running, %d pending",
 		s.At, s.Created, s.Deleted, s.Running, s.Pending)
+	if s.Queued > 0 {
+		out += fmt.Sprintf(", %d queued", s.Queued)
+	}
+	if s.FirstWait >= 0 {
+		out += fmt.Sprintf("; a pod first waited at second %d", s.FirstWait)
+	}
+	return out
 }
 
 // progressEvery is how often a replay logs how far it has come.
@@ -119,7 +138,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		return nil, Stats{}, err
 	}
 
-	stats := Stats{At: opts.At}
+	stats := Stats{At: opts.At, FirstWait: -1}
 	if opts.At == Peak {
 		stats.At = peak(pods, opts.IgnoreDeletions)
 	}
@@ -129,8 +148,15 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		pod    int
 	}
 	var events []event
+	var queue []int // pod indexes
 	for i, p := range pods {
 		if p.Created > stats.At {
+			continue
+		}
+		if opts.QueueFrom != nil && p.Created >= *opts.QueueFrom {
+			if opts.IgnoreDeletions || p.Deleted < 0 || p.Deleted > stats.At {
+				queue = append(queue, i)
+			}
 			continue
 		}
 		events = append(events, event{at: p.Created, pod: i})
@@ -180,6 +206,9 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 			}
 			if !ok {
 				waiting = append(waiting, e.pod)
+				if stats.FirstWait < 0 {
+					stats.FirstWait = e.at
+				}
 			}
 			continue
 		}
@@ -235,6 +264,10 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 			Message: "no node of the trace's cluster has room for it", LastTransitionTime: pod.CreationTimestamp}}
 		snap.Pods = append(snap.Pods, pod)
 	}
+	for _, q := range queue {
+		snap.Pods = append(snap.Pods, podObject(pods[q], prof.SchedulerName, opts.DRA))
+	}
+	stats.Queued = len(queue)
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
 	if opts.DRA {
 		// The claims of the running pods, allocated where they run; a

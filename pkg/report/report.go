@@ -83,13 +83,13 @@ func newPage(title string, c *result.Comparison) page {
 // summaryRow is one strategy's line in the summary table. Cells that need
 // a round are strings, "–" when the strategy has no rounds.
 type summaryRow struct {
-	Role, Name          string
-	Evictions, PingPong int
-	NodesFirst          string
-	NodesLast           string
-	LowerBound          string
-	ConvergedAt         string
-	Unschedulable       string
+	Role, Name                  string
+	Evictions, PingPong, Placed int
+	NodesFirst                  string
+	NodesLast                   string
+	LowerBound                  string
+	ConvergedAt                 string
+	Unschedulable               string
 }
 
 func summarize(s series) summaryRow {
@@ -97,6 +97,7 @@ func summarize(s series) summaryRow {
 	for _, r := range s.Rounds {
 		row.Evictions += r.Evictions
 		row.PingPong += r.PingPong
+		row.Placed += r.Placed
 	}
 	if s.ConvergedAt > 0 {
 		row.ConvergedAt = strconv.Itoa(s.ConvergedAt)

@@ -7,10 +7,12 @@
 package rounds
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/descheduler/pkg/api"
@@ -61,6 +64,10 @@ type Options struct {
 	// the replacements (ties between equal best nodes, node sampling), so
 	// that a run is repeatable.
 	Seed uint64
+	// Arrivals, when positive, holds the snapshot's pending pods back and
+	// lets that many in per round, oldest first, before the round's plan
+	// (see arrive). 0: they all wait from round 0.
+	Arrivals int
 	// Replays is how many times each round's plan is also carried out, on
 	// a copy of the cluster, with other seeds (each search from a random
 	// node): how often the plan holds whatever the schedulers choose
@@ -83,6 +90,9 @@ func (o Options) validate() error {
 	}
 	if o.Replays < 0 {
 		return fmt.Errorf("replays %d: must not be negative", o.Replays)
+	}
+	if o.Arrivals < 0 {
+		return fmt.Errorf("arrivals %d: must not be negative", o.Arrivals)
 	}
 	return nil
 }
@@ -115,6 +125,8 @@ type run struct {
 	lineage      map[types.UID]types.UID
 	lastEvicted  map[types.UID]int
 	replacements int
+	// queue holds the pods yet to arrive (Options.Arrivals), oldest first.
+	queue []*v1.Pod
 }
 
 // Run simulates opts.Rounds rounds and measures the cluster after each.
@@ -133,6 +145,10 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 	// The simulation's informers run until the last round is measured.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var queue []*v1.Pod
+	if opts.Arrivals > 0 {
+		snap, queue = holdBack(snap)
+	}
 	clock := clocktesting.NewFakePassiveClock(opts.Start)
 	sim, err := simulator.New(ctx, schedulers, snap, append([]simulator.Option{simulator.WithClock(clock)}, opts.Steering...)...)
 	if err != nil {
@@ -142,6 +158,7 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		o: opts, policy: policy, sim: sim, clock: clock, moves: history.New(clock, opts.Cooldown),
 		random:  rand.New(rand.NewPCG(opts.Seed, 0)),
 		lineage: map[types.UID]types.UID{}, lastEvicted: map[types.UID]int{},
+		queue: queue,
 	}
 	res := &result.Result{Strategy: opts.Strategy}
 	round0, nodes, err := r.measure(0)
@@ -169,7 +186,8 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 			res.ConvergedAt = i
 		}
 		klog.FromContext(ctx).V(1).Info("Simulated round", "strategy", opts.Strategy, "round", i,
-			"evictions", round.Evictions, "pingPong", round.PingPong, "nodesInUse", round.NodesInUse, "unschedulable", round.Unschedulable)
+			"evictions", round.Evictions, "pingPong", round.PingPong, "nodesInUse", round.NodesInUse, "unschedulable", round.Unschedulable,
+			"arrived", round.Arrived, "placed", round.Placed)
 	}
 	if opts.Strategy == Rebalancer {
 		t := res.Totals()
@@ -178,8 +196,20 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 	return res, nil
 }
 
-// round plans, evicts, re-places and measures.
+// round lets pods arrive, plans, evicts, re-places and measures.
 func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil, error) {
+	arrived, err := r.arrive(ctx)
+	if err != nil {
+		return result.Round{}, nil, err
+	}
+	// The pods waiting for a node as the round plans, but the replacements
+	// of earlier rounds: the ones a round may place.
+	waiting := sets.New[types.UID]()
+	for _, p := range r.sim.Pending() {
+		if _, replacement := r.lineage[p.UID]; !replacement {
+			waiting.Insert(p.UID)
+		}
+	}
 	evictions, heldEmpty, err := r.plan(ctx, i)
 	if err != nil {
 		return result.Round{}, nil, err
@@ -243,13 +273,64 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			held++
 		}
 	}
+	placed := 0
+	for _, p := range r.sim.Bound() {
+		if waiting.Has(p.UID) {
+			placed++
+		}
+	}
 	round, nodes, err := r.measure(i)
 	round.Evictions, round.PingPong, round.Held = len(evictions), pingPong, held
+	round.Arrived, round.Placed = arrived, placed
 	round.Replays, round.ReplaysHeld = replays, replaysHeld
 	if r.o.Strategy == Rebalancer {
 		round.PlanAccuracy = result.Accuracy(held, len(evictions))
 	}
 	return round, nodes, err
+}
+
+// holdBack takes the pending pods out of the snapshot (a shallow copy; the
+// snapshot is not modified) and returns them oldest first: the queue
+// Options.Arrivals lets in.
+func holdBack(snap *snapshot.Snapshot) (*snapshot.Snapshot, []*v1.Pod) {
+	held := *snap
+	held.Pods = nil
+	var queue []*v1.Pod
+	for _, p := range snap.Pods {
+		if p.Spec.NodeName == "" && !podutil.IsPodTerminal(p) && p.DeletionTimestamp == nil {
+			queue = append(queue, p)
+		} else {
+			held.Pods = append(held.Pods, p)
+		}
+	}
+	slices.SortStableFunc(queue, func(a, b *v1.Pod) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return &held, queue
+}
+
+// arrive lets the next Options.Arrivals pods of the queue in, as their
+// owners create them: kube-scheduler tries each at once with its profile
+// (random ties and node sampling, as Replay), and one that fits nowhere
+// waits, its PodScheduled condition False, reason Unschedulable, from now:
+// MakeRoom makes room for it once it has waited its unschedulableFor. It
+// returns how many arrived.
+func (r *run) arrive(ctx context.Context) (int, error) {
+	n := min(r.o.Arrivals, len(r.queue))
+	now := metav1.NewTime(r.clock.Now())
+	for _, p := range r.queue[:n] {
+		pod := p.DeepCopy()
+		pod.CreationTimestamp = now
+		pod.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+			Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, LastTransitionTime: now,
+			Message: "no node fits it as it arrives",
+		}}}
+		if _, _, err := r.sim.PlaceAsScheduled(ctx, pod, r.random); err != nil {
+			return 0, fmt.Errorf("pod %s arriving: %w", klog.KObj(pod), err)
+		}
+	}
+	r.queue = r.queue[n:]
+	return n, nil
 }
 
 // replays carries round i's evictions out Options.Replays times on forks of

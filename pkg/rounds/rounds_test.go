@@ -3,14 +3,17 @@ package rounds
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -364,4 +367,158 @@ func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
 		t.Fatalf("round 1: %d evictions, %d nodes in use; want the 6 pods onto big", res.Rounds[1].Evictions, res.Rounds[1].NodesInUse)
 	}
 	checkRoundsHold(t, res, 5)
+}
+
+// makeRoomPolicy is MakeRoom alone, for pods unschedulable 5 minutes.
+func makeRoomPolicy(t *testing.T) *api.DeschedulerPolicy {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	err := os.WriteFile(path, []byte(`apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: room
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: MakeRoom
+    args:
+      unschedulableFor: 5m
+      maxMovesPerPod: 3
+  plugins:
+    balance:
+      enabled: [MakeRoom]
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(path, fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// fragmented is a cluster of nodes of 8 CPUs, each filled by pods of 500m
+// to 3 CPUs to within 2 CPUs or less, so that a pod of more than 2 CPUs
+// fits nowhere, and pending pods of 2.5 to 6 CPUs, which the scheduler
+// has not tried yet (queued), created a minute apart in reverse order of
+// their names.
+func fragmented(r *rand.Rand, nodes, queued int) *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{}
+	owner := func(app string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", app, types.UID("rs-"+app))}
+		}
+	}
+	sched := testutil.WithScheduler("rebalancer-scheduler")
+	sizes := []int64{500, 1000, 1500, 2000, 3000}
+	for i := range nodes {
+		node := fmt.Sprintf("node-%02d", i)
+		snap.Nodes = append(snap.Nodes, testutil.BuildTestNode(node, "8", "64Gi"))
+		free := int64(8000)
+		for k := 0; free > 2000; k++ {
+			cpu := min(sizes[r.IntN(len(sizes))], free-500*int64(r.IntN(2)))
+			free -= cpu
+			app := fmt.Sprintf("app%d", r.IntN(6))
+			snap.Pods = append(snap.Pods, testutil.BuildTestPod(fmt.Sprintf("%s-%s-%d", app, node, k), node, fmt.Sprintf("%dm", cpu), "1Gi",
+				testutil.Running, sched, owner(app)))
+		}
+	}
+	created := time.Date(2025, time.December, 1, 0, 0, 0, 0, time.UTC)
+	for i := range queued {
+		p := testutil.BuildTestPod(fmt.Sprintf("job-%02d", i), "", fmt.Sprintf("%dm", 2500+500*r.IntN(8)), "2Gi", sched, owner(fmt.Sprintf("job-%02d", i)))
+		p.Status.Phase = v1.PodPending
+		p.CreationTimestamp = metav1.NewTime(created.Add(time.Duration(queued-i) * time.Minute))
+		snap.Pods = append(snap.Pods, p)
+	}
+	return snap
+}
+
+// TestArrivalsAreMadeRoomFor: pods let in a few per round that fit
+// nowhere are placed by MakeRoom's moves from the round after their
+// arrival (MakeRoom waits out unschedulableFor), and every pod placed
+// took moves; no evicted pod ends pending; the upstream baseline, which
+// has no such strategy, places none; the snapshot is not modified.
+func TestArrivalsAreMadeRoomFor(t *testing.T) {
+	_, profs := loadPair(t, "binpacking")
+	pol := makeRoomPolicy(t)
+	ctx := testContext(t)
+	placed := 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			const queued, arrivals = 5, 2
+			snap := fragmented(rand.New(rand.NewPCG(seed, 0)), 6+int(seed), queued)
+			before := len(snap.Pods)
+			opts := options(Rebalancer, 5)
+			opts.Arrivals = arrivals
+			res, err := Run(ctx, pol, profs, snap, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Pods) != before || snap.Pods[before-1].Status.Conditions != nil {
+				t.Fatal("the snapshot was modified")
+			}
+			if r0 := res.Rounds[0]; r0.Unschedulable != 0 || r0.Arrived != 0 {
+				t.Fatalf("round 0: %d unschedulable, %d arrived; want the queue held back", r0.Unschedulable, r0.Arrived)
+			}
+			if r1 := res.Rounds[1]; r1.Evictions != 0 || r1.Placed != 0 {
+				t.Errorf("round 1: %d evictions, %d placed; want none: the first arrivals wait out unschedulableFor", r1.Evictions, r1.Placed)
+			}
+			arrived := 0
+			for i := 1; i < len(res.Rounds); i++ {
+				r, prev := res.Rounds[i], res.Rounds[i-1]
+				arrived += r.Arrived
+				if want := min(arrivals, queued-(arrived-r.Arrived)); r.Arrived != want {
+					t.Errorf("round %d: %d arrived, want %d", i, r.Arrived, want)
+				}
+				// Every pod that arrives fits nowhere; a round can only
+				// place them, never leave an evicted pod pending.
+				if want := prev.Unschedulable + r.Arrived - r.Placed; r.Unschedulable != want {
+					t.Errorf("round %d: %d unschedulable, want %d (%d before, %d arrived, %d placed)", i, r.Unschedulable, want, prev.Unschedulable, r.Arrived, r.Placed)
+				}
+				if r.Placed > 0 && r.Evictions == 0 {
+					t.Errorf("round %d: %d placed without a move, on a cluster only moves change", i, r.Placed)
+				}
+				if r.PingPong != 0 {
+					t.Errorf("round %d: %d ping-pong", i, r.PingPong)
+				}
+			}
+			if tot := res.Totals(); tot.Placed > 0 && tot.Evictions > 3*tot.Placed {
+				t.Errorf("%d evictions for %d pods placed; want at most maxMovesPerPod (3) each", tot.Evictions, tot.Placed)
+			}
+			t.Logf("placed %d with %d evictions; %d still unschedulable", res.Totals().Placed, res.Totals().Evictions, res.Totals().Unschedulable)
+			placed += res.Totals().Placed
+
+			opts.Strategy = Upstream
+			base, err := Run(ctx, pol, profs, snap, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bt := base.Totals(); bt.Placed != 0 || bt.Evictions != 0 || bt.Unschedulable != queued {
+				t.Errorf("upstream: %d placed, %d evictions, %d unschedulable; want 0, 0, %d", bt.Placed, bt.Evictions, bt.Unschedulable, queued)
+			}
+		})
+	}
+	if placed == 0 {
+		t.Error("no seed placed an arriving pod: the test shows nothing")
+	}
+}
+
+// TestHoldBackOldestFirst: the queue is the snapshot's pending pods, oldest
+// first; bound and finished pods stay.
+func TestHoldBackOldestFirst(t *testing.T) {
+	snap := fragmented(rand.New(rand.NewPCG(1, 0)), 2, 4)
+	done := testutil.BuildTestPod("done", "", "1", "1Gi")
+	done.Status.Phase = v1.PodSucceeded
+	snap.Pods = append(snap.Pods, done)
+	held, queue := holdBack(snap)
+	var names []string
+	for _, p := range queue {
+		names = append(names, p.Name)
+	}
+	if want := []string{"job-03", "job-02", "job-01", "job-00"}; !slices.Equal(names, want) {
+		t.Errorf("queue %v, want %v", names, want)
+	}
+	if len(held.Pods) != len(snap.Pods)-4 || !slices.Contains(held.Pods, done) {
+		t.Errorf("held back %d of %d pods, or dropped the finished one", len(snap.Pods)-len(held.Pods), len(snap.Pods))
+	}
 }

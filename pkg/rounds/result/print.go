@@ -28,10 +28,10 @@ func (c *Comparison) printTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\n", strings.ToUpper(res.Strategy))
-		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
+		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tARRIVED\tPLACED\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
 		for _, r := range res.Rounds {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
-				r.LowerBound, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
+				r.LowerBound, r.Arrived, r.Placed, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev)
 		}
 		converged := "not converged"
 		if res.ConvergedAt > 0 {
@@ -45,7 +45,11 @@ func (c *Comparison) printTable(w io.Writer) error {
 		if t.Replays > 0 {
 			held += fmt.Sprintf(", %d of %d seeded replays held every plan", t.ReplaysHeld, t.Replays)
 		}
-		fmt.Fprintf(tw, "%d evictions, %d ping-pong%s, %s\n\n", t.Evictions, t.PingPong, held, converged)
+		placed := ""
+		if t.Placed > 0 {
+			placed = fmt.Sprintf(", %d pending pods placed (%.2f evictions per pod placed)", t.Placed, float64(t.Evictions)/float64(t.Placed))
+		}
+		fmt.Fprintf(tw, "%d evictions, %d ping-pong%s%s, %s\n\n", t.Evictions, t.PingPong, placed, held, converged)
 	}
 	return tw.Flush()
 }
@@ -59,6 +63,8 @@ func (r *Result) Totals() Round {
 		t.Held += x.Held
 		t.Replays += x.Replays
 		t.ReplaysHeld += x.ReplaysHeld
+		t.Arrived += x.Arrived
+		t.Placed += x.Placed
 	}
 	if n := len(r.Rounds); n > 0 {
 		last := r.Rounds[n-1]

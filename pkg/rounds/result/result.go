@@ -53,6 +53,13 @@ type Round struct {
 	LowerBound int `json:"lowerBound"`
 	// Unschedulable counts pods without a node after the round.
 	Unschedulable int `json:"unschedulable"`
+	// Arrived counts the pods let in before the round's plan
+	// (rounds.Options.Arrivals); Placed the pods waiting for a node as
+	// the round planned (arrived and found no node, or pending before)
+	// that have one after it. Replacements of evicted pods count in
+	// neither.
+	Arrived int `json:"arrived,omitempty"`
+	Placed  int `json:"placed"`
 	// Utilization of requested CPU and memory, percent of allocatable, over
 	// the nodes in use.
 	CPUUtilMean   float64 `json:"cpuUtilMean"`
