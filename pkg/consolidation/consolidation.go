@@ -400,6 +400,9 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, prefer func(target string) bool) (bool, error) {
 	tx := c.sim.Begin()
 	for _, p := range pods {
+		if !c.sim.Simulator().Runs(p) {
+			continue // a gang's member, moved with an earlier pod's gang
+		}
 		opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }, Prefer: prefer}
 		err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
 		if err == nil {

@@ -30,6 +30,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
@@ -324,7 +325,9 @@ func (m *MakeRoom) movable(ni fwk.NodeInfo, priority int32) []*v1.Pod {
 		if !ev.Filter(p) || !ev.PreEvictionFilter(p) {
 			continue
 		}
-		if why, _ := m.sim.MustStay(p); why != "" {
+		// A gang's member moves only with its whole gang, which makes no
+		// room on one node.
+		if why, _ := m.sim.MustStay(p); why != "" || gang.Of(p) != "" {
 			continue
 		}
 		out = append(out, p)

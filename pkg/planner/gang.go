@@ -60,7 +60,7 @@ func (p *planner) gangMembers(pod *v1.Pod) []*v1.Pod {
 // moveGang judges the eviction a plugin asked for of pod, a gang's member,
 // as the move of its whole gang: pod first, with the plugin's intent, then
 // each other member, which must leave its node for one its scheduler is
-// steered to (or surely picks), each passing the evictor's filters
+// steered to (or surely picks) and pod's options allow, each passing the evictor's filters
 // (filter) and every check a move passes. All members enter the plan, or
 // none, and pod is skipped as gang with the first refusal.
 func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, filter func(*v1.Pod) bool) error {
@@ -69,6 +69,10 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 	tx := p.begin()
 	p.group = g
 	err := p.judge(ctx, profile, strategy, pod, opts, simOpts, "")
+	// The others go nowhere pod may not (a node being drained, one its
+	// plugin rules out), and leave their nodes.
+	others := simOpts
+	others.LeaveSource = true
 	for _, m := range members {
 		if err != nil {
 			break
@@ -84,7 +88,7 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 		// The plugin's own options are about pod; the plan's exclusions
 		// apply to every move (judge adds them).
 		err = p.judge(ctx, profile, strategy, m, evictions.EvictOptions{StrategyName: opts.StrategyName, Reason: fmt.Sprintf("its gang moves whole (%s asked for %s)", strategy, key(pod))},
-			simulator.PredictOptions{LeaveSource: true}, "")
+			others, "")
 	}
 	p.group = nil
 	if err != nil {
@@ -97,8 +101,7 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 		case g.refusedPod.UID == pod.UID:
 			p.skip(profile, strategy, pod, g.refusedWhy, g.refused) // its own reason
 		default:
-			p.skip(profile, strategy, pod, plan.ReasonGang, fmt.Sprintf("the pod belongs to a gang (%s), which moves whole or not at all: %s: %s (%s)",
-				gang.Of(pod), key(g.refusedPod), g.refusedWhy, g.refused))
+			p.skip(profile, strategy, pod, plan.ReasonGang, gangRefusal(pod, g.refusedPod, g.refusedWhy, g.refused))
 		}
 		if refused(err) {
 			return errSkipped
@@ -108,6 +111,12 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 	tx.Commit()
 	p.logger.V(2).Info("Gang moved whole", "pod", klog.KObj(pod), "gang", gang.Of(pod), "members", len(members))
 	return nil
+}
+
+// gangRefusal says why pod, a gang's member, is not moved: member, another
+// of its gang, may not move (why, detail).
+func gangRefusal(pod, member *v1.Pod, why, detail string) string {
+	return fmt.Sprintf("the pod belongs to a gang (%s), which moves whole or not at all: %s: %s (%s)", gang.Of(pod), key(member), why, detail)
 }
 
 // gangName is the gang being moved whole, "" when none is.

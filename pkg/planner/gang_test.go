@@ -137,3 +137,95 @@ func TestDropTakesTheGangWhole(t *testing.T) {
 		t.Errorf("skipped %+v, want the two members", p.out.Skipped)
 	}
 }
+
+// TestConsolidationDrainsGangsWhole: a node running a gang's member is
+// drained when the whole gang may move: its members elsewhere leave their
+// nodes with it, onto no node the plan drains, so the plan reaches as few
+// nodes as on the same cluster without the gang; when one member must stay,
+// no member moves and the nodes of the others stay in use, skipped as gang
+// naming that member.
+func TestConsolidationDrainsGangsWhole(t *testing.T) {
+	build := func(labelled bool) (*cluster, []*v1.Pod) {
+		c := thinCluster(5)
+		// The fullest nodes are kept; the others, where the gang runs, drained.
+		c.pod("team-c", "big", "ReplicaSet", "node-03", "1500m", "1Gi")
+		c.pod("team-c", "big", "ReplicaSet", "node-04", "1500m", "1Gi")
+		var members []*v1.Pod
+		for _, n := range []string{"node-00", "node-00", "node-01", "node-01"} {
+			m := c.pod("default", "train", "Job", n, "250m", "512Mi")
+			if labelled {
+				m.Labels[gang.PodGroupLabel] = "train"
+			}
+			members = append(members, m)
+		}
+		return c, members
+	}
+	control, _ := build(false)
+	pc := runPlan(t, control, "binpacking", Options{MinScoreGain: 1})
+	if pc.Summary.NodesInUseAfter != 2 {
+		t.Fatalf("without a gang: %d nodes in use after, want 2 (the test shows nothing)", pc.Summary.NodesInUseAfter)
+	}
+
+	c, members := build(true)
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	pol, _ := loadPair(t, "binpacking")
+	checkInvariants(t, c, pol, p)
+	if p.Summary.NodesInUseAfter != pc.Summary.NodesInUseAfter {
+		t.Errorf("with a gang: %d nodes in use after, want %d as without", p.Summary.NodesInUseAfter, pc.Summary.NodesInUseAfter)
+	}
+	drained := map[string]bool{}
+	for _, m := range p.Moves {
+		if m.Drain {
+			drained[m.Source] = true
+		}
+	}
+	moved := 0
+	for _, m := range p.Moves {
+		if drained[m.Target] {
+			t.Errorf("%s moved onto %s, which the plan drains", m.Pod, m.Target)
+		}
+		for _, member := range members {
+			if m.UID == string(member.UID) {
+				moved++
+				if m.Gang != "train" {
+					t.Errorf("member %s moved as gang %q, want train", m.Pod, m.Gang)
+				}
+			}
+		}
+	}
+	if moved != 0 && moved != len(members) {
+		t.Errorf("%d of the gang's %d members moved: a gang moves whole or not at all", moved, len(members))
+	}
+	if moved == 0 {
+		t.Errorf("no member moved: the gang still pins its nodes (moves %+v)", p.Moves)
+	}
+
+	for _, tc := range []struct {
+		name, why string
+		stay      func(*v1.Pod)
+	}{
+		{"opted out", plan.ReasonOptOut, func(p *v1.Pod) { p.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"} }},
+		{"sticky", plan.ReasonSticky, func(p *v1.Pod) { makeSticky(p) }}, // Consolidation's moves are balance moves
+	} {
+		t.Run("a member "+tc.name, func(t *testing.T) {
+			c, members := build(true)
+			tc.stay(members[3])
+			p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+			for _, m := range p.Moves {
+				for _, member := range members {
+					if m.UID == string(member.UID) || m.Source == member.Spec.NodeName {
+						t.Errorf("%s moved off %s, which runs a member of a gang that may not move", m.Pod, m.Source)
+					}
+				}
+			}
+			found := false
+			for _, s := range p.Skipped {
+				found = found || s.UID == string(members[0].UID) && s.Reason == plan.ReasonGang &&
+					strings.Contains(s.Detail, "default/"+members[3].Name) && strings.Contains(s.Detail, tc.why)
+			}
+			if !found {
+				t.Errorf("member %s not skipped as %s naming %s member %s: %+v", members[0].Name, plan.ReasonGang, tc.why, members[3].Name, p.Skipped)
+			}
+		})
+	}
+}

@@ -211,27 +211,43 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 
 // mustStay says why a balance plugin's move of pod would be refused
 // whatever the target, by the checks of judge that do not depend on the
-// plan's limits: an opt-out, a gang's member, a sticky pod, the cooldown, a
-// PDB that allows no disruption; "" when none. A node holding such a pod stays in use:
-// Consolidation prefers it as a target.
+// plan's limits: an opt-out, a sticky pod, the cooldown, a PDB that allows
+// no disruption; "" when none. A gang's member moves only with its whole
+// gang (moveGang): it must stay when any member must (reason gang, naming
+// that member). A node holding such a pod stays in use: Consolidation
+// prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
-	if why, detail := p.stays(pod, true); why != "" {
-		return why, detail
+	members := []*v1.Pod{pod}
+	if gangKey(pod) != "" {
+		members = p.gangMembers(pod)
 	}
-	_, why, detail = p.heldBack(pod)
-	return why, detail
+	for _, m := range members {
+		why, detail := p.stays(m, true)
+		if why == "" || why == plan.ReasonGang {
+			_, why, detail = p.heldBack(m)
+		}
+		switch {
+		case why == "":
+		case m.UID == pod.UID:
+			return why, detail
+		default:
+			return plan.ReasonGang, gangRefusal(pod, m, why, detail)
+		}
+	}
+	return "", ""
 }
 
 // stays says why pod is not moved by anyone (untouchable), or, for a
 // balance move, because it is sticky; judge's first checks.
 func (p *planner) stays(pod *v1.Pod, balance bool) (why, detail string) {
-	if why, detail := untouchable(p.sim, pod, pod.Spec.NodeName); why != "" {
+	why, detail = untouchable(p.sim, pod, pod.Spec.NodeName)
+	if why != "" && why != plan.ReasonGang {
 		return why, detail
 	}
 	if balance && hint.IsSticky(pod) {
 		return plan.ReasonSticky, stickyDetail(pod)
 	}
-	return "", ""
+	return why, detail // "" or its gang's, which a gang moved whole passes (alone)
 }
 
 // heldBack says why pod is not moved now: its owner's cooldown, or a

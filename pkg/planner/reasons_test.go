@@ -144,8 +144,19 @@ func TestEveryReasonThroughEveryCaller(t *testing.T) {
 			plan: plan.ReasonSticky, replay: "" /* as judged */, recheck: plan.ReasonSticky,
 		},
 		{
+			// A gang moves whole: one of its members elsewhere may not.
 			name: plan.ReasonGang, scenario: thinDrain,
-			cond: func(e env) { e.pod.Labels[gang.PodGroupLabel] = "train" },
+			cond: func(e env) {
+				e.pod.Labels[gang.PodGroupLabel] = "train"
+				for _, n := range e.c.snap.Nodes {
+					if n.Name != e.pod.Spec.NodeName {
+						other := e.c.pod(e.pod.Namespace, "train", "Job", n.Name, "100m", "128Mi")
+						other.Labels[gang.PodGroupLabel] = "train"
+						other.Annotations = map[string]string{wellknown.DoNotDisruptAnnotation: "true"}
+						break
+					}
+				}
+			},
 			plan: plan.ReasonGang, replay: "" /* as judged */, recheck: plan.ReasonGang,
 		},
 		{

@@ -38,7 +38,8 @@ type Handle interface {
 	// pending pod it would have made room for) and why it did not.
 	Skip(pod *v1.Pod, why, detail string)
 	// MustStay says why the planner would refuse any move of pod (a skip
-	// reason and detail), "" when it might move it.
+	// reason and detail), "" when it might move it; a gang's member only
+	// moves with its whole gang, through Move.
 	MustStay(pod *v1.Pod) (why, detail string)
 	// Pin records that pod keeps its node in use, for the plan to show.
 	Pin(pod *v1.Pod, why, detail string)

@@ -419,6 +419,13 @@ func (s *Simulator) Bound() []*v1.Pod {
 	return pods(s.bound)
 }
 
+// Runs says whether pod (by UID) is bound to a node in the simulation:
+// not once it was moved (its replacement has a UID of its own) or evicted.
+func (s *Simulator) Runs(pod *v1.Pod) bool {
+	_, ok := s.bound[pod.UID]
+	return ok
+}
+
 // Pending lists the pods waiting for a node, in the order they arrived.
 func (s *Simulator) Pending() []*v1.Pod {
 	return pods(s.pending)
