@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/optout"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -82,6 +84,65 @@ func TestGangMovesWholeOrNotAtAll(t *testing.T) {
 	for _, p := range after {
 		if p.Spec.NodeName == nodes[0] {
 			t.Errorf("%s runs on the tainted node %s", p.Name, nodes[0])
+		}
+	}
+}
+
+// TestConsolidationMovesAGangWhole: the two thinnest of four nodes each run
+// a member of one gang and a pod of another workload; the two others hold
+// more. One `run --once` drains both thin nodes: the gang is evicted whole,
+// each member's move names it, every replacement lands on its planned
+// target, and nothing of the test's runs on the drained nodes after.
+func TestConsolidationMovesAGangWhole(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	nodes := e.nodeNames("gangdrain", 4)
+	e.addNodes("8", nodes...)
+	e.fragmentedReplicaSetWith(schedulerName, "train", resources("500m", "512Mi"), map[string]string{gang.GroupNameAnnotation: "train"}, nodes[:2])
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes[:2])
+	e.fragmentedReplicaSet("big", resources("3", "1Gi"), nodes[2:])
+	train := e.boundPods("train", 2)
+	before := map[string]bool{}
+	for _, app := range []string{"train", "web", "big"} {
+		for _, p := range e.boundPods(app, 2) {
+			before[string(p.UID)] = true
+		}
+	}
+
+	res := runOnce(t)
+	evicted := map[string]bool{}
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			evicted[m.Name] = true
+		}
+	}
+	var moves []plan.Move
+	for _, m := range res.Plan.Moves {
+		if m.Namespace != e.ns {
+			continue
+		}
+		moves = append(moves, m)
+		if strings.HasPrefix(m.Name, "train-") != (m.Gang == "train") {
+			t.Errorf("move %s names gang %q: want train on train's members alone", m.Pod, m.Gang)
+		}
+	}
+	for _, p := range train {
+		if !evicted[p.Name] {
+			t.Fatalf("%s (on %s) not evicted: want the gang moved whole to drain its nodes; moves %+v, skipped %+v", p.Name, p.Spec.NodeName, moves, res.Plan.Skipped)
+		}
+	}
+	var after []v1.Pod
+	for _, app := range []string{"train", "web", "big"} {
+		after = append(after, e.boundPods(app, 2)...)
+	}
+	onTarget, _ := landed(moves, before, after)
+	_, where := perNode(after)
+	if onTarget != len(moves) {
+		t.Errorf("after the run: %s; %d of %d replacements on their targets", where, onTarget, len(moves))
+	}
+	for _, p := range after {
+		if p.Spec.NodeName == nodes[0] || p.Spec.NodeName == nodes[1] {
+			t.Errorf("after the run: %s; %s still runs on %s, which the plan drains", where, p.Name, p.Spec.NodeName)
 		}
 	}
 }
