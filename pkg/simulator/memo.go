@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -29,22 +30,23 @@ import (
 // list, with that generation, and calls the plugin again only for nodes
 // whose generation moved. Plugins that read more (other nodes' pods,
 // claims, usage, hints) are always called. A key that cannot vouch for the
-// pod (resources that DRA may back, or scoring with such resources) turns
-// the memo off for that plugin and pod.
+// pod (resources that DRA devices may back, or scoring with such
+// resources: see draBacked) turns the memo off for that plugin and pod.
 
 // podKey is what a plugin reads of a pod, as a string; ok is false when
 // the plugin may read more than the key says.
 type podKey func(pod *v1.Pod) (key string, ok bool)
 
 // memoKeys are the keys of the plugins whose verdicts ("filter") and raw
-// scores ("score") a profile's runner remembers, by phase and plugin name.
-func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string]) map[string]map[string]podKey {
+// scores ("score") a profile's runner remembers, by phase and plugin name;
+// backed says which resources DRA devices may back (draBacked).
+func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool) map[string]map[string]podKey {
 	filter := map[string]podKey{
 		names.NodeUnschedulable: tolerationsKey,
 		names.TaintToleration:   tolerationsKey,
 		names.NodeName:          nodeNameKey,
 		names.NodeAffinity:      nodeSelectionKey,
-		names.NodeResourcesFit:  resourcesKey,
+		names.NodeResourcesFit:  resourcesKey(backed),
 	}
 	score := map[string]podKey{
 		names.TaintToleration: tolerationsKey,
@@ -55,12 +57,12 @@ func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string]) map[stri
 		names.ImageLocality: imagesKey(held),
 	}
 	// Scores over extended resources read DRA's allocations when devices
-	// back them: only scores over native resources are remembered.
-	if native(scoredResources(prof, names.NodeResourcesFit)) {
-		score[names.NodeResourcesFit] = resourcesKey
+	// back them: only scores over resources no device backs are remembered.
+	if unbacked(scoredResources(prof, names.NodeResourcesFit), backed) {
+		score[names.NodeResourcesFit] = resourcesKey(backed)
 	}
-	if native(scoredResources(prof, names.NodeResourcesBalancedAllocation)) {
-		score[names.NodeResourcesBalancedAllocation] = resourcesKey
+	if unbacked(scoredResources(prof, names.NodeResourcesBalancedAllocation), backed) {
+		score[names.NodeResourcesBalancedAllocation] = resourcesKey(backed)
 	}
 	return map[string]map[string]podKey{"filter": filter, "score": score}
 }
@@ -85,22 +87,31 @@ func scoredResources(prof *config.KubeSchedulerProfile, plugin string) []config.
 	return nil
 }
 
-func native(resources []config.ResourceSpec) bool {
+func unbacked(resources []config.ResourceSpec, backed func(v1.ResourceName) bool) bool {
 	for _, r := range resources {
-		if !nativeResource(v1.ResourceName(r.Name)) {
+		if backed(v1.ResourceName(r.Name)) {
 			return false
 		}
 	}
 	return true
 }
 
-// nativeResource: a resource no DRA device can back.
-func nativeResource(name v1.ResourceName) bool {
-	switch name {
-	case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
-		return true
+// draBacked says whether DRA devices may back a resource in a cluster with
+// these device classes: NodeResourcesFit asks DRA for an extended resource
+// a node does not have when a class names it (spec.extendedResourceName),
+// or for a class's own name under deviceclass.resource.kubernetes.io/.
+// Other resources are the node's alone, read from its NodeInfo. A
+// simulation's device classes do not change.
+func draBacked(classes []*resourceapi.DeviceClass) func(v1.ResourceName) bool {
+	named := sets.New[v1.ResourceName]()
+	for _, c := range classes {
+		if n := c.Spec.ExtendedResourceName; n != nil {
+			named.Insert(v1.ResourceName(*n))
+		}
 	}
-	return strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix)
+	return func(name v1.ResourceName) bool {
+		return named.Has(name) || strings.HasPrefix(string(name), resourceapi.ResourceDeviceClassPrefix)
+	}
 }
 
 func tolerationsKey(pod *v1.Pod) (string, bool) {
@@ -166,9 +177,13 @@ func nodeSelectionKey(pod *v1.Pod) (string, bool) {
 // resourcesKey is everything a pod's requests are computed from: its
 // containers' and init containers' resources (and whether an init
 // container restarts, a sidecar), overhead, pod-level resources and status
-// (resources resized in place). Only pods asking for native resources
-// alone have one: an extended resource may be backed by DRA devices.
-func resourcesKey(pod *v1.Pod) (string, bool) {
+// (resources resized in place). A pod asking for a resource DRA devices
+// may back (backed) has none: where it fits then depends on devices.
+func resourcesKey(backed func(v1.ResourceName) bool) podKey {
+	return func(pod *v1.Pod) (string, bool) { return podResourcesKey(pod, backed) }
+}
+
+func podResourcesKey(pod *v1.Pod, backed func(v1.ResourceName) bool) (string, bool) {
 	type initContainer struct {
 		R v1.ResourceRequirements
 		P *v1.ContainerRestartPolicy
@@ -189,7 +204,7 @@ func resourcesKey(pod *v1.Pod) (string, bool) {
 	}
 	for _, l := range lists {
 		for name := range l {
-			if !nativeResource(name) {
+			if backed(name) {
 				return "", false
 			}
 		}

@@ -67,8 +67,8 @@ func capture(registry frameworkruntime.Registry, into plugins) {
 
 // newRunner lists the profile's Filter and Score plugins, as the framework
 // resolved them, with the instances it built.
-func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile, held sets.Set[string]) (*runner, error) {
-	r := &runner{keys: memoKeys(prof, held), memos: memos{byKey: map[string]*memo{}}}
+func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool) (*runner, error) {
+	r := &runner{keys: memoKeys(prof, held, backed), memos: memos{byKey: map[string]*memo{}}}
 	list := fw.ListPlugins()
 	for _, pl := range list.Filter.Enabled {
 		p, ok := built[pl.Name].(fwk.FilterPlugin)

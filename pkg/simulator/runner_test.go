@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -217,7 +218,7 @@ func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
 // recently used dropped first.
 func TestMemosStayBounded(t *testing.T) {
 	const nodes = 50_000
-	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}, nil), memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}, nil, draBacked(nil)), memos: memos{byKey: map[string]*memo{}}}
 	var first *memo
 	for i := range 100 {
 		r.memos.cycle++
@@ -315,4 +316,40 @@ func againstEveryNode(t *testing.T, ctx context.Context, prof *config.KubeSchedu
 		t.Fatal(err)
 	}
 	return fast, fast.schedulers[prof.SchedulerName], every, every.schedulers[prof.SchedulerName]
+}
+
+// TestResourcesKeyLeavesDRABackedResources: a pod asking for an extended
+// resource has a resources key (its verdicts are remembered) unless a
+// device class backs that resource, by name or under the device-class
+// prefix; native resources always have one.
+func TestResourcesKeyLeavesDRABackedResources(t *testing.T) {
+	pod := func(r v1.ResourceName) *v1.Pod {
+		p := plainPod("p", "", "1", "1Gi")
+		if r != "" {
+			p.Spec.Containers[0].Resources.Requests[r] = resource.MustParse("1")
+		}
+		return p
+	}
+	classes := []*resourceapi.DeviceClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}, Spec: resourceapi.DeviceClassSpec{ExtendedResourceName: ptrTo("example.com/gpu")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "fpga.example.com"}},
+	}
+	for _, tc := range []struct {
+		resource v1.ResourceName
+		classes  []*resourceapi.DeviceClass
+		want     bool
+	}{
+		{"", classes, true},
+		{v1.ResourceEphemeralStorage, classes, true},
+		{gpu, nil, true},
+		{gpu, classes, true}, // no class names nvidia.com/gpu
+		{"example.com/gpu", classes, false},
+		{"example.com/gpu", nil, true},
+		{v1.ResourceName(resourceapi.ResourceDeviceClassPrefix + "fpga.example.com"), classes, false},
+	} {
+		_, ok := resourcesKey(draBacked(tc.classes))(pod(tc.resource))
+		if ok != tc.want {
+			t.Errorf("a pod asking for %q with %d device classes: keyed %v, want %v", tc.resource, len(tc.classes), ok, tc.want)
+		}
+	}
 }

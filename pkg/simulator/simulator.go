@@ -334,6 +334,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(s.dra))
 	}
 	held := heldRepositories(snap.Nodes)
+	backed := draBacked(snap.DeviceClasses)
 	for _, prof := range profiles {
 		if _, dup := s.schedulers[prof.SchedulerName]; dup {
 			return nil, fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
@@ -376,7 +377,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		}
 		sc.classes = !set.everyNode && alikeToProfile(p)
 		if !set.everyNode {
-			if sc.run, err = newRunner(sc.framework, built, p, held); err != nil {
+			if sc.run, err = newRunner(sc.framework, built, p, held, backed); err != nil {
 				return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
 			}
 		}
