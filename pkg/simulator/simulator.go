@@ -128,6 +128,11 @@ type scheduler struct {
 	// run runs the profile's Filter and Score plugins as the framework
 	// does, at less cost per node (see runner); nil: the framework does.
 	run *runner
+	// byClass is scoreByClass's list of scores, one per feasible node,
+	// reused from cycle to cycle: a cycle's scores are read before the
+	// scheduler's next cycle, and a list for every node of a large
+	// cluster is most of what a cycle would allocate.
+	byClass []fwk.NodePluginScores
 }
 
 // filterer is RunFilterPlugins for pod's cycle of sc over the n nodes of
@@ -1114,7 +1119,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 			k++
 		}
 	}
-	out := make([]fwk.NodePluginScores, 0, fit)
+	out := slices.Grow(sc.byClass[:0], fit)
 	for i, ni := range feasible {
 		if ni == nil {
 			continue // a node with the drain taint (first < 0) is among these
@@ -1123,6 +1128,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 		ns.Name = ni.Node().Name
 		out = append(out, ns)
 	}
+	sc.byClass = out
 	s.byClassCycles++
 	return out, true, nil
 }
