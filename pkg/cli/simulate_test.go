@@ -126,18 +126,7 @@ func TestSimulateArrivalsFromAnOpenbQueue(t *testing.T) {
 		"a1,3000,1024,0,0,,BE,Running,1,,1\na2,3000,1024,0,0,,BE,Running,2,,2\na3,3000,1024,0,0,,BE,Running,3,,3\n"+
 		"b1,2000,1024,0,0,,BE,Running,4,,4\nb2,2000,1024,0,0,,BE,Running,5,,5\nb3,2000,1024,0,0,,BE,Running,6,,6\n"+
 		"big,4000,1024,0,0,,BE,Pending,10,,\n")
-	policy := writeFile(t, "policy.yaml", `apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-profiles:
-- name: room
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: MakeRoom
-    args: {unschedulableFor: 5m}
-  plugins:
-    balance:
-      enabled: [MakeRoom]
-`)
+	policy := "../../test/testdata/makeroom-policy.yaml"
 	snap := filepath.Join(t.TempDir(), "openb.json")
 	spreading := "../../policies/balancing-scheduler.yaml"
 	if out, err := run("snapshot", "openb", "--nodes", nodes, "--pods", pods, "--scheduler-config", spreading, "--queue-from", "10", "-o", snap); err != nil {

@@ -369,28 +369,10 @@ func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
 	checkRoundsHold(t, res, 5)
 }
 
-// makeRoomPolicy is MakeRoom alone, for pods unschedulable 5 minutes.
+// makeRoomPolicy is MakeRoom alone, for pods unschedulable a minute.
 func makeRoomPolicy(t *testing.T) *api.DeschedulerPolicy {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "policy.yaml")
-	err := os.WriteFile(path, []byte(`apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-profiles:
-- name: room
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: MakeRoom
-    args:
-      unschedulableFor: 5m
-      maxMovesPerPod: 3
-  plugins:
-    balance:
-      enabled: [MakeRoom]
-`), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Load(path, fake.NewClientset(), policy.Registry())
+	pol, err := policy.Load(filepath.Join("..", "..", "test", "testdata", "makeroom-policy.yaml"), fake.NewClientset(), policy.Registry())
 	if err != nil {
 		t.Fatal(err)
 	}

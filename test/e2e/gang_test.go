@@ -41,12 +41,7 @@ func TestGangMovesWholeOrNotAtAll(t *testing.T) {
 	e.taintForMaintenance(nodes[0])
 
 	res := runOnce(t)
-	evicted := map[string]bool{}
-	for _, m := range res.Result.Evicted {
-		if m.Namespace == e.ns {
-			evicted[m.Name] = true
-		}
-	}
+	evicted := e.evicted(res)
 	var moves []plan.Move
 	for _, m := range res.Plan.Moves {
 		if m.Namespace == e.ns {
@@ -110,12 +105,7 @@ func TestConsolidationMovesAGangWhole(t *testing.T) {
 	}
 
 	res := runOnce(t)
-	evicted := map[string]bool{}
-	for _, m := range res.Result.Evicted {
-		if m.Namespace == e.ns {
-			evicted[m.Name] = true
-		}
-	}
+	evicted := e.evicted(res)
 	var moves []plan.Move
 	for _, m := range res.Plan.Moves {
 		if m.Namespace != e.ns {

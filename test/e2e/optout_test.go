@@ -33,12 +33,7 @@ func TestOptOutPodsStay(t *testing.T) {
 	e.taintForMaintenance(n(0))
 
 	res := runOnce(t)
-	evicted := map[string]bool{}
-	for _, m := range res.Result.Evicted {
-		if m.Namespace == e.ns {
-			evicted[m.Name] = true
-		}
-	}
+	evicted := e.evicted(res)
 	if !evicted[free.Name] || evicted[pods[0].Name] || evicted[pods[1].Name] {
 		t.Fatalf("evicted %v; want %s only", evicted, free.Name)
 	}

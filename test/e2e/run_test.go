@@ -102,6 +102,17 @@ func landed(moves []plan.Move, before map[string]bool, after []v1.Pod) (onTarget
 	return onTarget, backOnSource
 }
 
+// evicted names the pods of the test's namespace a cycle evicted.
+func (e *testEnv) evicted(res cycleOutput) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range res.Result.Evicted {
+		if m.Namespace == e.ns {
+			out[m.Name] = true
+		}
+	}
+	return out
+}
+
 func runOnce(t *testing.T, args ...string) cycleOutput {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
