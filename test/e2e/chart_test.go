@@ -322,7 +322,8 @@ func compare(t *testing.T, want, got map[string]any) {
 func TestChartLintAndDryRun(t *testing.T) {
 	renders := [][]string{{"mode=cronjob"}, {"mode=job"}, {"mode=deployment", "pair=balancing"},
 		{"mode=deployment", "extender.enabled=true", "webhook.enabled=true"},
-		{"mode=deployment", "extender.enabled=true", "extender.tls.enabled=true"}}
+		{"mode=deployment", "extender.enabled=true", "extender.tls.enabled=true"},
+		{"mode=cronjob", "pair=balancing", "estimator.enabled=true", "estimator.followPolicy=true"}}
 	for _, set := range renders {
 		t.Run(strings.Join(set, " "), func(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict"}
@@ -346,6 +347,21 @@ func TestChartLintAndDryRun(t *testing.T) {
 				switch u.GetKind() {
 				case "Deployment", "Job", "CronJob":
 					checkPodSpec(t, u.GetKind()+"/"+u.GetName(), podSpecOf(t, u))
+				}
+				if u.GetKind() == "Deployment" && u.GetName() == "rebalancer-estimator" && slices.Contains(set, "estimator.followPolicy=true") {
+					// The release's own policy and profile, from the ConfigMap
+					// the rebalancer reads them from.
+					spec := podSpecOf(t, u)
+					c := spec.Containers[0]
+					for _, want := range []string{"--policy=/etc/rebalancer/balancing-policy.yaml", "--scheduler-config=/etc/rebalancer/balancing-scheduler.yaml"} {
+						if !slices.Contains(c.Command, want) {
+							t.Errorf("the estimator's command %v lacks %s", c.Command, want)
+						}
+					}
+					if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/rebalancer" || len(spec.Volumes) != 1 ||
+						spec.Volumes[0].ConfigMap == nil || spec.Volumes[0].ConfigMap.Name != "rebalancer-policies" {
+						t.Errorf("the estimator does not mount ConfigMap rebalancer-policies at /etc/rebalancer: %+v, %+v", c.VolumeMounts, spec.Volumes)
+					}
 				}
 			}
 		})
