@@ -57,6 +57,10 @@ type MakeRoom struct {
 	// stuck are the pods whose move the planner refused in this Balance:
 	// they are not chosen again (rooms made since only take room away).
 	stuck sets.Set[types.UID]
+	// requests are the pods' requests in this Balance, by object (a pod
+	// is not changed; a moved one is a new object): each pod is looked at
+	// for every pending pod.
+	requests map[*v1.Pod]v1.ResourceList
 }
 
 var _ frameworktypes.BalancePlugin = &MakeRoom{}
@@ -83,6 +87,7 @@ func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktype
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	sim := m.sim.Simulator()
 	m.stuck = sets.New[types.UID]()
+	m.requests = map[*v1.Pod]v1.ResourceList{}
 	waiting := m.waiting(sim)
 	logger.V(2).Info("Pending pods room may be made for", "pods", len(waiting), "pending", len(sim.Pending()))
 	allowed := sets.New[string]() // the policy's nodes
@@ -247,7 +252,7 @@ func (m *MakeRoom) ahead(ctx context.Context, pod *v1.Pod, node string) (*v1.Pod
 		if qp := corev1helpers.PodPriority(q); qp < priority || qp == priority && !arrivedFirst {
 			continue
 		}
-		if !fits(ni, requests.Of(q), nil, 0) {
+		if !fits(ni, m.requestsOf(q), nil, 0) {
 			continue
 		}
 		pred, err := sim.Predict(ctx, q, simulator.PredictOptions{Exclude: func(n string) bool { return n != node }})
@@ -280,7 +285,11 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string
 			return nil, err
 		}
 		movable := m.movable(ni, priority)
-		slices.SortStableFunc(movable, func(a, b *v1.Pod) int { return cmp.Compare(requests.Size(b), requests.Size(a)) })
+		size := make(map[*v1.Pod]int64, len(movable)) // once a pod, not once a comparison
+		for _, p := range movable {
+			size[p] = requests.SizeOf(m.requestsOf(p))
+		}
+		slices.SortStableFunc(movable, func(a, b *v1.Pod) int { return cmp.Compare(size[b], size[a]) })
 		var chosen []*v1.Pod
 		freed := v1.ResourceList{}
 		for !fits(ni, need, freed, len(chosen)) {
@@ -290,7 +299,7 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string
 			}
 			p := movable[len(chosen)]
 			chosen = append(chosen, p)
-			for r, q := range requests.Of(p) {
+			for r, q := range m.requestsOf(p) {
 				sum := freed[r]
 				sum.Add(q)
 				freed[r] = sum
@@ -309,6 +318,16 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string
 		return cmp.Or(cmp.Compare(len(a.pods), len(b.pods)), cmp.Compare(a.cost, b.cost), cmp.Compare(a.node, b.node))
 	})
 	return out, nil
+}
+
+// requestsOf is requests.Of(pod), computed once a Balance.
+func (m *MakeRoom) requestsOf(pod *v1.Pod) v1.ResourceList {
+	r, ok := m.requests[pod]
+	if !ok {
+		r = requests.Of(pod)
+		m.requests[pod] = r
+	}
+	return r
 }
 
 // movable are the pods on a node MakeRoom may move for a pod of priority:

@@ -49,6 +49,10 @@ func Units(r v1.ResourceName, q resource.Quantity) int64 {
 // Size orders pods by how much they ask for, biggest first where it
 // sorts descending: millicores × 1024 plus MiB of memory.
 func Size(pod *v1.Pod) int64 {
-	r := Of(pod)
+	return SizeOf(Of(pod))
+}
+
+// SizeOf is Size of requests r (Of's).
+func SizeOf(r v1.ResourceList) int64 {
 	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
 }
