@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -267,12 +268,18 @@ func (e *testEnv) waitGone(name string) {
 // does before maintenance: the pods on it no longer tolerate their node.
 func (e *testEnv) taintForMaintenance(name string) {
 	e.t.Helper()
-	node, err := client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+	// KWOK and the controllers write the node too: read it again on a
+	// conflict, as kubectl does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
+		_, err = client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	node.Spec.Taints = append(node.Spec.Taints, v1.Taint{Key: "e2e.rebalancer.dev/maintenance", Effect: v1.TaintEffectNoSchedule})
-	if _, err := client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
