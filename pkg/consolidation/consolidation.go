@@ -390,7 +390,7 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	if n != len(movable) {
 		return nil, nil, false
 	}
-	sort.SliceStable(movable, func(i, j int) bool { return requests.Size(movable[i]) > requests.Size(movable[j]) })
+	requests.BiggestFirst(movable, requests.Of)
 	return movable, nil, true
 }
 

@@ -285,11 +285,7 @@ func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string
 			return nil, err
 		}
 		movable := m.movable(ni, priority)
-		size := make(map[*v1.Pod]int64, len(movable)) // once a pod, not once a comparison
-		for _, p := range movable {
-			size[p] = requests.SizeOf(m.requestsOf(p))
-		}
-		slices.SortStableFunc(movable, func(a, b *v1.Pod) int { return cmp.Compare(size[b], size[a]) })
+		requests.BiggestFirst(movable, m.requestsOf)
 		var chosen []*v1.Pod
 		freed := v1.ResourceList{}
 		for !fits(ni, need, freed, len(chosen)) {
@@ -346,7 +342,10 @@ func (m *MakeRoom) movable(ni fwk.NodeInfo, priority int32) []*v1.Pod {
 		}
 		// A gang's member moves only with its whole gang, which makes no
 		// room on one node.
-		if why, _ := m.sim.MustStay(p); why != "" || gang.Of(p) != "" {
+		if gang.Of(p) != "" {
+			continue
+		}
+		if why, _ := m.sim.MustStay(p); why != "" {
 			continue
 		}
 		out = append(out, p)

@@ -7,6 +7,9 @@
 package requests
 
 import (
+	"cmp"
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -46,13 +49,14 @@ func Units(r v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// Size orders pods by how much they ask for, biggest first where it
-// sorts descending: millicores × 1024 plus MiB of memory.
-func Size(pod *v1.Pod) int64 {
-	return SizeOf(Of(pod))
-}
-
-// SizeOf is Size of requests r (Of's).
-func SizeOf(r v1.ResourceList) int64 {
-	return r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
+// BiggestFirst sorts pods by how much they ask for, biggest first, stably:
+// millicores × 1024 plus MiB of memory, of the requests of gives (Of, or a
+// memo of it), computed once a pod rather than once a comparison.
+func BiggestFirst(pods []*v1.Pod, of func(*v1.Pod) v1.ResourceList) {
+	size := make(map[*v1.Pod]int64, len(pods))
+	for _, p := range pods {
+		r := of(p)
+		size[p] = r.Cpu().MilliValue()*1024 + r.Memory().Value()/(1<<20)
+	}
+	slices.SortStableFunc(pods, func(a, b *v1.Pod) int { return cmp.Compare(size[b], size[a]) })
 }
