@@ -217,16 +217,11 @@ func strayLanding(pred simulator.Prediction, bad func(node string) bool) string 
 // that member). A node holding such a pod stays in use: Consolidation
 // prefers it as a target.
 func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
-	members := []*v1.Pod{pod}
-	if gangKey(pod) != "" {
-		members = p.gangMembers(pod)
+	if gangKey(pod) == "" {
+		return p.mustStayAlone(pod)
 	}
-	for _, m := range members {
-		why, detail := p.stays(m, true)
-		if why == "" || why == plan.ReasonGang {
-			_, why, detail = p.heldBack(m)
-		}
-		switch {
+	for _, m := range p.gangMembers(pod) {
+		switch why, detail := p.mustStayAlone(m); {
 		case why == "":
 		case m.UID == pod.UID:
 			return why, detail
@@ -235,6 +230,15 @@ func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
 		}
 	}
 	return "", ""
+}
+
+// mustStayAlone is mustStay of pod, its gang (moved whole) aside.
+func (p *planner) mustStayAlone(pod *v1.Pod) (why, detail string) {
+	why, detail = p.stays(pod, true)
+	if why == "" || why == plan.ReasonGang {
+		_, why, detail = p.heldBack(pod)
+	}
+	return why, detail
 }
 
 // stays says why pod is not moved by anyone (untouchable), or, for a
