@@ -8,10 +8,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/rebalancer-dev/rebalancer/internal/gogc"
 	"github.com/rebalancer-dev/rebalancer/pkg/cli"
 )
 
 func main() {
+	gogc.Default()
 	// SIGTERM (a Pod's termination) and Ctrl-C end every command promptly,
 	// in any phase: connecting, syncing, planning or evicting.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)

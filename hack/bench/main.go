@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/internal/gogc"
 	"github.com/rebalancer-dev/rebalancer/pkg/cli"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -58,6 +59,8 @@ func main() {
 	klog.InitFlags(nil)
 	// The children print one JSON object on stdout; logs go to stderr.
 	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+		gogc.Default() // as the rebalancer binary runs
+
 		sub, args := os.Args[1], os.Args[2:]
 		if err := child(sub, args); err != nil {
 			fmt.Fprintf(os.Stderr, "bench %s: %v\n", sub, err)

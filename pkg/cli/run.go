@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -169,6 +170,7 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 	}
 	window, _ := daemon.ParseWindow(o.window) // validated
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	moves := o.newHistory(client)
 	ex := executor.New(executor.Options{
 		Client:                client,

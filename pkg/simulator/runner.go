@@ -26,10 +26,12 @@ import (
 type runner struct {
 	filters []fwk.FilterPlugin // in the profile's order
 	scores  []weightedScore
-	// raw and list are score's scratch space, kept from cycle to cycle
-	// (a simulation runs one cycle at a time).
+	// raw and list are score's scratch space, and out the list it
+	// returns, kept from cycle to cycle (a simulation runs one cycle at a
+	// time, and reads a cycle's scores before the next).
 	raw  []int64
 	list fwk.NodeScoreList
+	out  []fwk.NodePluginScores
 	// keys says, for each plugin whose verdicts and scores the runner
 	// remembers, what of a pod it reads (see memo.go); memos holds them.
 	keys  map[string]map[string]podKey
@@ -137,7 +139,8 @@ func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // score is RunScorePlugins: every active Score plugin on every node, then
 // each plugin's NormalizeScore over all nodes, then its weight. slots, when
 // not nil, gives each node's place in the node list, where raw scores are
-// remembered (see memo.go); total is that list's length.
+// remembered (see memo.go); total is that list's length. The list returned
+// is the runner's, valid until its next score.
 func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
 	skip := state.GetSkipScorePlugins()
 	active := make([]weightedScore, 0, len(r.scores))
@@ -158,7 +161,7 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		r.raw = make([]int64, n*k)
 	}
 	raw := r.raw[:n*k]
-	out := make([]fwk.NodePluginScores, n)
+	out := reuse(&r.out, n)
 	var failed atomic.Pointer[fwk.Status]
 	parallel(ctx, n, func(i int) {
 		out[i].Name = nodes[i].Node().Name
@@ -259,6 +262,19 @@ func parallel(ctx context.Context, n int, do func(i int)) {
 		})
 	}
 	wg.Wait()
+}
+
+// reuse is *buf resized to n and cleared, grown when it is too small: a
+// cycle's lists of every node, kept from cycle to cycle rather than
+// allocated each time (at 5,000 nodes they are most of what a cycle
+// allocates, and the garbage collector's work).
+func reuse[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	}
+	b := (*buf)[:n]
+	clear(b)
+	return b
 }
 
 // chunk is how many nodes a worker takes at a time: enough to make the

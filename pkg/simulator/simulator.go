@@ -186,6 +186,14 @@ type Simulator struct {
 	// byClassCycles counts the cycles filtered and scored by class.
 	nodeClasses   classCache
 	byClassCycles int
+	// cycleLists are schedule's lists of the nodes of a cycle, reused
+	// from cycle to cycle (cycles do not nest, and a cycle's lists are
+	// not read after it).
+	cycleLists struct {
+		feasible []fwk.NodeInfo
+		reasons  []*fwk.Status
+		slots    []int
+	}
 	// dra is the DRA manager the schedulers read claims through, with the
 	// simulation's own changes (see dra.go); nil when DRA is off.
 	dra *draManager
@@ -937,9 +945,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	c.considered = len(nodes)
 	c.nodes = nodes
 
-	feasible := make([]fwk.NodeInfo, len(nodes))
+	feasible := reuse(&s.cycleLists.feasible, len(nodes))
 	// Why each node was refused; read only when no node fits.
-	reasons := make([]*fwk.Status, len(nodes))
+	reasons := reuse(&s.cycleLists.reasons, len(nodes))
 	if s.keepCodes {
 		c.codes = make([]fwk.Code, len(nodes))
 	}
@@ -1047,7 +1055,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	var fitSlots []int // fit[k]'s place in all; nil once sampled
 	if random == nil {
-		fitSlots = make([]int, 0, c.feasible)
+		fitSlots = reuse(&s.cycleLists.slots, c.feasible)[:0]
 	}
 	for i, ni := range feasible {
 		if ni != nil {

@@ -597,30 +597,66 @@ func decodeItem(it item) result {
 // that the object is not scanned whole once more just to learn its type.
 // ok is false for any other layout, which the caller reads the lenient way.
 func peekType(data []byte) (meta objectMeta, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return meta, false
-	}
-	for range 2 {
-		key, err := dec.Token()
-		if err != nil {
-			return meta, false
+	rest, ok := punct(data, '{')
+	for i := 0; ok && i < 2; i++ {
+		if i == 1 {
+			if rest, ok = punct(rest, ','); !ok {
+				break
+			}
 		}
-		value, err := dec.Token()
-		s, isString := value.(string)
-		if err != nil || !isString {
-			return meta, false
+		var key, value string
+		if key, rest, ok = plainString(rest); !ok {
+			break
+		}
+		if rest, ok = punct(rest, ':'); !ok {
+			break
+		}
+		if value, rest, ok = plainString(rest); !ok {
+			break
 		}
 		switch {
 		case key == "apiVersion" && meta.APIVersion == "":
-			meta.APIVersion = s
+			meta.APIVersion = value
 		case key == "kind" && meta.Kind == "":
-			meta.Kind = s
+			meta.Kind = value
 		default:
-			return meta, false
+			ok = false
 		}
 	}
-	return meta, meta.APIVersion != "" && meta.Kind != ""
+	if !ok || meta.APIVersion == "" || meta.Kind == "" {
+		return objectMeta{}, false
+	}
+	return meta, true
+}
+
+// punct reads the JSON punctuation c after white space at the start of b.
+func punct(b []byte, c byte) ([]byte, bool) {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 || b[0] != c {
+		return nil, false
+	}
+	return b[1:], true
+}
+
+// plainString reads a JSON string after white space at the start of b,
+// when it is plain ASCII: no escapes, control characters or other bytes,
+// which the decoder reads its own way (ok is false).
+func plainString(b []byte) (s string, rest []byte, ok bool) {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 || b[0] != '"' {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(b[1:], '"')
+	if end < 0 {
+		return "", nil, false
+	}
+	raw := b[1 : 1+end]
+	for _, c := range raw {
+		if c == '\\' || c < 0x20 || c >= 0x80 {
+			return "", nil, false
+		}
+	}
+	return string(raw), b[end+2:], true
 }
 
 // builder assembles the snapshot from decoded items in input order.

@@ -158,6 +158,13 @@ func TestMonitoringSeriesExist(t *testing.T) {
 	})
 	_, body := r.get("/metrics")
 	bodies = append(bodies, body)
+	// The daemon's runtime, as every binary's: its memory, and the garbage
+	// collector's target it sets unless GOGC does (internal/gogc).
+	for _, want := range []string{"\ngo_gc_gogc_percent 50\n", "\nprocess_resident_memory_bytes "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the daemon's /metrics lacks %q", strings.TrimSpace(want))
+		}
+	}
 
 	all := "\n" + strings.Join(bodies, "\n")
 	names := monitoredSeries(t)
