@@ -62,6 +62,9 @@ type classCache struct {
 	// the place of the class's scores among the first nodes' (scoreByClass).
 	first, seen, scored []int
 	cycle               int
+	// classes are the current cycle's, their lists reused from cycle to
+	// cycle (cycles do not nest).
+	classes classes
 	// unlike counts down the cycles that do not look for classes among
 	// unlikeOf nodes (a cycle's node list, as PreFilter narrowed it) after
 	// one found too many there.
@@ -164,7 +167,8 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 		return nil
 	}
 	cc.cycle++
-	cl := &classes{first: make([]int, len(nodes))}
+	cl := &cc.classes
+	cl.first, cl.reps = reuse(&cl.first, len(nodes)), cl.reps[:0]
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
 	for i, ni := range nodes {
 		if tainted[ni.Node()] {

@@ -190,9 +190,9 @@ type Simulator struct {
 	// from cycle to cycle (cycles do not nest, and a cycle's lists are
 	// not read after it).
 	cycleLists struct {
-		feasible []fwk.NodeInfo
-		reasons  []*fwk.Status
-		slots    []int
+		feasible, fit, reps []fwk.NodeInfo
+		reasons             []*fwk.Status
+		slots, repSlots     []int
 	}
 	// dra is the DRA manager the schedulers read claims through, with the
 	// simulation's own changes (see dra.go); nil when DRA is off.
@@ -1051,7 +1051,8 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	fit := feasible[:0]
 	if cl != nil {
-		fit = nil // scoreByClass reads feasible as filtered, indexed like nodes
+		// scoreByClass reads feasible as filtered, indexed like nodes.
+		fit = reuse(&s.cycleLists.fit, c.feasible)[:0]
 	}
 	var fitSlots []int // fit[k]'s place in all; nil once sampled
 	if random == nil {
@@ -1101,8 +1102,8 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 // caller scores every node. feasible, indexed like nodes, holds fit nodes.
 func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) ([]fwk.NodePluginScores, bool, error) {
 	fw := sc.framework
-	var reps []fwk.NodeInfo
-	var repSlots []int
+	reps, repSlots := s.cycleLists.reps[:0], s.cycleLists.repSlots[:0]
+	defer func() { s.cycleLists.reps, s.cycleLists.repSlots = reps, repSlots }()
 	for _, i := range cl.reps {
 		if feasible[i] != nil {
 			reps = append(reps, nodes[i])
