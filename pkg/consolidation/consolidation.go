@@ -62,7 +62,7 @@ func (c *Consolidation) Name() string { return Name }
 
 type candidate struct {
 	node *v1.Node
-	// ni is the node as the plan found it (keepers reads it).
+	// ni is the node as the plan found it (keepOrder and pack read it).
 	ni fwk.NodeInfo
 	// load is what the node's pods request of the counted resources, each
 	// as a fraction of the largest node's allocatable, summed: comparable
@@ -72,10 +72,10 @@ type candidate struct {
 	cost float64
 }
 
-// Balance empties nodes outside the keep set (see keepers), the least
-// loaded first, then tries the keep set's own, and empties a node only if
-// every movable pod on it moves: otherwise its moves are taken back and the
-// node is left alone.
+// Balance empties nodes outside the keep set (see keepOrder and pack), the
+// least loaded first, then tries the keep set's own, and empties a node
+// only if every movable pod on it moves: otherwise its moves are taken back
+// and the node is left alone.
 func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	sim := c.sim.Simulator()
@@ -121,7 +121,9 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
 		}
 	}
-	keep := c.keepers(candidates, pinned)
+	order, counted := c.keepOrder(candidates, pinned)
+	pk := pack(order, pinned, counted)
+	keep := pk.keep
 	// Outside the keep set first, then inside it; least loaded first; of
 	// equal loads, the cheapest to empty.
 	sort.SliceStable(candidates, func(i, j int) bool {
@@ -153,7 +155,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 		ok, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
 			return !allowed[target] || !inUse[target] || target == name || c.overCeiling(target, pod)
-		}, func(target string) bool { return keep[target] })
+		}, pk)
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
@@ -307,7 +309,7 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 		node := c.sim.Begin() // this source, all or nothing
 		for _, p := range movable {
 			opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
-			err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
+			_, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
 			if err == nil {
 				continue
 			}
@@ -394,22 +396,42 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	return movable, nil, true
 }
 
-// empty moves every pod off node in one transaction, onto a preferred
-// target where one is allowed (simulator.PredictOptions.Prefer). It reports false,
-// with the moves taken back, when one of them has no acceptable target.
-func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, prefer func(target string) bool) (bool, error) {
+// empty moves every pod off node in one transaction, onto a node the
+// packing left room on for pods of its shape, else onto a node it keeps,
+// where one is allowed (simulator.PredictOptions.Prefer, PreferElse). It
+// reports false, with the moves taken back, when one of them has no
+// acceptable target.
+func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, pk *packing) (bool, error) {
 	tx := c.sim.Begin()
+	type taken struct {
+		node string
+		s    shape
+	}
+	var took []taken
 	for _, p := range pods {
 		if !c.sim.Simulator().Runs(p) {
 			continue // a gang's member, moved with an earlier pod's gang
 		}
-		opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(target string) bool { return exclude(target, p) }, Prefer: prefer}
-		err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
+		s := pk.shapeOf(p)
+		first, second := pk.prefer(s)
+		opts := simulator.PredictOptions{
+			LeaveSource: true,
+			Exclude:     func(target string) bool { return exclude(target, p) },
+			Prefer:      first,
+			PreferElse:  second,
+		}
+		target, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
 		if err == nil {
+			if pk.take(target, s) {
+				took = append(took, taken{target, s})
+			}
 			continue
 		}
 		if rbErr := tx.Rollback(); rbErr != nil {
 			return false, rbErr
+		}
+		for _, t := range took {
+			pk.giveBack(t.node, t.s)
 		}
 		var total *evictions.EvictionTotalLimitError
 		if errors.As(err, &total) {
@@ -482,18 +504,16 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 	return out
 }
 
-// keepers is the set of nodes the plan fills rather than empties: the
-// pinned ones, then the nodes that hold the most of the candidates' average
-// movable pod (each resource the scheduler counts, the pods per node
-// included; of equals the most loaded, then the costliest to empty), until
-// together they hold every movable pod. The node count is what consolidation lowers: emptying the
-// least utilized first empties large, thin nodes onto small, full ones, and
-// a node's CPU counts for nothing once its pods per node run out. The set
-// only orders and prefers: nodes outside it still take pods when it is full
-// (and then stay), and its own nodes are emptied last when it has room to
-// spare.
-func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) map[string]bool {
-	counted := slices.Clone(c.args.Resources)
+// keepOrder lists the candidates in the order the plan keeps them, which
+// pack cuts: the pinned ones, then the nodes that hold the most of the
+// candidates' average movable pod (each resource the scheduler counts, the
+// pods per node included; of equals the most loaded, then the costliest to
+// empty). The node count is what consolidation lowers: emptying the least
+// utilized first empties large, thin nodes onto small, full ones, and a
+// node's CPU counts for nothing once its pods per node run out. counted are
+// the resources pack weighs besides pod slots.
+func (c *Consolidation) keepOrder(candidates []candidate, pinned map[string]bool) (order []candidate, counted []v1.ResourceName) {
+	counted = slices.Clone(c.args.Resources)
 	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
 		if !slices.Contains(counted, r) {
 			counted = append(counted, r)
@@ -521,12 +541,12 @@ func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) 
 			}
 		}
 	}
-	order := make([]int, len(candidates))
-	for i := range order {
-		order[i] = i
+	idx := make([]int, len(candidates))
+	for i := range idx {
+		idx[i] = i
 	}
-	sort.SliceStable(order, func(x, y int) bool {
-		i, j := order[x], order[y]
+	sort.SliceStable(idx, func(x, y int) bool {
+		i, j := idx[x], idx[y]
 		a, b := candidates[i], candidates[j]
 		switch {
 		case pinned[a.node.Name] != pinned[b.node.Name]:
@@ -540,17 +560,11 @@ func (c *Consolidation) keepers(candidates []candidate, pinned map[string]bool) 
 		}
 		return a.node.Name > b.node.Name // the last kept, the first emptied
 	})
-	keep := map[string]bool{}
-	var held float64
-	for _, i := range order {
-		name := candidates[i].node.Name
-		if held >= float64(need[pods]) && !pinned[name] {
-			break
-		}
-		keep[name] = true
-		held += holds[i]
+	order = make([]candidate, len(idx))
+	for x, i := range idx {
+		order[x] = candidates[i]
 	}
-	return keep
+	return order, slices.Delete(counted, pods, pods+1)
 }
 
 // nodeBound is what the node's DaemonSet and mirror pods request, in

@@ -519,8 +519,18 @@ var _ simhandle.Handle = &judgingHandle{}
 
 func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
 
-func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error {
-	return h.evictor.move(ctx, pod, eo, opts, "")
+func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
+	p := h.evictor.p
+	planned := len(p.out.Moves)
+	if err := h.evictor.move(ctx, pod, eo, opts, ""); err != nil {
+		return "", err
+	}
+	for _, m := range p.out.Moves[planned:] { // a gang's moves with it
+		if m.UID == string(pod.UID) {
+			return m.Target, nil
+		}
+	}
+	return "", nil
 }
 
 // MoveFor judges the eviction of pod to make room on its node for the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -503,6 +504,46 @@ func TestConsolidationCountsPodsPerNode(t *testing.T) {
 		if !strings.HasPrefix(m.Target, "std-") {
 			t.Errorf("%s moved onto %s, want a 16-CPU node", m.Pod, m.Target)
 		}
+	}
+}
+
+// TestConsolidationFillsSlotsWithPodsThatFit: pods differ, and which pods
+// go where decides how many nodes stay in use. A small node that must stay
+// (a bare pod) has CPU for 2 of the large pods and slots for 9 of the
+// small ones; a 16-CPU node has CPU for 10 large pods. Given to the node
+// the scheduler scores highest, the large pods fill the small node's CPU
+// and a third node stays; packed by what fits each node's slots, the small
+// pods fill the small node, the large ones the 16-CPU node, and two nodes
+// hold everything, the lower bound.
+func TestConsolidationFillsSlotsWithPodsThatFit(t *testing.T) {
+	c := newCluster()
+	node := func(name, cpu string, pods int) *v1.Node {
+		n := c.node(name, cpu, "64Gi")
+		n.Status.Allocatable[v1.ResourcePods] = resource.MustParse(strconv.Itoa(pods))
+		c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+		return n
+	}
+	pinned := node("pinned-small", "3200m", 12)
+	c.pod("default", "debug", "", pinned.Name, "100m", "128Mi") // bare: it stays, and so does its node
+	for i := range 2 {
+		n := node(fmt.Sprintf("big-%d", i), "16", 12)
+		c.pod("team-a", fmt.Sprintf("tiny-big%d", i), "ReplicaSet", n.Name, "100m", "128Mi")
+	}
+	for i := range 5 {
+		n := node(fmt.Sprintf("thin-%d", i), "4", 12)
+		for j := range 2 {
+			if i < 4 {
+				c.pod("team-a", fmt.Sprintf("tiny-%d%d", i, j), "ReplicaSet", n.Name, "100m", "128Mi")
+			}
+			c.pod("team-b", fmt.Sprintf("large-%d%d", i, j), "ReplicaSet", n.Name, "1500m", "128Mi")
+		}
+	}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if p.Summary.NodesLowerBound != 2 || p.Summary.NodesInUseAfter != 2 {
+		t.Fatalf("nodes in use %d -> %d, lower bound %d; want 8 -> 2, the bound", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter, p.Summary.NodesLowerBound)
+	}
+	if large := countMoves(p, func(m plan.Move) bool { return strings.HasPrefix(m.Pod, "team-b/") && m.Target == pinned.Name }); large > 1 {
+		t.Errorf("%d large pods moved onto %s, whose CPU they fill before its slots", large, pinned.Name)
 	}
 }
 

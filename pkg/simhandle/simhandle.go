@@ -22,8 +22,8 @@ type Handle interface {
 	Simulator() *simulator.Simulator
 	// Move judges the eviction of pod as the planner judges every eviction
 	// (limits, PDBs, the simulated target), with extra prediction options;
-	// nil means the move is in the plan.
-	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) error
+	// nil means the move is in the plan, its replacement bound to target.
+	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (target string, err error)
 	// MoveFor judges the eviction of pod to make room on its node for the
 	// pending pod room: the replacement must leave the node, steered.
 	MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error

@@ -562,6 +562,9 @@ type PredictOptions struct {
 	// the replacement wherever the plan says. An unsteered scheduler makes
 	// its own choice, so it is not asked.
 	Prefer func(node string) bool
+	// PreferElse, when no node Prefer holds for is allowed, picks the best
+	// of those it holds true for (a second choice, asked as Prefer is).
+	PreferElse func(node string) bool
 	// Drained are the nodes that carry the drain taint when the
 	// replacement is scheduled (plan.DrainTaint: the executor taints the
 	// nodes a plan empties before its first eviction, to the end of the
@@ -639,7 +642,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 		}
 	}
 	best, top, atTop := -1, int64(0), 0
-	preferred := -1
+	preferred, second := -1, -1
 	for i, ns := range scores {
 		if ns.Name == pred.Source && opts.LeaveSource {
 			continue
@@ -654,19 +657,27 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 		// Exclude and Prefer are asked only about a node that would beat
 		// the best so far: their callers' rules cost more than a score.
 		bestYet := best < 0 || better(ns, scores[best], pred.Source)
-		preferredYet := opts.Prefer != nil && pred.Steered && ns.Name != pred.Source && (preferred < 0 || better(ns, scores[preferred], pred.Source))
-		if !bestYet && !preferredYet || opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
+		steerable := pred.Steered && ns.Name != pred.Source
+		preferredYet := opts.Prefer != nil && steerable && (preferred < 0 || better(ns, scores[preferred], pred.Source))
+		secondYet := opts.PreferElse != nil && steerable && preferred < 0 && (second < 0 || better(ns, scores[second], pred.Source))
+		if !bestYet && !preferredYet && !secondYet || opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
 			continue
 		}
 		if bestYet {
 			best = i
 		}
-		if preferredYet && opts.Prefer(ns.Name) {
+		switch {
+		case preferredYet && opts.Prefer(ns.Name):
 			preferred = i
+		case secondYet && opts.PreferElse(ns.Name):
+			second = i
 		}
 	}
-	if preferred >= 0 {
+	switch {
+	case preferred >= 0:
 		best = preferred
+	case second >= 0:
+		best = second
 	}
 	if best < 0 {
 		pred.Unschedulable = res.diagnosis

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,39 @@ func TestPredictMostAllocated(t *testing.T) {
 	}
 	if p.Node != "b" {
 		t.Fatalf("with a excluded c1 predicted to %s, want b", p.Node)
+	}
+}
+
+// TestPredictPreferences: a steered pod goes to the best node Prefer
+// holds for, else to the best PreferElse holds for, else to the
+// scheduler's best; Exclude rules nodes out of all three.
+func TestPredictPreferences(t *testing.T) {
+	snap := thin()
+	snap.Nodes = append(snap.Nodes, node("d", "8"))
+	snap.Pods = append(snap.Pods, pod("d1", "d", "2"))
+	s := newSim(t, "binpacking-scheduler.yaml", snap)
+	is := func(names ...string) func(string) bool {
+		return func(n string) bool { return slices.Contains(names, n) }
+	}
+	for _, tc := range []struct {
+		name string
+		opts PredictOptions
+		want string
+	}{
+		{"the scheduler's best", PredictOptions{}, "a"},
+		{"the best preferred", PredictOptions{Prefer: is("b", "d")}, "b"},
+		{"the preferred one", PredictOptions{Prefer: is("d"), PreferElse: is("b")}, "d"},
+		{"the second choice when no node is preferred", PredictOptions{Prefer: is("x"), PreferElse: is("b", "d")}, "b"},
+		{"the second choice when the preferred is excluded", PredictOptions{Prefer: is("d"), PreferElse: is("d", "b"), Exclude: is("d")}, "b"},
+		{"the scheduler's best of the rest", PredictOptions{Prefer: is("x"), PreferElse: is("y")}, "a"},
+	} {
+		p, err := s.Predict(context.Background(), pod("c1", "c", "1"), tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Node != tc.want {
+			t.Errorf("%s: predicted %s, want %s", tc.name, p.Node, tc.want)
+		}
 	}
 }
 

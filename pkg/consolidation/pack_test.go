@@ -1,0 +1,154 @@
+package consolidation
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
+	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+)
+
+// TestPackHoldsWhatItEmpties: on random clusters of unlike nodes and pods,
+// the packing keeps the pinned nodes and a prefix of the keep order, its
+// quotas give every pod of the nodes it empties a kept node (shape by
+// shape), and no kept node is given more than its free room or slots.
+func TestPackHoldsWhatItEmpties(t *testing.T) {
+	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	cpus := []string{"50m", "100m", "250m", "500m", "1", "2", "4"}
+	mems := []string{"64Mi", "256Mi", "1Gi", "4Gi"}
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		var order []candidate
+		pinned := map[string]bool{}
+		n := 3 + rng.IntN(30)
+		for i := range n {
+			node := testutil.BuildTestNode(fmt.Sprintf("n%d", i), []string{"4", "8", "16", "64"}[rng.IntN(4)], []string{"16Gi", "64Gi", "256Gi"}[rng.IntN(3)])
+			node.Status.Allocatable[v1.ResourcePods] = resource.MustParse(fmt.Sprint(10 + rng.IntN(30)))
+			var pods []*v1.Pod
+			ds := testutil.BuildTestPod(fmt.Sprintf("ds-%d", i), node.Name, "100m", "128Mi")
+			ds.OwnerReferences = append(ds.OwnerReferences, testutil.ControllerRef("DaemonSet", "agent", "ds"))
+			pods = append(pods, ds)
+			// The node's pods fit it, as the scheduler placed them.
+			alloc := node.Status.Allocatable
+			cpu, mem, slots := alloc.Cpu(), alloc.Memory(), alloc.Pods()
+			cpuLeft, memLeft, slotsLeft := cpu.MilliValue()-100, mem.Value()-128<<20, slots.Value()-1
+			for j := range rng.IntN(12) {
+				p := testutil.BuildTestPod(fmt.Sprintf("p-%d-%d", i, j), node.Name, cpus[rng.IntN(len(cpus))], mems[rng.IntN(len(mems))],
+					func(p *v1.Pod) { p.UID = types.UID(fmt.Sprintf("%d-%d", i, j)) })
+				req := requests.Of(p)
+				if c, m := req.Cpu().MilliValue(), req.Memory().Value(); c <= cpuLeft && m <= memLeft && slotsLeft > 0 {
+					cpuLeft, memLeft, slotsLeft = cpuLeft-c, memLeft-m, slotsLeft-1
+					pods = append(pods, p)
+				}
+			}
+			ni := framework.NewNodeInfo(pods...)
+			ni.SetNode(node)
+			order = append(order, candidate{node: node, ni: ni})
+			if i < rng.IntN(3) {
+				pinned[node.Name] = true
+			}
+		}
+
+		pk := pack(order, pinned, counted)
+		kept := 0
+		for i, cand := range order {
+			if pk.keep[cand.node.Name] {
+				if i != kept {
+					t.Fatalf("seed %d: kept %s at %d of the order, not a prefix (%d kept before it)", seed, cand.node.Name, i, kept)
+				}
+				kept++
+			} else if pinned[cand.node.Name] {
+				t.Fatalf("seed %d: pinned node %s not kept", seed, cand.node.Name)
+			}
+		}
+		leaving := map[shape]int{}
+		for _, cand := range order[kept:] {
+			for _, pi := range cand.ni.GetPods() {
+				if p := pi.GetPod(); !simulator.NodeBound(p) {
+					leaving[pk.shapeOf(p)]++
+				}
+			}
+		}
+		given := map[shape]int{}
+		for _, cand := range order[:kept] {
+			room := make([]int64, len(counted))
+			for k, r := range counted {
+				used, total := amounts(cand.ni, r, nil)
+				room[k] = total - used
+			}
+			slots := cand.ni.GetAllocatable().GetAllowedPodNumber() - len(cand.ni.GetPods())
+			for s, nodes := range pk.room {
+				q := nodes[cand.node.Name]
+				given[s] += q
+				slots -= q
+				for k, a := range amountsOf(testShape(t, s), counted) {
+					room[k] -= a * int64(q)
+				}
+			}
+			for k, r := range room {
+				if r < 0 {
+					t.Errorf("seed %d: %s given %v more %s than it has free", seed, cand.node.Name, -r, counted[k])
+				}
+			}
+			if slots < 0 {
+				t.Errorf("seed %d: %s given %d more pods than its free slots", seed, cand.node.Name, -slots)
+			}
+		}
+		for s, want := range leaving {
+			if given[s] != want {
+				t.Errorf("seed %d: %d pods of shape %s leave the emptied nodes, the packing gives %d a kept node", seed, want, s, given[s])
+			}
+		}
+		for s, q := range given {
+			if leaving[s] == 0 && q > 0 {
+				t.Errorf("seed %d: the packing gives room to %d pods of shape %s, which no emptied node has", seed, q, s)
+			}
+		}
+	}
+}
+
+// testShape turns a shape key (CPU millicores, memory bytes) back into
+// requests.
+func testShape(t *testing.T, s shape) v1.ResourceList {
+	t.Helper()
+	var cpu, mem int64
+	if _, err := fmt.Sscanf(string(s), "%d,%d,", &cpu, &mem); err != nil {
+		t.Fatalf("shape %q: %v", s, err)
+	}
+	return v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(mem, resource.BinarySI)}
+}
+
+// TestPackKeepsOnlyWhatItNeeds: when the pinned nodes hold every other
+// node's pods, no other node is kept; when nothing is pinned and one node
+// holds everything, it alone is.
+func TestPackKeepsOnlyWhatItNeeds(t *testing.T) {
+	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	cand := func(name, cpu string, pods ...string) candidate {
+		node := testutil.BuildTestNode(name, cpu, "64Gi")
+		var ps []*v1.Pod
+		for i, c := range pods {
+			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+		}
+		ni := framework.NewNodeInfo(ps...)
+		ni.SetNode(node)
+		return candidate{node: node, ni: ni}
+	}
+	order := []candidate{cand("big", "16", "1"), cand("a", "4", "1", "1"), cand("b", "4", "500m")}
+	if pk := pack(order, map[string]bool{"big": true}, counted); len(pk.keep) != 1 || !pk.keep["big"] {
+		t.Errorf("kept %v, want the pinned node alone", pk.keep)
+	}
+	if pk := pack(order, nil, counted); len(pk.keep) != 1 || !pk.keep["big"] {
+		t.Errorf("kept %v, want the first node of the order alone", pk.keep)
+	}
+	order = append(order, cand("c", "4", "16"))
+	if pk := pack(order, nil, counted); len(pk.keep) != 4 {
+		t.Errorf("kept %v, want every node: the last one's pod fits nowhere else", pk.keep)
+	}
+}
