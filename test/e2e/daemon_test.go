@@ -67,7 +67,7 @@ func (r *replica) leads() bool {
 func TestRunDeploymentMode(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	nodes := []string{"dep-0", "dep-1", "dep-2", "dep-3", "dep-4", "dep-5"}
+	nodes := e.nodeNames("dep", 6)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
 	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes)

@@ -35,10 +35,10 @@ func TestRebalancerRBACIsEnough(t *testing.T) {
 
 	// A node under maintenance (its pods move) and thin nodes (Consolidation
 	// drains one, patching its taints).
-	nodes := []string{"rbac-0", "rbac-1", "rbac-2", "rbac-3"}
+	nodes := e.nodeNames("rbac", 4)
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
-	e.taintForMaintenance("rbac-0")
+	e.taintForMaintenance(nodes[0])
 
 	started := time.Now()
 	res := runOnce(t, "--kubeconfig", saConfig)

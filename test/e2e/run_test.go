@@ -147,7 +147,7 @@ type cycleOutput struct {
 func TestRunOnceConsolidates(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	nodes := []string{"run-0", "run-1", "run-2", "run-3", "run-4", "run-5"}
+	nodes := e.nodeNames("run", 6)
 	e.addNodes("8", nodes...)
 	twice := append(append([]string{}, nodes...), nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), twice) // 2 per node

@@ -21,19 +21,19 @@ import (
 func TestBinPackingProfilePacks(t *testing.T) {
 	needScheduler(t)
 	e := newTestEnv(t)
-	nodes := []string{"pack-0", "pack-1", "pack-2", "pack-3", "pack-4", "pack-5", "pack-6", "pack-7"}
+	nodes := e.nodeNames("pack", 8)
 	e.addNodes("8", nodes...)
 
 	// pack-5 already runs 2 CPUs, so it is the fullest node: MostAllocated
 	// fills it first (6 more pods of 1 CPU), then the others 8 by 8.
-	e.addPinnedPod("already-there", "pack-5", resources("2", "1Gi"))
+	e.addPinnedPod("already-there", nodes[5], resources("2", "1Gi"))
 	e.addDeployment("web", 24, resources("1", "1Gi"))
 	pods := e.boundPods("web", 24)
 
 	counts, summary := perNode(pods)
 	t.Logf("web pods per node: %s", summary)
-	if counts["pack-5"] != 6 {
-		t.Errorf("the fullest node pack-5 got %d pods, want 6 (filled to capacity first): %s", counts["pack-5"], summary)
+	if counts[nodes[5]] != 6 {
+		t.Errorf("the fullest node %s got %d pods, want 6 (filled to capacity first): %s", nodes[5], counts[nodes[5]], summary)
 	}
 	// 24 CPUs of pods plus 2 pinned need ceil(26/8) = 4 nodes of 8 CPUs.
 	if len(counts) != 4 {
