@@ -1113,8 +1113,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 // caller scores every node. feasible, indexed like nodes, holds fit nodes.
 func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) ([]fwk.NodePluginScores, bool, error) {
 	fw := sc.framework
-	reps, repSlots := s.cycleLists.reps[:0], s.cycleLists.repSlots[:0]
-	defer func() { s.cycleLists.reps, s.cycleLists.repSlots = reps, repSlots }()
+	// At most one first node a class: the lists never outgrow these.
+	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
+	repSlots := reuse(&s.cycleLists.repSlots, len(cl.reps))[:0]
 	for _, i := range cl.reps {
 		if feasible[i] != nil {
 			reps = append(reps, nodes[i])
