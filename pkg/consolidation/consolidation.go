@@ -508,10 +508,12 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 // pack cuts: the pinned ones, then the nodes that hold the most of the
 // candidates' average movable pod (each resource the scheduler counts, the
 // pods per node included; of equals the most loaded, then the costliest to
-// empty). The node count is what consolidation lowers: emptying the least
-// utilized first empties large, thin nodes onto small, full ones, and a
-// node's CPU counts for nothing once its pods per node run out. counted are
-// the resources pack weighs besides pod slots.
+// empty). A node that refuses new pods (cordoned, or under a NoSchedule or
+// NoExecute taint) holds none: it comes last, the first emptied. The node
+// count is what consolidation lowers: emptying the least utilized first
+// empties large, thin nodes onto small, full ones, and a node's CPU counts
+// for nothing once its pods per node run out. counted are the resources
+// pack weighs besides pod slots.
 func (c *Consolidation) keepOrder(candidates []candidate, pinned map[string]bool) (order []candidate, counted []v1.ResourceName) {
 	counted = slices.Clone(c.args.Resources)
 	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
@@ -533,7 +535,10 @@ func (c *Consolidation) keepOrder(candidates []candidate, pinned map[string]bool
 	}
 	// holds is how many of the average movable pod fit on a node.
 	holds := make([]float64, len(candidates))
-	for i := range candidates {
+	for i, cand := range candidates {
+		if simulator.RefusesNewPods(cand.node) {
+			continue // none
+		}
 		holds[i] = math.Inf(1)
 		for k := range counted {
 			if need[k] > 0 {

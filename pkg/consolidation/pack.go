@@ -1,6 +1,7 @@
 package consolidation
 
 import (
+	"container/heap"
 	"math"
 	"slices"
 	"sort"
@@ -20,12 +21,12 @@ import (
 // lower bound) or by the average pod misses that pods differ: a small node
 // whose CPU runs out after 35 pods of the average takes 107 of the
 // smallest, and a large node has CPU to spare for the largest. So the
-// packing fills the nodes in keep order (keepOrder), each first with the
-// largest pods no bigger than its free room divided by its free pod slots,
-// in every counted resource (such a pod leaves that share as large for the
-// next slot: the node fills its slots as it fills its room), then with the
-// smallest that fit. It keeps the fewest nodes, in that order, whose room
-// holds every movable pod of the others. The plan then sends each pod to a
+// packing places the pods largest first, each on the kept node with the
+// most free room per free pod slot (in its scarcest counted resource): the
+// largest pods go where a slot has the most room, and the nodes' room per
+// slot evens out, so that each fills its slots as it fills its room. It
+// keeps the fewest nodes, in keep order (keepOrder), whose room holds every
+// movable pod of the others. The plan then sends each pod to a
 // node the packing left room on for pods of its shape
 // (simulator.PredictOptions.Prefer), else to any node kept (PreferElse):
 // the scheduler's own score chooses among them. The packing only orders and
@@ -106,130 +107,23 @@ func shapeKey(amounts []int64) shape {
 	return shape(b.String())
 }
 
-// shapeCount is how many pods of one shape there are.
-type shapeCount struct {
-	key     shape
-	amounts []int64
-	n       int
-}
-
 // pack chooses the nodes to keep among candidates, listed in keep order
 // (the pinned ones first: they are kept whatever it finds), and the pods
 // each takes. A node emptied loses all but its DaemonSet and mirror pods.
 func pack(order []candidate, pinned map[string]bool, counted []v1.ResourceName) *packing {
-	// Each node's free room (its own pods stay while it is kept) and the
-	// shapes of the pods that leave it when it is emptied.
-	room := make([][]int64, len(order))
-	slots := make([]int, len(order))
-	leaving := make([]map[shape]int, len(order))
-	shapes := map[shape][]int64{}
-	for i, cand := range order {
-		room[i] = make([]int64, len(counted))
-		for k, r := range counted {
-			used, total := amounts(cand.ni, r, nil)
-			room[i][k] = total - used
-		}
-		slots[i] = cand.ni.GetAllocatable().GetAllowedPodNumber() - len(cand.ni.GetPods())
-		leaving[i] = map[shape]int{}
-		for _, pi := range cand.ni.GetPods() {
-			p := pi.GetPod()
-			if simulator.NodeBound(p) {
-				continue
-			}
-			a := amountsOf(requests.Of(p), counted)
-			key := shapeKey(a)
-			shapes[key] = a
-			leaving[i][key]++
-		}
-	}
-	// Shapes largest first: each resource as a share of all pods' demand.
-	total := make([]float64, len(counted))
-	for _, l := range leaving {
-		for key, n := range l {
-			for k, a := range shapes[key] {
-				total[k] += float64(a) * float64(n)
-			}
-		}
-	}
-	size := func(a []int64) float64 {
-		s := 0.0
-		for k := range a {
-			if total[k] > 0 {
-				s += float64(a[k]) / total[k]
-			}
-		}
-		return s
-	}
-	keys := make([]shape, 0, len(shapes))
-	for key := range shapes {
-		keys = append(keys, key)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		si, sj := size(shapes[keys[i]]), size(shapes[keys[j]])
-		if si != sj {
-			return si > sj
-		}
-		return keys[i] < keys[j]
-	})
-
+	pb := newPackProblem(order, counted)
 	// fill packs the pods of the nodes from m on into the first m nodes;
-	// the room it gives each shape when all fit, nil otherwise.
+	// the room it gives each shape when all fit, nil otherwise. Spreading
+	// by room per slot packs best where pod slots run out first (many
+	// small pods), filling node by node where room does: the first that
+	// holds every pod.
 	fill := func(m int) map[shape]map[string]int {
-		left := map[shape]int{}
-		for i := m; i < len(order); i++ {
-			for key, n := range leaving[i] {
-				left[key] += n
-			}
+		left := pb.left(m)
+		if given := pb.bySlotRoom(m, left); given != nil {
+			return given
 		}
-		todo := make([]shapeCount, 0, len(left))
-		pods := 0
-		for _, key := range keys {
-			if n := left[key]; n > 0 {
-				todo = append(todo, shapeCount{key: key, amounts: shapes[key], n: n})
-				pods += n
-			}
-		}
-		given := map[shape]map[string]int{}
-		for i := 0; i < m && pods > 0; i++ {
-			free, n := slices.Clone(room[i]), slots[i]
-			for n > 0 && pods > 0 {
-				// The largest pods within the node's fair share: the share
-				// stays fair after each, so it takes all it can of them.
-				pick, take := -1, 0
-				for j := range todo {
-					if todo[j].n > 0 && fits(todo[j].amounts, free, int64(n)) {
-						pick, take = j, min(todo[j].n, n)
-						break
-					}
-				}
-				if pick < 0 { // else as many of the smallest that fit as fit
-					for j := len(todo) - 1; j >= 0; j-- {
-						if todo[j].n > 0 && fits(todo[j].amounts, free, 1) {
-							pick, take = j, min(todo[j].n, n, howMany(todo[j].amounts, free))
-							break
-						}
-					}
-				}
-				if pick < 0 {
-					break
-				}
-				sc := &todo[pick]
-				for k, a := range sc.amounts {
-					free[k] -= a * int64(take)
-				}
-				sc.n, n, pods = sc.n-take, n-take, pods-take
-				if given[sc.key] == nil {
-					given[sc.key] = map[string]int{}
-				}
-				given[sc.key][order[i].node.Name] += take
-			}
-		}
-		if pods > 0 {
-			return nil
-		}
-		return given
+		return pb.byShare(m, left)
 	}
-
 	// The fewest nodes kept: at least the pinned ones, which lead the order.
 	lo := 0
 	for lo < len(order) && pinned[order[lo].node.Name] {
@@ -241,6 +135,198 @@ func pack(order []candidate, pinned map[string]bool, counted []v1.ResourceName) 
 		pk.keep[cand.node.Name] = true
 	}
 	return pk
+}
+
+// packProblem is what a packing reads of the candidates, in keep order.
+type packProblem struct {
+	names []string
+	// room and slots are each node's free room (its own pods stay while
+	// it is kept) and free pod slots.
+	room  [][]int64
+	slots []int
+	// leaving are the shapes of the pods that leave each node when it is
+	// emptied.
+	leaving []map[shape]int
+	shapes  map[shape][]int64
+	// keys are the shapes, largest first: each resource as a share of all
+	// pods' demand (total), summed.
+	keys  []shape
+	total []float64
+}
+
+func newPackProblem(order []candidate, counted []v1.ResourceName) *packProblem {
+	pb := &packProblem{
+		names:   make([]string, len(order)),
+		room:    make([][]int64, len(order)),
+		slots:   make([]int, len(order)),
+		leaving: make([]map[shape]int, len(order)),
+		shapes:  map[shape][]int64{},
+		total:   make([]float64, len(counted)),
+	}
+	for i, cand := range order {
+		pb.names[i] = cand.node.Name
+		pb.room[i] = make([]int64, len(counted))
+		for k, r := range counted {
+			used, total := amounts(cand.ni, r, nil)
+			pb.room[i][k] = total - used
+		}
+		if !simulator.RefusesNewPods(cand.node) { // else it gives no room
+			pb.slots[i] = cand.ni.GetAllocatable().GetAllowedPodNumber() - len(cand.ni.GetPods())
+		}
+		pb.leaving[i] = map[shape]int{}
+		for _, pi := range cand.ni.GetPods() {
+			p := pi.GetPod()
+			if simulator.NodeBound(p) {
+				continue
+			}
+			a := amountsOf(requests.Of(p), counted)
+			key := shapeKey(a)
+			pb.shapes[key] = a
+			pb.leaving[i][key]++
+			for k := range a {
+				pb.total[k] += float64(a[k])
+			}
+		}
+	}
+	size := func(a []int64) float64 {
+		s := 0.0
+		for k := range a {
+			if pb.total[k] > 0 {
+				s += float64(a[k]) / pb.total[k]
+			}
+		}
+		return s
+	}
+	for key := range pb.shapes {
+		pb.keys = append(pb.keys, key)
+	}
+	sort.Slice(pb.keys, func(i, j int) bool {
+		si, sj := size(pb.shapes[pb.keys[i]]), size(pb.shapes[pb.keys[j]])
+		if si != sj {
+			return si > sj
+		}
+		return pb.keys[i] < pb.keys[j]
+	})
+	return pb
+}
+
+// left counts, by shape, the pods of the nodes from m on.
+func (pb *packProblem) left(m int) map[shape]int {
+	left := map[shape]int{}
+	for i := m; i < len(pb.leaving); i++ {
+		for key, n := range pb.leaving[i] {
+			left[key] += n
+		}
+	}
+	return left
+}
+
+// give counts n pods of shape key given node i.
+func (pb *packProblem) give(given map[shape]map[string]int, key shape, i, n int) {
+	if given[key] == nil {
+		given[key] = map[string]int{}
+	}
+	given[key][pb.names[i]] += n
+}
+
+// bySlotRoom places the pods largest first, each on the node of the first
+// m with the most free room per free slot that it fits.
+func (pb *packProblem) bySlotRoom(m int, left map[shape]int) map[shape]map[string]int {
+	nodes := &roomHeap{free: make([][]int64, m), slots: slices.Clone(pb.slots[:m]), total: pb.total, perSlot: make([]float64, m)}
+	for i := range m {
+		nodes.free[i] = slices.Clone(pb.room[i])
+		if nodes.slots[i] > 0 {
+			nodes.update(i)
+			nodes.idx = append(nodes.idx, i)
+		}
+	}
+	heap.Init(nodes)
+	given := map[shape]map[string]int{}
+	var passed []int
+	for _, key := range pb.keys {
+		a := pb.shapes[key]
+		for range left[key] {
+			// The most room per slot rarely misses: a few tries.
+			placed := -1
+			for nodes.Len() > 0 && len(passed) < maxPackTries {
+				i := heap.Pop(nodes).(int)
+				if fits(a, nodes.free[i], 1) {
+					placed = i
+					break
+				}
+				passed = append(passed, i)
+			}
+			for _, i := range passed {
+				heap.Push(nodes, i)
+			}
+			passed = passed[:0]
+			if placed < 0 {
+				return nil
+			}
+			for k := range a {
+				nodes.free[placed][k] -= a[k]
+			}
+			if nodes.slots[placed]--; nodes.slots[placed] > 0 {
+				nodes.update(placed)
+				heap.Push(nodes, placed)
+			}
+			pb.give(given, key, placed, 1)
+		}
+	}
+	return given
+}
+
+// byShare fills the first m nodes one by one, each first with the largest
+// pods no bigger than its free room divided by its free slots, in every
+// counted resource (such a pod leaves that share as large for the next
+// slot), then with the smallest that fit.
+func (pb *packProblem) byShare(m int, left map[shape]int) map[shape]map[string]int {
+	type shapeCount struct {
+		key shape
+		n   int
+	}
+	todo := make([]shapeCount, 0, len(left))
+	pods := 0
+	for _, key := range pb.keys {
+		if n := left[key]; n > 0 {
+			todo = append(todo, shapeCount{key: key, n: n})
+			pods += n
+		}
+	}
+	given := map[shape]map[string]int{}
+	for i := 0; i < m && pods > 0; i++ {
+		free, n := slices.Clone(pb.room[i]), pb.slots[i]
+		for n > 0 && pods > 0 {
+			pick, take := -1, 0
+			for j := range todo {
+				if todo[j].n > 0 && fits(pb.shapes[todo[j].key], free, int64(n)) {
+					pick, take = j, min(todo[j].n, n)
+					break
+				}
+			}
+			if pick < 0 {
+				for j := len(todo) - 1; j >= 0; j-- {
+					if a := pb.shapes[todo[j].key]; todo[j].n > 0 && fits(a, free, 1) {
+						pick, take = j, min(todo[j].n, n, howMany(a, free))
+						break
+					}
+				}
+			}
+			if pick < 0 {
+				break
+			}
+			sc := &todo[pick]
+			for k, a := range pb.shapes[sc.key] {
+				free[k] -= a * int64(take)
+			}
+			sc.n, n, pods = sc.n-take, n-take, pods-take
+			pb.give(given, sc.key, i, take)
+		}
+	}
+	if pods > 0 {
+		return nil
+	}
+	return given
 }
 
 // howMany is how many pods of amounts fit in free (at least one does).
@@ -262,4 +348,50 @@ func fits(amounts, free []int64, n int64) bool {
 		}
 	}
 	return true
+}
+
+// maxPackTries is how many nodes, most room per slot first, the packing
+// tries for one pod before it finds the kept nodes too few.
+const maxPackTries = 64
+
+// roomHeap orders nodes by their free room per free pod slot, in their
+// scarcest counted resource (each as a share of all pods' demand): the
+// most first, then the earliest in keep order.
+type roomHeap struct {
+	idx   []int
+	free  [][]int64
+	slots []int
+	total []float64
+	// perSlot is each node's room per slot, set by update.
+	perSlot []float64
+}
+
+// update sets node i's room per slot after a change to its room or slots.
+func (h *roomHeap) update(i int) {
+	share := math.Inf(1)
+	for k, t := range h.total {
+		if t > 0 {
+			share = min(share, float64(h.free[i][k])/t)
+		}
+	}
+	if math.IsInf(share, 1) {
+		share = 1
+	}
+	h.perSlot[i] = share / float64(h.slots[i])
+}
+
+func (h *roomHeap) Len() int { return len(h.idx) }
+func (h *roomHeap) Less(x, y int) bool {
+	i, j := h.idx[x], h.idx[y]
+	if a, b := h.perSlot[i], h.perSlot[j]; a != b {
+		return a > b
+	}
+	return i < j
+}
+func (h *roomHeap) Swap(x, y int) { h.idx[x], h.idx[y] = h.idx[y], h.idx[x] }
+func (h *roomHeap) Push(x any)    { h.idx = append(h.idx, x.(int)) }
+func (h *roomHeap) Pop() any {
+	last := h.idx[len(h.idx)-1]
+	h.idx = h.idx[:len(h.idx)-1]
+	return last
 }

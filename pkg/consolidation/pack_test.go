@@ -3,6 +3,7 @@ package consolidation
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -150,5 +151,74 @@ func TestPackKeepsOnlyWhatItNeeds(t *testing.T) {
 	order = append(order, cand("c", "4", "16"))
 	if pk := pack(order, nil, counted); len(pk.keep) != 4 {
 		t.Errorf("kept %v, want every node: the last one's pod fits nowhere else", pk.keep)
+	}
+}
+
+// TestPackGivesLargePodsTheRoomiestSlots: two nodes of 4 pod slots, one
+// with 4 CPUs free and one with 1, take the pods of a third: two of 1.5 CPU
+// and four of 250m. Filled node by node, the first would take four small
+// pods (a fair share of its room per slot) and the large ones would fit
+// nowhere; placed largest first where a slot has the most room, the large
+// pods go to the first node and the two nodes hold all six.
+func TestPackGivesLargePodsTheRoomiestSlots(t *testing.T) {
+	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	cand := func(name, cpu string, slots int, pods ...string) candidate {
+		node := testutil.BuildTestNode(name, cpu, "64Gi")
+		node.Status.Allocatable[v1.ResourcePods] = *resource.NewQuantity(int64(slots), resource.DecimalSI)
+		var ps []*v1.Pod
+		for i, c := range pods {
+			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+		}
+		ni := framework.NewNodeInfo(ps...)
+		ni.SetNode(node)
+		return candidate{node: node, ni: ni}
+	}
+	order := []candidate{cand("roomy", "4", 4), cand("small", "1", 4), cand("source", "8", 10, "1500m", "1500m", "250m", "250m", "250m", "250m")}
+	pk := pack(order, nil, counted)
+	if len(pk.keep) != 2 || !pk.keep["roomy"] || !pk.keep["small"] {
+		t.Fatalf("kept %v, want roomy and small", pk.keep)
+	}
+	large := pk.shapeOf(testutil.BuildTestPod("large", "", "1500m", "128Mi"))
+	if got := pk.room[large]; got["roomy"] != 2 || len(got) != 1 {
+		t.Errorf("room for the 1.5-CPU pods: %v, want 2 on roomy", got)
+	}
+}
+
+// TestNodesThatRefuseNewPodsAreKeptLast: a large node under a NoSchedule
+// taint, and a large cordoned one, have the most room, but no replacement
+// may go there: they come last in keep order (the first emptied), and a
+// packing that keeps them gives them no pods.
+func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
+	cand := func(name, cpu string, pods ...string) candidate {
+		node := testutil.BuildTestNode(name, cpu, "64Gi")
+		var ps []*v1.Pod
+		for i, c := range pods {
+			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+		}
+		ni := framework.NewNodeInfo(ps...)
+		ni.SetNode(node)
+		return candidate{node: node, ni: ni}
+	}
+	tainted, cordoned := cand("tainted", "64", "1"), cand("cordoned", "64", "1")
+	tainted.node.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+	cordoned.node.Spec.Unschedulable = true
+	c := &Consolidation{args: &Args{Resources: []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}}}
+	order, counted := c.keepOrder([]candidate{tainted, cand("a", "4", "1"), cordoned, cand("b", "4", "1")}, nil)
+	var names []string
+	for _, o := range order {
+		names = append(names, o.node.Name)
+	}
+	if last := names[2:]; !slices.Contains(last, "tainted") || !slices.Contains(last, "cordoned") {
+		t.Errorf("keep order %v, want the tainted and the cordoned node last", names)
+	}
+	// Kept first (say, pinned), they take nothing of the others.
+	pk := pack([]candidate{tainted, cordoned, cand("a", "4", "1"), cand("b", "4", "1")}, map[string]bool{"tainted": true, "cordoned": true}, counted)
+	if !pk.keep["a"] || pk.keep["b"] {
+		t.Errorf("kept %v, want a (b's pod goes there) and not b", pk.keep)
+	}
+	for s, nodes := range pk.room {
+		if nodes["tainted"] > 0 || nodes["cordoned"] > 0 {
+			t.Errorf("the packing gives pods of shape %s room on nodes that refuse new pods: %v", s, nodes)
+		}
 	}
 }

@@ -205,6 +205,12 @@ func value(r v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
+// RefusesNewPods says whether n takes no pod that tolerates nothing: it is
+// cordoned, or has a NoSchedule or NoExecute taint.
+func RefusesNewPods(n *v1.Node) bool {
+	return n.Spec.Unschedulable || len(placingTaints(n)) > 0
+}
+
 // placingTaints are the taints of n that keep pods that do not tolerate
 // them off it.
 func placingTaints(n *v1.Node) []v1.Taint {
