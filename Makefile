@@ -137,6 +137,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/profile
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/snapshot
 	$(GO) test -run '^$$' -fuzz '^FuzzPeekType$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/snapshot
+	$(GO) test -run '^$$' -fuzz '^FuzzFastYAML$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/snapshot
 	$(GO) test -run '^$$' -fuzz '^FuzzFromPod$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/hint
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeArgs$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/scheduler/rebalancehint
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./pkg/daemon

@@ -514,7 +514,11 @@ func decodeItem(it item) result {
 			"(the API server stores at most 1.5 MiB an object; a PrometheusQuery holds one sample per node)", len(data)>>20, MaxItemBytes>>20)}
 	}
 	if it.yaml {
-		j, err := yamlToJSON(chunk{line: at.line, data: data})
+		j, fast := fastYAMLToJSON(data)
+		var err error
+		if !fast {
+			j, err = yamlToJSON(chunk{line: at.line, data: data})
+		}
 		if err != nil {
 			// Duplicate keys fail the conversion; name the object if lenient parsing can.
 			var meta objectMeta
