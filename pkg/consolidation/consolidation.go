@@ -122,7 +122,13 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 	}
 	order, counted := c.keepOrder(candidates, pinned)
-	pk := pack(order, pinned, counted)
+	ceiling := map[v1.ResourceName]int32{}
+	if pct := c.args.TargetUtilizationCeiling; pct < 100 {
+		for _, r := range c.args.Resources {
+			ceiling[r] = pct
+		}
+	}
+	pk := pack(order, pinned, counted, ceiling)
 	keep := pk.keep
 	// Outside the keep set first, then inside it; least loaded first; of
 	// equal loads, the cheapest to empty.

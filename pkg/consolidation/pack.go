@@ -110,8 +110,10 @@ func shapeKey(amounts []int64) shape {
 // pack chooses the nodes to keep among candidates, listed in keep order
 // (the pinned ones first: they are kept whatever it finds), and the pods
 // each takes. A node emptied loses all but its DaemonSet and mirror pods.
-func pack(order []candidate, pinned map[string]bool, counted []v1.ResourceName) *packing {
-	pb := newPackProblem(order, counted)
+// ceiling caps, in percent of allocatable, what the packing may fill of a
+// resource (the policy's targetUtilizationCeiling; nil for none).
+func pack(order []candidate, pinned map[string]bool, counted []v1.ResourceName, ceiling map[v1.ResourceName]int32) *packing {
+	pb := newPackProblem(order, counted, ceiling)
 	// fill packs the pods of the nodes from m on into the first m nodes;
 	// the room it gives each shape when all fit, nil otherwise. Spreading
 	// by room per slot packs best where pod slots run out first (many
@@ -154,7 +156,7 @@ type packProblem struct {
 	total []float64
 }
 
-func newPackProblem(order []candidate, counted []v1.ResourceName) *packProblem {
+func newPackProblem(order []candidate, counted []v1.ResourceName, ceiling map[v1.ResourceName]int32) *packProblem {
 	pb := &packProblem{
 		names:   make([]string, len(order)),
 		room:    make([][]int64, len(order)),
@@ -168,10 +170,17 @@ func newPackProblem(order []candidate, counted []v1.ResourceName) *packProblem {
 		pb.room[i] = make([]int64, len(counted))
 		for k, r := range counted {
 			used, total := amounts(cand.ni, r, nil)
-			pb.room[i][k] = total - used
+			if c, ok := ceiling[r]; ok {
+				total = total * int64(c) / 100
+			}
+			pb.room[i][k] = max(total-used, 0)
 		}
 		if !simulator.RefusesNewPods(cand.node) { // else it gives no room
-			pb.slots[i] = cand.ni.GetAllocatable().GetAllowedPodNumber() - len(cand.ni.GetPods())
+			allowed := int64(cand.ni.GetAllocatable().GetAllowedPodNumber())
+			if c, ok := ceiling[v1.ResourcePods]; ok {
+				allowed = allowed * int64(c) / 100
+			}
+			pb.slots[i] = max(int(allowed)-len(cand.ni.GetPods()), 0)
 		}
 		pb.leaving[i] = map[shape]int{}
 		for _, pi := range cand.ni.GetPods() {

@@ -57,7 +57,7 @@ func TestPackHoldsWhatItEmpties(t *testing.T) {
 			}
 		}
 
-		pk := pack(order, pinned, counted)
+		pk := pack(order, pinned, counted, nil)
 		kept := 0
 		for i, cand := range order {
 			if pk.keep[cand.node.Name] {
@@ -142,14 +142,14 @@ func TestPackKeepsOnlyWhatItNeeds(t *testing.T) {
 		return candidate{node: node, ni: ni}
 	}
 	order := []candidate{cand("big", "16", "1"), cand("a", "4", "1", "1"), cand("b", "4", "500m")}
-	if pk := pack(order, map[string]bool{"big": true}, counted); len(pk.keep) != 1 || !pk.keep["big"] {
+	if pk := pack(order, map[string]bool{"big": true}, counted, nil); len(pk.keep) != 1 || !pk.keep["big"] {
 		t.Errorf("kept %v, want the pinned node alone", pk.keep)
 	}
-	if pk := pack(order, nil, counted); len(pk.keep) != 1 || !pk.keep["big"] {
+	if pk := pack(order, nil, counted, nil); len(pk.keep) != 1 || !pk.keep["big"] {
 		t.Errorf("kept %v, want the first node of the order alone", pk.keep)
 	}
 	order = append(order, cand("c", "4", "16"))
-	if pk := pack(order, nil, counted); len(pk.keep) != 4 {
+	if pk := pack(order, nil, counted, nil); len(pk.keep) != 4 {
 		t.Errorf("kept %v, want every node: the last one's pod fits nowhere else", pk.keep)
 	}
 }
@@ -174,7 +174,7 @@ func TestPackGivesLargePodsTheRoomiestSlots(t *testing.T) {
 		return candidate{node: node, ni: ni}
 	}
 	order := []candidate{cand("roomy", "4", 4), cand("small", "1", 4), cand("source", "8", 10, "1500m", "1500m", "250m", "250m", "250m", "250m")}
-	pk := pack(order, nil, counted)
+	pk := pack(order, nil, counted, nil)
 	if len(pk.keep) != 2 || !pk.keep["roomy"] || !pk.keep["small"] {
 		t.Fatalf("kept %v, want roomy and small", pk.keep)
 	}
@@ -212,7 +212,7 @@ func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
 		t.Errorf("keep order %v, want the tainted and the cordoned node last", names)
 	}
 	// Kept first (say, pinned), they take nothing of the others.
-	pk := pack([]candidate{tainted, cordoned, cand("a", "4", "1"), cand("b", "4", "1")}, map[string]bool{"tainted": true, "cordoned": true}, counted)
+	pk := pack([]candidate{tainted, cordoned, cand("a", "4", "1"), cand("b", "4", "1")}, map[string]bool{"tainted": true, "cordoned": true}, counted, nil)
 	if !pk.keep["a"] || pk.keep["b"] {
 		t.Errorf("kept %v, want a (b's pod goes there) and not b", pk.keep)
 	}
@@ -220,5 +220,31 @@ func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
 		if nodes["tainted"] > 0 || nodes["cordoned"] > 0 {
 			t.Errorf("the packing gives pods of shape %s room on nodes that refuse new pods: %v", s, nodes)
 		}
+	}
+}
+
+// TestPackKeepsUnderTheCeiling: with targetUtilizationCeiling 50, a kept
+// node of 4 CPUs holding 1 has room for 1 more, not 3: the pods of a third
+// node (2 of 1 CPU) need both others kept, where without a ceiling one
+// holds them.
+func TestPackKeepsUnderTheCeiling(t *testing.T) {
+	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
+	cand := func(name string, pods ...string) candidate {
+		node := testutil.BuildTestNode(name, "4", "64Gi")
+		var ps []*v1.Pod
+		for i, c := range pods {
+			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+		}
+		ni := framework.NewNodeInfo(ps...)
+		ni.SetNode(node)
+		return candidate{node: node, ni: ni}
+	}
+	order := []candidate{cand("a", "1"), cand("b", "1"), cand("source", "1", "1")}
+	if pk := pack(order, nil, counted, nil); len(pk.keep) != 1 {
+		t.Errorf("no ceiling: kept %v, want a alone", pk.keep)
+	}
+	pk := pack(order, nil, counted, map[v1.ResourceName]int32{v1.ResourceCPU: 50})
+	if len(pk.keep) != 2 || !pk.keep["a"] || !pk.keep["b"] {
+		t.Errorf("ceiling 50%%: kept %v, want a and b", pk.keep)
 	}
 }
