@@ -13,10 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +72,39 @@ type candidate struct {
 	load float64
 	// cost is what evicting the node's pods costs (see cost).
 	cost float64
+	// closed: the node refuses some of the pods that would move (cordoned,
+	// or a taint one of them does not tolerate), so the packing gives it
+	// none (see markClosed).
+	closed bool
+}
+
+// markClosed marks the candidates that refuse some of the movable pods of
+// the candidates, by their distinct toleration sets.
+func markClosed(candidates []candidate) {
+	sets := map[string][]v1.Toleration{}
+	var key strings.Builder
+	for _, cand := range candidates {
+		for _, pi := range cand.ni.GetPods() {
+			p := pi.GetPod()
+			if simulator.NodeBound(p) {
+				continue
+			}
+			key.Reset()
+			for _, t := range p.Spec.Tolerations { // what placing reads of them
+				for _, f := range []string{t.Key, string(t.Operator), t.Value, string(t.Effect)} {
+					key.WriteString(f)
+					key.WriteByte(0)
+				}
+			}
+			if _, ok := sets[key.String()]; !ok {
+				sets[key.String()] = p.Spec.Tolerations
+			}
+		}
+	}
+	tolerations := slices.Collect(maps.Values(sets))
+	for i := range candidates {
+		candidates[i].closed = simulator.RefusesSome(candidates[i].node, tolerations)
+	}
 }
 
 // Balance empties nodes outside the keep set (see keepOrder and pack), the
@@ -121,6 +156,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
 		}
 	}
+	markClosed(candidates)
 	order, counted := c.keepOrder(candidates, pinned)
 	ceiling := map[v1.ResourceName]int32{}
 	if pct := c.args.TargetUtilizationCeiling; pct < 100 {
@@ -514,8 +550,9 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 // pack cuts: the pinned ones, then the nodes that hold the most of the
 // candidates' average movable pod (each resource the scheduler counts, the
 // pods per node included; of equals the most loaded, then the costliest to
-// empty). A node that refuses new pods (cordoned, or under a NoSchedule or
-// NoExecute taint) holds none: it comes last, the first emptied. The node
+// empty). A node that refuses some of the pods that would move (cordoned,
+// or a NoSchedule or NoExecute taint one of them does not tolerate) holds
+// none: it comes last, the first emptied. The node
 // count is what consolidation lowers: emptying the least utilized first
 // empties large, thin nodes onto small, full ones, and a node's CPU counts
 // for nothing once its pods per node run out. counted are the resources
@@ -542,7 +579,7 @@ func (c *Consolidation) keepOrder(candidates []candidate, pinned map[string]bool
 	// holds is how many of the average movable pod fit on a node.
 	holds := make([]float64, len(candidates))
 	for i, cand := range candidates {
-		if simulator.RefusesNewPods(cand.node) {
+		if cand.closed {
 			continue // none
 		}
 		holds[i] = math.Inf(1)

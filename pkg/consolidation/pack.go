@@ -175,7 +175,7 @@ func newPackProblem(order []candidate, counted []v1.ResourceName, ceiling map[v1
 			}
 			pb.room[i][k] = max(total-used, 0)
 		}
-		if !simulator.RefusesNewPods(cand.node) { // else it gives no room
+		if !cand.closed { // else it gives no room
 			allowed := int64(cand.ni.GetAllocatable().GetAllowedPodNumber())
 			if c, ok := ceiling[v1.ResourcePods]; ok {
 				allowed = allowed * int64(c) / 100

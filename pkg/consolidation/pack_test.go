@@ -185,34 +185,42 @@ func TestPackGivesLargePodsTheRoomiestSlots(t *testing.T) {
 }
 
 // TestNodesThatRefuseNewPodsAreKeptLast: a large node under a NoSchedule
-// taint, and a large cordoned one, have the most room, but no replacement
-// may go there: they come last in keep order (the first emptied), and a
-// packing that keeps them gives them no pods.
+// taint the pods do not tolerate, and a large cordoned one, have the most
+// room, but no replacement may go there: they come last in keep order (the
+// first emptied), and a packing that keeps them gives them no pods. A node
+// whose taint every pod tolerates (as KWOK's) is open to them.
 func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
+	tolerated := v1.Taint{Key: "pool", Value: "fake", Effect: v1.TaintEffectNoSchedule}
 	cand := func(name, cpu string, pods ...string) candidate {
 		node := testutil.BuildTestNode(name, cpu, "64Gi")
+		node.Spec.Taints = []v1.Taint{tolerated}
 		var ps []*v1.Pod
 		for i, c := range pods {
-			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+			p := testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi")
+			p.Spec.Tolerations = []v1.Toleration{{Key: "pool", Operator: v1.TolerationOpExists}}
+			ps = append(ps, p)
 		}
 		ni := framework.NewNodeInfo(ps...)
 		ni.SetNode(node)
 		return candidate{node: node, ni: ni}
 	}
 	tainted, cordoned := cand("tainted", "64", "1"), cand("cordoned", "64", "1")
-	tainted.node.Spec.Taints = []v1.Taint{{Key: "maintenance", Effect: v1.TaintEffectNoSchedule}}
+	tainted.node.Spec.Taints = append(tainted.node.Spec.Taints, v1.Taint{Key: "maintenance", Effect: v1.TaintEffectNoSchedule})
 	cordoned.node.Spec.Unschedulable = true
+	candidates := []candidate{tainted, cand("a", "4", "1"), cordoned, cand("b", "4", "1")}
+	markClosed(candidates)
 	c := &Consolidation{args: &Args{Resources: []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}}}
-	order, counted := c.keepOrder([]candidate{tainted, cand("a", "4", "1"), cordoned, cand("b", "4", "1")}, nil)
+	order, counted := c.keepOrder(candidates, nil)
 	var names []string
 	for _, o := range order {
 		names = append(names, o.node.Name)
 	}
-	if last := names[2:]; !slices.Contains(last, "tainted") || !slices.Contains(last, "cordoned") {
+	if !slices.Equal(names[2:], []string{"tainted", "cordoned"}) && !slices.Equal(names[2:], []string{"cordoned", "tainted"}) {
 		t.Errorf("keep order %v, want the tainted and the cordoned node last", names)
 	}
 	// Kept first (say, pinned), they take nothing of the others.
-	pk := pack([]candidate{tainted, cordoned, cand("a", "4", "1"), cand("b", "4", "1")}, map[string]bool{"tainted": true, "cordoned": true}, counted, nil)
+	candidates = []candidate{candidates[0], candidates[2], candidates[1], candidates[3]}
+	pk := pack(candidates, map[string]bool{"tainted": true, "cordoned": true}, counted, nil)
 	if !pk.keep["a"] || pk.keep["b"] {
 		t.Errorf("kept %v, want a (b's pod goes there) and not b", pk.keep)
 	}

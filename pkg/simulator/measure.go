@@ -205,10 +205,22 @@ func value(r v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
-// RefusesNewPods says whether n takes no pod that tolerates nothing: it is
-// cordoned, or has a NoSchedule or NoExecute taint.
-func RefusesNewPods(n *v1.Node) bool {
-	return n.Spec.Unschedulable || len(placingTaints(n)) > 0
+// RefusesSome says whether n takes no new pod of one of the toleration
+// sets (a pod without tolerations has the empty one): it is cordoned, or
+// one of its NoSchedule or NoExecute taints is not tolerated by one of the
+// sets.
+func RefusesSome(n *v1.Node, tolerations [][]v1.Toleration) bool {
+	if n.Spec.Unschedulable {
+		return true
+	}
+	taints := placingTaints(n)
+	if len(taints) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(tolerations, func(tols []v1.Toleration) bool {
+		_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tols, nil, true)
+		return untolerated
+	})
 }
 
 // placingTaints are the taints of n that keep pods that do not tolerate
