@@ -2,6 +2,9 @@ package simulator
 
 import (
 	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -209,13 +212,63 @@ func podResourcesKey(pod *v1.Pod, backed func(v1.ResourceName) bool) (string, bo
 			}
 		}
 	}
-	return marshal(struct {
-		C []v1.ResourceRequirements
-		I []initContainer
-		O v1.ResourceList
-		P *v1.ResourceRequirements
-		S *v1.PodStatus
-	}{containers, inits, pod.Spec.Overhead, pod.Spec.Resources, &pod.Status})
+	if !reflect.ValueOf(pod.Status).IsZero() {
+		return marshal(struct {
+			C []v1.ResourceRequirements
+			I []initContainer
+			O v1.ResourceList
+			P *v1.ResourceRequirements
+			S *v1.PodStatus
+		}{containers, inits, pod.Spec.Overhead, pod.Spec.Resources, &pod.Status})
+	}
+	// A pod without status, as every pod a cycle places is: the same
+	// fields written by hand, which costs a tenth of the JSON. (A JSON key
+	// starts with "{", this one with "C".)
+	var b strings.Builder
+	b.WriteByte('C')
+	for _, c := range containers {
+		writeRequirements(&b, c)
+	}
+	b.WriteByte('I')
+	for _, c := range inits {
+		writeRequirements(&b, c.R)
+		if c.P != nil {
+			b.WriteString(string(*c.P))
+		}
+		b.WriteByte('|')
+	}
+	b.WriteByte('O')
+	writeResourceList(&b, pod.Spec.Overhead)
+	if r := pod.Spec.Resources; r != nil {
+		b.WriteByte('P')
+		writeRequirements(&b, *r)
+	}
+	return b.String(), true
+}
+
+// writeRequirements writes r's requests, limits and claims, then "|".
+func writeRequirements(b *strings.Builder, r v1.ResourceRequirements) {
+	writeResourceList(b, r.Requests)
+	writeResourceList(b, r.Limits)
+	for _, c := range r.Claims {
+		b.WriteString(c.Name)
+		b.WriteByte('/')
+		b.WriteString(c.Request)
+		b.WriteByte(',')
+	}
+	b.WriteByte('|')
+}
+
+// writeResourceList writes l as name=quantity, by name, then ";".
+func writeResourceList(b *strings.Builder, l v1.ResourceList) {
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		b.WriteString(string(name))
+		b.WriteByte('=')
+		b.WriteString(q.String())
+		b.WriteByte(',')
+	}
+	b.WriteByte(';')
 }
 
 func marshal(v any) (string, bool) {
