@@ -131,16 +131,7 @@ func testShape(t *testing.T, s shape) v1.ResourceList {
 // holds everything, it alone is.
 func TestPackKeepsOnlyWhatItNeeds(t *testing.T) {
 	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
-	cand := func(name, cpu string, pods ...string) candidate {
-		node := testutil.BuildTestNode(name, cpu, "64Gi")
-		var ps []*v1.Pod
-		for i, c := range pods {
-			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
-		}
-		ni := framework.NewNodeInfo(ps...)
-		ni.SetNode(node)
-		return candidate{node: node, ni: ni}
-	}
+	cand := func(name, cpu string, pods ...string) candidate { return testCandidate(name, cpu, 0, pods...) }
 	order := []candidate{cand("big", "16", "1"), cand("a", "4", "1", "1"), cand("b", "4", "500m")}
 	if pk := pack(order, map[string]bool{"big": true}, counted, nil); len(pk.keep) != 1 || !pk.keep["big"] {
 		t.Errorf("kept %v, want the pinned node alone", pk.keep)
@@ -162,17 +153,7 @@ func TestPackKeepsOnlyWhatItNeeds(t *testing.T) {
 // pods go to the first node and the two nodes hold all six.
 func TestPackGivesLargePodsTheRoomiestSlots(t *testing.T) {
 	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
-	cand := func(name, cpu string, slots int, pods ...string) candidate {
-		node := testutil.BuildTestNode(name, cpu, "64Gi")
-		node.Status.Allocatable[v1.ResourcePods] = *resource.NewQuantity(int64(slots), resource.DecimalSI)
-		var ps []*v1.Pod
-		for i, c := range pods {
-			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
-		}
-		ni := framework.NewNodeInfo(ps...)
-		ni.SetNode(node)
-		return candidate{node: node, ni: ni}
-	}
+	cand := testCandidate
 	order := []candidate{cand("roomy", "4", 4), cand("small", "1", 4), cand("source", "8", 10, "1500m", "1500m", "250m", "250m", "250m", "250m")}
 	pk := pack(order, nil, counted, nil)
 	if len(pk.keep) != 2 || !pk.keep["roomy"] || !pk.keep["small"] {
@@ -192,17 +173,12 @@ func TestPackGivesLargePodsTheRoomiestSlots(t *testing.T) {
 func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
 	tolerated := v1.Taint{Key: "pool", Value: "fake", Effect: v1.TaintEffectNoSchedule}
 	cand := func(name, cpu string, pods ...string) candidate {
-		node := testutil.BuildTestNode(name, cpu, "64Gi")
-		node.Spec.Taints = []v1.Taint{tolerated}
-		var ps []*v1.Pod
-		for i, c := range pods {
-			p := testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi")
-			p.Spec.Tolerations = []v1.Toleration{{Key: "pool", Operator: v1.TolerationOpExists}}
-			ps = append(ps, p)
+		c := testCandidate(name, cpu, 0, pods...)
+		c.node.Spec.Taints = []v1.Taint{tolerated}
+		for _, pi := range c.ni.GetPods() {
+			pi.GetPod().Spec.Tolerations = []v1.Toleration{{Key: "pool", Operator: v1.TolerationOpExists}}
 		}
-		ni := framework.NewNodeInfo(ps...)
-		ni.SetNode(node)
-		return candidate{node: node, ni: ni}
+		return c
 	}
 	tainted, cordoned := cand("tainted", "64", "1"), cand("cordoned", "64", "1")
 	tainted.node.Spec.Taints = append(tainted.node.Spec.Taints, v1.Taint{Key: "maintenance", Effect: v1.TaintEffectNoSchedule})
@@ -237,16 +213,7 @@ func TestNodesThatRefuseNewPodsAreKeptLast(t *testing.T) {
 // holds them.
 func TestPackKeepsUnderTheCeiling(t *testing.T) {
 	counted := []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory}
-	cand := func(name string, pods ...string) candidate {
-		node := testutil.BuildTestNode(name, "4", "64Gi")
-		var ps []*v1.Pod
-		for i, c := range pods {
-			ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
-		}
-		ni := framework.NewNodeInfo(ps...)
-		ni.SetNode(node)
-		return candidate{node: node, ni: ni}
-	}
+	cand := func(name string, pods ...string) candidate { return testCandidate(name, "4", 0, pods...) }
 	order := []candidate{cand("a", "1"), cand("b", "1"), cand("source", "1", "1")}
 	if pk := pack(order, nil, counted, nil); len(pk.keep) != 1 {
 		t.Errorf("no ceiling: kept %v, want a alone", pk.keep)
@@ -255,4 +222,20 @@ func TestPackKeepsUnderTheCeiling(t *testing.T) {
 	if len(pk.keep) != 2 || !pk.keep["a"] || !pk.keep["b"] {
 		t.Errorf("ceiling 50%%: kept %v, want a and b", pk.keep)
 	}
+}
+
+// testCandidate is a node of cpu CPUs, 64 GiB and, when slots is not 0,
+// that many pod slots, holding pods of the given CPU requests and 128 MiB.
+func testCandidate(name, cpu string, slots int, pods ...string) candidate {
+	node := testutil.BuildTestNode(name, cpu, "64Gi")
+	if slots > 0 {
+		node.Status.Allocatable[v1.ResourcePods] = *resource.NewQuantity(int64(slots), resource.DecimalSI)
+	}
+	var ps []*v1.Pod
+	for i, c := range pods {
+		ps = append(ps, testutil.BuildTestPod(fmt.Sprintf("%s-%d", name, i), name, c, "128Mi"))
+	}
+	ni := framework.NewNodeInfo(ps...)
+	ni.SetNode(node)
+	return candidate{node: node, ni: ni}
 }
