@@ -552,11 +552,11 @@ func (c *Consolidation) largest(nodes []fwk.NodeInfo) map[v1.ResourceName]int64 
 // pods per node included; of equals the most loaded, then the costliest to
 // empty). A node that refuses some of the pods that would move (cordoned,
 // or a NoSchedule or NoExecute taint one of them does not tolerate) holds
-// none: it comes last, the first emptied. The node
-// count is what consolidation lowers: emptying the least utilized first
-// empties large, thin nodes onto small, full ones, and a node's CPU counts
-// for nothing once its pods per node run out. counted are the resources
-// pack weighs besides pod slots.
+// none: it comes last, the first emptied. The node count is what
+// consolidation lowers: emptying the least utilized first empties large,
+// thin nodes onto small, full ones, and a node's CPU counts for nothing
+// once its pods per node run out. counted are the resources pack weighs
+// besides pod slots.
 func (c *Consolidation) keepOrder(candidates []candidate, pinned map[string]bool) (order []candidate, counted []v1.ResourceName) {
 	counted = slices.Clone(c.args.Resources)
 	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory, v1.ResourcePods} {
