@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -19,17 +17,6 @@ func TestPinned(t *testing.T) {
 		p.Status.ExtendedResourceClaimStatus = ext
 		return p
 	}
-	allocated := func(shared bool) *resourceapi.ResourceClaim {
-		r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: "gpu.example.com", Pool: "n1", Device: "gpu-0"}
-		if shared {
-			r.ShareID = ptr.To(types.UID("share-1"))
-		}
-		c := &resourceapi.ResourceClaim{}
-		c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{r}}}
-		return c
-	}
-	claimsOf := map[string]*resourceapi.ResourceClaim{"ml/own": allocated(false), "ml/sharing": allocated(true)}
-	lookup := func(ns, name string) *resourceapi.ResourceClaim { return claimsOf[ns+"/"+name] }
 	fromTemplate := func(made string) *v1.Pod {
 		return pod([]v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}},
 			[]v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(made)}}, nil)
@@ -43,14 +30,14 @@ func TestPinned(t *testing.T) {
 		{"a claim by name", pod([]v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("shared-gpu")}}, nil, nil), []string{"ml/shared-gpu"}},
 		{"its own claim, from a template", fromTemplate("own"), nil},
 		{"a template whose claim is not made yet", pod([]v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")}}, nil, nil), nil},
-		{"its own claim, sharing a device's capacity", fromTemplate("sharing"), []string{"ml/sharing"}},
+		{"its own claim, sharing a device's capacity", fromTemplate("sharing"), nil},
 		{"both, and extended resources backed by devices", pod(
 			[]v1.PodResourceClaim{{Name: "a", ResourceClaimTemplateName: ptr.To("gpu")}, {Name: "b", ResourceClaimName: ptr.To("nic")}},
 			[]v1.PodResourceClaimStatus{{Name: "a", ResourceClaimName: ptr.To("own")}},
 			&v1.PodExtendedResourceClaimStatus{ResourceClaimName: "p-extended-resources"}),
 			[]string{"ml/nic", "ml/p-extended-resources"}},
 	} {
-		if got := Pinned(c.pod, lookup); !slices.Equal(got, c.want) {
+		if got := Pinned(c.pod); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}

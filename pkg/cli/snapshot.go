@@ -108,6 +108,9 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if o.At < openb.Peak {
 				errs = append(errs, fmt.Errorf("--at %d: must be a second of the trace (>= 0), or -1 for the peak", o.At))
 			}
+			if o.GPUSharing && !o.DRA {
+				errs = append(errs, errors.New("--gpu-sharing needs --dra: only DRA devices can be shared"))
+			}
 			if cmd.Flags().Changed("queue-from") {
 				switch {
 				case queueFrom < 0:
@@ -160,6 +163,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
 	cmd.Flags().BoolVar(&o.DRA, "dra", false, "GPUs as DRA devices (ResourceSlices, a DeviceClass, claims from templates) instead of the extended resource nvidia.com/gpu")
+	cmd.Flags().BoolVar(&o.GPUSharing, "gpu-sharing", false, "with --dra, GPUs that several pods share: each GPU has 1000 milli of capacity and a pod with gpu_milli under 1000 consumes that much of one (DRA consumable capacity); without it a pod holds whole GPUs")
 	cmd.Flags().Int64Var(&queueFrom, "queue-from", 0, "second of the trace from which pods are not replayed but left pending, not yet tried by the scheduler: the queue `simulate --arrivals` lets in round by round (default: none)")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -28,8 +29,12 @@ const (
 	gpuClaim = "gpu"
 )
 
-// gpuSlice is node's ResourceSlice: one device per GPU.
-func gpuSlice(n Node) *resourceapi.ResourceSlice {
+// gpuMilli is the capacity of a GPU that pods sharing it consume.
+const gpuMilli resourceapi.QualifiedName = "milli"
+
+// gpuSlice is node's ResourceSlice: one device per GPU; with sharing, each
+// may be allocated to several claims, up to its 1000 milli.
+func gpuSlice(n Node, sharing bool) *resourceapi.ResourceSlice {
 	s := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name + "-" + GPUDriver, UID: types.UID("openb-slice-" + n.Name), CreationTimestamp: metav1.NewTime(start)},
 		Spec: resourceapi.ResourceSliceSpec{
@@ -42,6 +47,10 @@ func gpuSlice(n Node) *resourceapi.ResourceSlice {
 		d := resourceapi.Device{Name: "gpu-" + strconv.FormatInt(i, 10)}
 		if n.GPUModel != "" {
 			d.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"productName": {StringValue: ptr.To(n.GPUModel)}}
+		}
+		if sharing {
+			d.AllowMultipleAllocations = ptr.To(true)
+			d.Capacity = map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{gpuMilli: {Value: *resource.NewQuantity(1000, resource.DecimalSI)}}
 		}
 		s.Spec.Devices = append(s.Spec.Devices, d)
 	}
@@ -58,17 +67,24 @@ func gpuClass() *resourceapi.DeviceClass {
 }
 
 // gpuTemplateName is the template a pod asking for count GPUs of models
-// (any when empty) takes its claim from.
-func gpuTemplateName(count int64, models []string) string {
+// (any when empty), or for milli of each when it shares them (milli under
+// 1000), takes its claim from.
+func gpuTemplateName(count, milli int64, models []string) string {
 	name := "gpu-" + strconv.FormatInt(count, 10)
+	if milli < 1000 {
+		name += "-m" + strconv.FormatInt(milli, 10)
+	}
 	for _, m := range models {
 		name += "-" + strings.ToLower(m)
 	}
 	return name
 }
 
-func gpuTemplate(count int64, models []string) *resourceapi.ResourceClaimTemplate {
+func gpuTemplate(count, milli int64, models []string) *resourceapi.ResourceClaimTemplate {
 	req := &resourceapi.ExactDeviceRequest{DeviceClassName: GPUDriver, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count}
+	if milli < 1000 {
+		req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{gpuMilli: *resource.NewQuantity(milli, resource.DecimalSI)}}
+	}
 	if len(models) > 0 {
 		quoted := make([]string, len(models))
 		for i, m := range models {
@@ -78,7 +94,7 @@ func gpuTemplate(count int64, models []string) *resourceapi.ResourceClaimTemplat
 			Expression: fmt.Sprintf("device.attributes[%q].productName in [%s]", GPUDriver, strings.Join(quoted, ", ")),
 		}}}
 	}
-	name := gpuTemplateName(count, models)
+	name := gpuTemplateName(count, milli, models)
 	return &resourceapi.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: Namespace, UID: types.UID("openb-template-" + name), CreationTimestamp: metav1.NewTime(start)},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{
@@ -88,12 +104,12 @@ func gpuTemplate(count int64, models []string) *resourceapi.ResourceClaimTemplat
 }
 
 // addDevices puts the GPUs of nodes and the claim templates pods ask for
-// in snap, as DRA objects.
-func addDevices(snap *snapshot.Snapshot, nodes []Node, pods []Pod) {
+// in snap, as DRA objects; with sharing, GPUs may be shared (gpuSlice).
+func addDevices(snap *snapshot.Snapshot, nodes []Node, pods []Pod, sharing bool) {
 	snap.DeviceClasses = append(snap.DeviceClasses, gpuClass())
 	for _, n := range nodes {
 		if n.GPUs > 0 {
-			snap.ResourceSlices = append(snap.ResourceSlices, gpuSlice(n))
+			snap.ResourceSlices = append(snap.ResourceSlices, gpuSlice(n, sharing))
 		}
 	}
 	seen := map[string]bool{}
@@ -101,18 +117,28 @@ func addDevices(snap *snapshot.Snapshot, nodes []Node, pods []Pod) {
 		if p.GPUs == 0 {
 			continue
 		}
-		if name := gpuTemplateName(p.GPUs, p.GPUModels); !seen[name] {
+		milli := sharedMilli(p, sharing)
+		if name := gpuTemplateName(p.GPUs, milli, p.GPUModels); !seen[name] {
 			seen[name] = true
-			snap.ResourceClaimTemplates = append(snap.ResourceClaimTemplates, gpuTemplate(p.GPUs, p.GPUModels))
+			snap.ResourceClaimTemplates = append(snap.ResourceClaimTemplates, gpuTemplate(p.GPUs, milli, p.GPUModels))
 		}
 	}
 	slices.SortFunc(snap.ResourceClaimTemplates, func(a, b *resourceapi.ResourceClaimTemplate) int { return strings.Compare(a.Name, b.Name) })
 }
 
+// sharedMilli is what p asks for of each GPU: its gpu_milli when GPUs are
+// shared, else all of one (1000).
+func sharedMilli(p Pod, sharing bool) int64 {
+	if sharing {
+		return p.GPUMilli
+	}
+	return 1000
+}
+
 // claimGPUs makes pod ask for p's GPUs through a claim from its template
 // rather than as an extended resource; the template selects the models, so
 // the pod has no node affinity for them.
-func claimGPUs(pod *v1.Pod, p Pod) {
+func claimGPUs(pod *v1.Pod, p Pod, sharing bool) {
 	c := &pod.Spec.Containers[0]
 	delete(c.Resources.Requests, GPUResource)
 	delete(c.Resources.Limits, GPUResource)
@@ -120,6 +146,6 @@ func claimGPUs(pod *v1.Pod, p Pod) {
 		c.Resources.Limits = nil
 	}
 	c.Resources.Claims = []v1.ResourceClaim{{Name: gpuClaim}}
-	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: gpuClaim, ResourceClaimTemplateName: ptr.To(gpuTemplateName(p.GPUs, p.GPUModels))}}
+	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: gpuClaim, ResourceClaimTemplateName: ptr.To(gpuTemplateName(p.GPUs, sharedMilli(p, sharing), p.GPUModels))}}
 	pod.Spec.Affinity = nil
 }

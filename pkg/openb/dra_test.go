@@ -119,3 +119,45 @@ func TestImportOpenbTraceAsDevices(t *testing.T) {
 		t.Error("no GPU pod runs with a claim")
 	}
 }
+
+// TestImportSharedGPUs: with GPU sharing, pods asking for part of a GPU
+// share one, up to its 1000 milli: on a node of two GPUs, pods of 600,
+// 400, 500 and 500 milli fill both and the pod asking for a whole GPU
+// waits; without sharing, two pods run and three wait.
+func TestImportSharedGPUs(t *testing.T) {
+	nodes, pods := smallTrace(t, ""+
+		"a,1000,1024,1,600,,BE,Running,0,,0\n"+
+		"b,1000,1024,1,400,,BE,Running,1,,1\n"+
+		"c,1000,1024,1,500,,BE,Running,2,,2\n"+
+		"d,1000,1024,1,500,,BE,Running,3,,3\n"+
+		"whole,1000,1024,1,1000,,BE,Running,4,,4\n")
+	for _, c := range []struct {
+		sharing          bool
+		running, pending int
+	}{{false, 2, 3}, {true, 4, 1}} {
+		snap, stats, err := Import(context.Background(), nodes, pods, Options{At: Peak, DRA: true, GPUSharing: c.sharing})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Running != c.running || stats.Pending != c.pending {
+			t.Errorf("sharing %v: %s; want %d running, %d pending", c.sharing, stats, c.running, c.pending)
+		}
+		// Each GPU gives at most its 1000 milli; whole GPUs at most once.
+		used := map[string]int64{}
+		for _, cl := range snap.ResourceClaims {
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				dev := r.Pool + "/" + r.Device
+				if q, ok := r.ConsumedCapacity[gpuMilli]; ok {
+					used[dev] += q.Value()
+				} else {
+					used[dev] += 1000
+				}
+			}
+		}
+		for dev, n := range used {
+			if n > 1000 {
+				t.Errorf("sharing %v: GPU %s gives %d milli", c.sharing, dev, n)
+			}
+		}
+	}
+}

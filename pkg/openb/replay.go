@@ -59,6 +59,10 @@ type Options struct {
 	// resource nvidia.com/gpu: ResourceSlices, a DeviceClass, and a claim
 	// from a template for each GPU pod (see dra.go).
 	DRA bool
+	// GPUSharing, with DRA, lets a GPU be allocated to several pods: each
+	// GPU has 1000 "milli" of capacity and a pod sharing one (gpu_milli
+	// under 1000) consumes its gpu_milli of it (DRA consumable capacity).
+	GPUSharing bool
 	// QueueFrom, when set, is a second of the trace from which pods are not
 	// replayed: those created then or later (up to At, and not deleted by
 	// then) are in the snapshot as pending pods the scheduler has not tried
@@ -127,7 +131,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		snap.Nodes = append(snap.Nodes, nodeObject(n, opts.DRA))
 	}
 	if opts.DRA {
-		addDevices(snap, nodes, pods)
+		addDevices(snap, nodes, pods, opts.GPUSharing)
 	}
 	var simOpts []simulator.Option
 	if opts.EveryNode {
@@ -179,7 +183,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		if free.known && !free.admits(pods[i]) {
 			return false, nil // more than any node has free: it waits
 		}
-		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName, opts.DRA))
+		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName, opts))
 		if err != nil {
 			return false, err
 		}
@@ -259,13 +263,13 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	for _, w := range waiting {
 		// As kube-scheduler leaves a pod it could not place: unschedulable
 		// since it was created.
-		pod := podObject(pods[w], prof.SchedulerName, opts.DRA)
+		pod := podObject(pods[w], prof.SchedulerName, opts)
 		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable,
 			Message: "no node of the trace's cluster has room for it", LastTransitionTime: pod.CreationTimestamp}}
 		snap.Pods = append(snap.Pods, pod)
 	}
 	for _, q := range queue {
-		snap.Pods = append(snap.Pods, podObject(pods[q], prof.SchedulerName, opts.DRA))
+		snap.Pods = append(snap.Pods, podObject(pods[q], prof.SchedulerName, opts))
 	}
 	stats.Queued = len(queue)
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
@@ -346,7 +350,7 @@ func nodeObject(n Node, dra bool) *v1.Node {
 	}
 }
 
-func podObject(p Pod, schedulerName string, dra bool) *v1.Pod {
+func podObject(p Pod, schedulerName string, opts Options) *v1.Pod {
 	requests := v1.ResourceList{
 		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
@@ -391,8 +395,8 @@ func podObject(p Pod, schedulerName string, dra bool) *v1.Pod {
 			}}},
 		}}
 	}
-	if dra && p.GPUs > 0 {
-		claimGPUs(pod, p)
+	if opts.DRA && p.GPUs > 0 {
+		claimGPUs(pod, p, opts.GPUSharing)
 	}
 	return pod
 }

@@ -318,8 +318,8 @@ func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detai
 	if annotation := optedOut(sim, pod, node); annotation != "" {
 		return plan.ReasonOptOut, annotation
 	}
-	if c := claims.Pinned(pod, sim.Claim); len(c) > 0 {
-		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s, which stays allocated where it is (a claim the pod names, which others may share, one for extended resources, or one sharing a device's capacity): it stays on %s", plan.Abbreviate(c, 3), node)
+	if c := claims.Pinned(pod); len(c) > 0 {
+		return plan.ReasonClaim, fmt.Sprintf("the pod uses devices through ResourceClaim %s, which stays allocated where it is (a claim the pod names, which others may share, or one for extended resources): it stays on %s", plan.Abbreviate(c, 3), node)
 	}
 	// Last: a gang moved whole passes every other check.
 	if g := gang.Of(pod); g != "" {

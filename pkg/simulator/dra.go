@@ -133,9 +133,10 @@ func (o *claimsOverlay) ListAllAllocatedDevices() (sets.Set[structured.DeviceID]
 }
 
 // GatherAllocatedState is the snapshot's allocated state with the
-// simulation's changes, as ListAllAllocatedDevices. Consumed capacity is
-// the snapshot's: the pods whose claims consume capacity of shared devices
-// are never moved (see claims.Pinned).
+// simulation's changes, as ListAllAllocatedDevices: devices allocated
+// whole, shares of devices allocated more than once, and the capacity
+// those shares consume (as the DynamicResources plugin's own manager
+// gathers them).
 func (o *claimsOverlay) GatherAllocatedState() (*structured.AllocatedState, error) {
 	inner, err := o.inner.GatherAllocatedState()
 	if err != nil {
@@ -144,16 +145,26 @@ func (o *claimsOverlay) GatherAllocatedState() (*structured.AllocatedState, erro
 	out := &structured.AllocatedState{
 		AllocatedDevices:         inner.AllocatedDevices.Clone(),
 		AllocatedSharedDeviceIDs: inner.AllocatedSharedDeviceIDs.Clone(),
-		AggregatedCapacity:       inner.AggregatedCapacity,
+		AggregatedCapacity:       inner.AggregatedCapacity.Clone(),
+	}
+	if out.AggregatedCapacity == nil {
+		out.AggregatedCapacity = structured.NewConsumedCapacityCollection()
 	}
 	o.adjust(func(r resourceapi.DeviceRequestAllocationResult, add bool) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		if r.ShareID != nil {
 			shared := structured.MakeSharedDeviceID(id, r.ShareID)
+			consumed := structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity)
 			if add {
 				out.AllocatedSharedDeviceIDs.Insert(shared)
+				if r.ConsumedCapacity != nil {
+					out.AggregatedCapacity.Insert(consumed)
+				}
 			} else {
 				out.AllocatedSharedDeviceIDs.Delete(shared)
+				if r.ConsumedCapacity != nil {
+					out.AggregatedCapacity.Remove(consumed)
+				}
 			}
 			return
 		}
@@ -177,7 +188,9 @@ func (o *claimsOverlay) adjust(fn func(r resourceapi.DeviceRequestAllocationResu
 			return
 		}
 		for _, r := range c.Status.Allocation.Devices.Results {
-			fn(r, add)
+			if !ptr.Deref(r.AdminAccess, false) { // not allocated, for the scheduler
+				fn(r, add)
+			}
 		}
 	}
 	// Every removal before any addition: a device a released claim held

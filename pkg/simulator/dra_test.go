@@ -2,14 +2,20 @@ package simulator
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
 
+	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -192,4 +198,133 @@ func TestMoveTakesItsDevicesAlong(t *testing.T) {
 	if s.Claim("ml", name) != nil {
 		t.Error("the replacement's claim outlived the Revert")
 	}
+}
+
+// sharedGPUs is two nodes of one GPU each that may be allocated more than
+// once, 1000 "milli" of capacity each, and pods pending in namespace ml,
+// each asking for 500 of one GPU through a claim from template half.
+func sharedGPUs(pods int) *snapshot.Snapshot {
+	snap := &snapshot.Snapshot{
+		Nodes: []*v1.Node{node("gpu-a", "8"), node("gpu-b", "8")},
+		DeviceClasses: []*resourceapi.DeviceClass{{
+			ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"},
+			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
+				CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "gpu.example.com"`},
+			}}},
+		}},
+		ResourceClaimTemplates: []*resourceapi.ResourceClaimTemplate{{
+			ObjectMeta: metav1.ObjectMeta{Name: "half", Namespace: "ml"},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+				Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+					DeviceClassName: "gpu.example.com",
+					AllocationMode:  resourceapi.DeviceAllocationModeExactCount, Count: 1,
+					Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{"milli": resource.MustParse("500")}},
+				}}},
+			}}},
+		}},
+	}
+	for _, n := range []string{"gpu-a", "gpu-b"} {
+		snap.ResourceSlices = append(snap.ResourceSlices, &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: n + "-gpu"},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver: "gpu.example.com", NodeName: ptr.To(n),
+				Pool: resourceapi.ResourcePool{Name: n, Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourceapi.Device{{
+					Name: "gpu-0", AllowMultipleAllocations: ptr.To(true),
+					Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"milli": {Value: resource.MustParse("1000")}},
+				}},
+			},
+		})
+	}
+	for i := range pods {
+		p := testutil.BuildTestPod(fmt.Sprintf("share-%d", i), "", "1", "1Gi", testutil.WithScheduler("rebalancer-scheduler"))
+		p.Namespace, p.UID = "ml", types.UID(fmt.Sprintf("share-%d", i))
+		p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")}}
+		snap.Pods = append(snap.Pods, p)
+	}
+	return snap
+}
+
+// consumed sums, by device, the capacity the simulation's claims consume,
+// and fails when a device gives more than its 1000.
+func consumed(t *testing.T, s *Simulator) map[string]int64 {
+	t.Helper()
+	claims, err := s.dra.claims.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range c.Status.Allocation.Devices.Results {
+			q := r.ConsumedCapacity["milli"]
+			out[r.Pool+"/"+r.Device] += q.Value()
+		}
+	}
+	for dev, n := range out {
+		if n > 1000 {
+			t.Errorf("device %s gives %d of its 1000", dev, n)
+		}
+	}
+	return out
+}
+
+// TestSharedDevicesByConsumedCapacity: pods asking for half a GPU share
+// one (two to a GPU, never three); a pod moved gives its half back where it
+// leaves, so a pod pending can have it; and a pod sharing a device is not
+// kept where it is for its claim.
+func TestSharedDevicesByConsumedCapacity(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t, "binpacking-scheduler.yaml", sharedGPUs(5))
+	pending := s.Pending()
+	placed := map[string]string{}
+	for i, p := range pending[:4] {
+		if i == 2 {
+			// Two halves on one GPU: one node holds them (and the five
+			// pods' CPU), had they taken a GPU each or not.
+			if got := consumed(t, s); len(got) != 1 {
+				t.Errorf("two halves on %v, want one GPU", got)
+			}
+			if n, err := s.LowerBound(); err != nil || n != 1 {
+				t.Errorf("lower bound %d (%v), want 1", n, err)
+			}
+		}
+		b, why, err := s.Place(ctx, p)
+		if err != nil || b == nil {
+			t.Fatalf("%s not placed: %s %v", p.Name, why, err)
+		}
+		placed[p.Name] = b.Spec.NodeName
+	}
+	if got := consumed(t, s); got["gpu-a/gpu-0"] != 1000 || got["gpu-b/gpu-0"] != 1000 {
+		t.Fatalf("four halves on two GPUs: %v (placed %v)", got, placed)
+	}
+	if b, _, err := s.Place(ctx, pending[4]); err != nil || b != nil {
+		t.Fatalf("a fifth half placed on %v (%v): both GPUs are full", b, err)
+	}
+	// share-0 leaves its GPU: there is no half free elsewhere but by the
+	// move itself, so it moves to no node; it is evicted, and the fifth
+	// takes its half.
+	var first *v1.Pod
+	for _, p := range s.Bound() {
+		if p.Name == "share-0" {
+			first = p
+		}
+	}
+	if c := claims.Pinned(first); c != nil {
+		t.Errorf("share-0 kept where it is for its claims %v", c)
+	}
+	if err := s.Evict(first); err != nil {
+		t.Fatal(err)
+	}
+	if got := consumed(t, s); got["gpu-a/gpu-0"]+got["gpu-b/gpu-0"] != 1500 {
+		t.Fatalf("after share-0 left: %v, want its half free", got)
+	}
+	b, why, err := s.Place(ctx, pending[4])
+	if err != nil || b == nil || b.Spec.NodeName != placed["share-0"] {
+		t.Fatalf("the fifth half placed on %v (%s, %v), want %s, where share-0 gave its half back", b, why, err, placed["share-0"])
+	}
+	consumed(t, s)
 }

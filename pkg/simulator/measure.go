@@ -9,11 +9,14 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/utils"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/claims"
@@ -110,12 +113,12 @@ func (s *Simulator) LowerBound() (int, error) {
 	capacity := map[string]v1.ResourceList{}
 	demand := map[v1.ResourceName]int64{}
 	tolerations := map[string][]v1.Toleration{} // the pods' distinct sets
-	devices, counted := s.devicesByNode(), sets.New[string]()
+	devices, counted, shared := s.devicesByNode(), sets.New[string](), s.sharedCapacities()
 	need := func(pod *v1.Pod) {
 		for r, q := range requests.Of(pod) {
 			demand[r] += value(r, q)
 		}
-		for r, n := range s.devicesOf(pod, counted) {
+		for r, n := range s.devicesOf(pod, counted, shared) {
 			demand[r] += n
 		}
 		demand[v1.ResourcePods]++
@@ -235,9 +238,10 @@ func placingTaints(n *v1.Node) []v1.Taint {
 	return out
 }
 
-// devicesByNode counts the DRA devices each node publishes, by driver, as
-// resources named "devices/<driver>" for LowerBound. Devices of slices not
-// bound to one node are not counted.
+// devicesByNode counts the DRA devices each node publishes, by driver, in
+// thousandths of a device (so that shares of a device count), as resources
+// named "devices/<driver>" for LowerBound. Devices of slices not bound to
+// one node are not counted.
 func (s *Simulator) devicesByNode() map[string]v1.ResourceList {
 	out := map[string]v1.ResourceList{}
 	for _, sl := range s.objects.ResourceSlices {
@@ -249,19 +253,63 @@ func (s *Simulator) devicesByNode() map[string]v1.ResourceList {
 		}
 		r := deviceResource(sl.Spec.Driver)
 		q := out[*sl.Spec.NodeName][r]
-		q.Add(*resource.NewQuantity(int64(len(sl.Spec.Devices)), resource.DecimalSI))
+		q.Add(*resource.NewQuantity(wholeDevice*int64(len(sl.Spec.Devices)), resource.DecimalSI))
 		out[*sl.Spec.NodeName][r] = q
 	}
 	return out
 }
 
+// wholeDevice is a device, in the thousandths LowerBound counts.
+const wholeDevice = 1000
+
+// sharedCapacities is the capacity of each device that may be allocated
+// more than once, for the shares of it a claim consumes.
+func (s *Simulator) sharedCapacities() map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity {
+	out := map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity{}
+	for _, sl := range s.objects.ResourceSlices {
+		for _, d := range sl.Spec.Devices {
+			if ptr.Deref(d.AllowMultipleAllocations, false) {
+				caps := map[resourceapi.QualifiedName]resource.Quantity{}
+				for name, c := range d.Capacity {
+					caps[name] = c.Value
+				}
+				out[structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name)] = caps
+			}
+		}
+	}
+	return out
+}
+
+// deviceShare is how much of a device, in thousandths, an allocation
+// result holds: all of it, or for a share, the least of its consumed
+// capacities as a part of the device's (rounded down: a lower bound may
+// only err low; a share of unknown capacity counts nothing).
+func deviceShare(r resourceapi.DeviceRequestAllocationResult, shared map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity) int64 {
+	if r.ShareID == nil {
+		return wholeDevice
+	}
+	caps := shared[structured.MakeDeviceID(r.Driver, r.Pool, r.Device)]
+	share := int64(-1)
+	for name, used := range r.ConsumedCapacity {
+		total, ok := caps[name]
+		if !ok || total.Sign() <= 0 {
+			continue
+		}
+		part := int64(float64(wholeDevice) * used.AsApproximateFloat64() / total.AsApproximateFloat64())
+		if share < 0 || part < share {
+			share = part
+		}
+	}
+	return max(share, 0)
+}
+
 func deviceResource(driver string) v1.ResourceName { return v1.ResourceName("devices/" + driver) }
 
-// devicesOf counts, by driver, the devices allocated to pod's claims that
-// counted does not hold yet (a claim several pods share counts once), and
-// adds them to counted. A claim not allocated yet counts nothing: a lower
-// bound may only err low.
-func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string]) map[v1.ResourceName]int64 {
+// devicesOf counts, by driver and in thousandths, the devices allocated to
+// pod's claims that counted does not hold yet (a claim several pods share
+// counts once), and adds them to counted. A claim not allocated yet counts
+// nothing: a lower bound may only err low.
+func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string], shared map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity) map[v1.ResourceName]int64 {
 	if s.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return nil
 	}
@@ -278,7 +326,9 @@ func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string]) map[v1.Reso
 		counted.Insert(key)
 		if c := s.Claim(pod.Namespace, name); c != nil && c.Status.Allocation != nil {
 			for _, r := range c.Status.Allocation.Devices.Results {
-				out[deviceResource(r.Driver)]++
+				if !ptr.Deref(r.AdminAccess, false) {
+					out[deviceResource(r.Driver)] += deviceShare(r, shared)
+				}
 			}
 		}
 	}

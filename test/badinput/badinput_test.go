@@ -382,6 +382,8 @@ func TestBadInput(t *testing.T) {
 			want: []string{"6000", "5000"}},
 		{name: "snapshot openb --at -5", args: append(openbArgs(nil), "--at", "-5"),
 			want: []string{"--at -5"}},
+		{name: "snapshot openb --gpu-sharing without --dra", args: append(openbArgs(nil), "--gpu-sharing"),
+			want: []string{"--gpu-sharing needs --dra"}},
 	}
 
 	cases = append(cases, more...)
