@@ -21,12 +21,15 @@ import (
 // lower bound) or by the average pod misses that pods differ: a small node
 // whose CPU runs out after 35 pods of the average takes 107 of the
 // smallest, and a large node has CPU to spare for the largest. So the
-// packing places the pods largest first, each on the kept node with the
-// most free room per free pod slot (in its scarcest counted resource): the
-// largest pods go where a slot has the most room, and the nodes' room per
-// slot evens out, so that each fills its slots as it fills its room. It
-// keeps the fewest nodes, in keep order (keepOrder), whose room holds every
-// movable pod of the others. The plan then sends each pod to a
+// packing fills the kept nodes one by one, each first with the largest
+// pods no bigger than its free room divided by its free pod slots (such a
+// pod leaves that share as large for the next slot), then with the
+// smallest that fit; where that leaves pods without room, it places the
+// pods largest first, each on the kept node with the most free room per
+// free pod slot (in its scarcest counted resource), so that the largest
+// go where a slot has the most room and every node fills its slots as it
+// fills its room. It keeps the fewest nodes, in keep order (keepOrder),
+// whose room holds every movable pod of the others. The plan then sends each pod to a
 // node the packing left room on for pods of its shape
 // (simulator.PredictOptions.Prefer), else to any node kept (PreferElse):
 // the scheduler's own score chooses among them. The packing only orders and
@@ -115,16 +118,17 @@ func shapeKey(amounts []int64) shape {
 func pack(order []candidate, pinned map[string]bool, counted []v1.ResourceName, ceiling map[v1.ResourceName]int32) *packing {
 	pb := newPackProblem(order, counted, ceiling)
 	// fill packs the pods of the nodes from m on into the first m nodes;
-	// the room it gives each shape when all fit, nil otherwise. Spreading
-	// by room per slot packs best where pod slots run out first (many
-	// small pods), filling node by node where room does: the first that
-	// holds every pod.
+	// the room it gives each shape when all fit, nil otherwise. Filling
+	// node by node packs the kept nodes tightest (the first full, the last
+	// with room to spare); where it finds no room for every pod, spreading
+	// by room per slot may (it packs best where pod slots run out first,
+	// with many small pods).
 	fill := func(m int) map[shape]map[string]int {
 		left := pb.left(m)
-		if given := pb.bySlotRoom(m, left); given != nil {
+		if given := pb.byShare(m, left); given != nil {
 			return given
 		}
-		return pb.byShare(m, left)
+		return pb.bySlotRoom(m, left)
 	}
 	// The fewest nodes kept: at least the pinned ones, which lead the order.
 	lo := 0
