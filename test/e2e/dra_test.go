@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -213,5 +214,137 @@ func TestDevicesFollowTheirPods(t *testing.T) {
 	e.poll("trainer's old claim deleted", func() (bool, error) {
 		_, err := rc.ResourceClaims(e.ns).Get(e.ctx, claimOf(trainer), metav1.GetOptions{})
 		return err != nil, nil
+	})
+}
+
+// TestSharedDevicesFollowTheirPods: two pods share gpu-a's one GPU through
+// DRA consumable capacity (the GPU may be allocated more than once, 1000
+// "milli"; each pod's claim, from a template, asks for 500 of it). gpu-a
+// goes under maintenance and gpu-b publishes a GPU like it. `run --once`
+// moves both onto gpu-b: their replacements run there, each with a claim of
+// its own consuming 500 of gpu-b's GPU, which gives no more than its 1000.
+func TestSharedDevicesFollowTheirPods(t *testing.T) {
+	needScheduler(t)
+	e := newTestEnv(t)
+	gpuA, gpuB := e.name+"-a", e.name+"-b"
+	e.addNodes("8", gpuA, gpuB)
+
+	class := e.name + ".shared.example.com" // cluster-scoped: one per test run
+	rc := client.ResourceV1()
+	if _, err := rc.DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + class + `"`},
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.DeviceClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	publish := func(node string) {
+		t.Helper()
+		slice := &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node + "-shared-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{
+				Driver:   class,
+				NodeName: ptr.To(node),
+				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourcev1.Device{{
+					Name: "gpu-0", AllowMultipleAllocations: ptr.To(true),
+					Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"milli": {Value: resource.MustParse("1000")}},
+				}},
+			},
+		}
+		if _, err := rc.ResourceSlices().Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
+	}
+	publish(gpuA)
+	if _, err := rc.ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "half"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{
+				DeviceClassName: class,
+				Capacity:        &resourcev1.CapacityRequirements{Requests: map[resourcev1.QualifiedName]resource.Quantity{"milli": resource.MustParse("500")}},
+			}}},
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := e.podSpec(schedulerName, resources("1", "1Gi"))
+	spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")}}
+	spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	sel := map[string]string{"app": "half"}
+	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "half", Namespace: e.ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// consumedOn sums, by node, what the namespace's claims consume of the
+	// GPUs, and fails when a GPU gives more than its 1000.
+	consumedOn := func() map[string]int64 {
+		t.Helper()
+		claims, err := rc.ResourceClaims(e.ns).List(e.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, c := range claims.Items {
+			if c.Status.Allocation == nil || c.DeletionTimestamp != nil {
+				continue
+			}
+			for _, r := range c.Status.Allocation.Devices.Results {
+				q := r.ConsumedCapacity["milli"]
+				out[r.Pool] += q.Value()
+			}
+		}
+		for node, n := range out {
+			if n > 1000 {
+				t.Errorf("the GPU of %s gives %d milli", node, n)
+			}
+		}
+		return out
+	}
+	var before []v1.Pod
+	e.poll("both halves bound on "+gpuA+", sharing its GPU", func() (bool, error) {
+		before = e.boundPods("half", 2)
+		return consumedOn()[gpuA] == 1000, nil
+	})
+	for _, p := range before {
+		if p.Spec.NodeName != gpuA {
+			t.Fatalf("%s is on %s, want on %s, the only node with a GPU", p.Name, p.Spec.NodeName, gpuA)
+		}
+	}
+	publish(gpuB)
+	e.taintForMaintenance(gpuA)
+
+	res := runOnce(t)
+	moved := 0
+	for _, m := range res.Plan.Moves {
+		if m.Namespace != e.ns {
+			continue
+		}
+		if m.Source != gpuA || m.Target != gpuB {
+			t.Errorf("%s planned %s -> %s, want %s -> %s", m.Name, m.Source, m.Target, gpuA, gpuB)
+		}
+		moved++
+	}
+	if moved != 2 {
+		t.Fatalf("%d of the two halves planned onto %s; skipped: %+v", moved, gpuB, res.Plan.Skipped)
+	}
+	e.poll("both replacements bound on "+gpuB+", sharing its GPU", func() (bool, error) {
+		after := e.boundPods("half", 2)
+		for _, p := range after {
+			if p.Spec.NodeName != gpuB {
+				return false, nil
+			}
+		}
+		got := consumedOn()
+		return got[gpuB] == 1000 && got[gpuA] == 0, nil
 	})
 }
