@@ -107,9 +107,10 @@ const progressEvery = 10 * time.Second
 //
 // Each pod becomes a pod of namespace openb owned by a ReplicaSet of its own
 // (so that it may be evicted and recreated), with its CPU and memory as
-// requests, and num_gpu whole GPUs as nvidia.com/gpu. gpu_milli is not
-// modelled: Kubernetes' device plugin allocates whole GPUs, so a pod sharing
-// a GPU holds one here. LS and Guaranteed pods get limits equal to their
+// requests, and num_gpu whole GPUs as nvidia.com/gpu (or DRA devices,
+// opts.DRA). gpu_milli is modelled only with opts.GPUSharing: Kubernetes'
+// device plugin allocates whole GPUs, so otherwise a pod sharing a GPU
+// holds one here. LS and Guaranteed pods get limits equal to their
 // requests (QoS Guaranteed); the others requests only.
 //
 // Creations and deletions are applied in time order (deletions first at

@@ -37,36 +37,10 @@ func TestDevicesFollowTheirPods(t *testing.T) {
 	gpuA, gpuB := e.name+"-a", e.name+"-b"
 	e.addNodes("8", gpuA, gpuB)
 
-	class := e.name + ".gpu.example.com" // cluster-scoped: one per test run
+	class := e.deviceClass("gpu")
 	rc := client.ResourceV1()
-	if _, err := rc.DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + class + `"`},
-		}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.DeviceClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
-	publish := func(node string, devices ...string) {
-		t.Helper()
-		slice := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
-			Spec: resourcev1.ResourceSliceSpec{
-				Driver:   class,
-				NodeName: ptr.To(node),
-				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-			},
-		}
-		for _, d := range devices {
-			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: d})
-		}
-		if _, err := rc.ResourceSlices().Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
-	}
-	publish(gpuA, "gpu-0", "gpu-1")
+	gpu := func(name string) resourcev1.Device { return resourcev1.Device{Name: name} }
+	e.publishDevices(class, gpuA, gpu("gpu-0"), gpu("gpu-1"))
 
 	request := resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
 		Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class},
@@ -130,7 +104,7 @@ func TestDevicesFollowTheirPods(t *testing.T) {
 			t.Fatalf("%s is on %s, want on %s, the only node with GPUs", p.Name, p.Spec.NodeName, gpuA)
 		}
 	}
-	publish(gpuB, "gpu-0")
+	e.publishDevices(class, gpuB, gpu("gpu-0"))
 	e.taintForMaintenance(gpuA)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -144,7 +118,7 @@ func TestDevicesFollowTheirPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: DeviceClass", "name: " + class, "kind: ResourceSlice", "name: " + gpuB + "-gpus",
+	for _, want := range []string{"kind: DeviceClass", "name: " + class, "kind: ResourceSlice", "name: " + gpuB + "-" + class,
 		"kind: ResourceClaimTemplate", "name: " + claimOf(trainer), "device: gpu-0", "device: gpu-1"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the capture lacks %q", want)
@@ -229,37 +203,13 @@ func TestSharedDevicesFollowTheirPods(t *testing.T) {
 	gpuA, gpuB := e.name+"-a", e.name+"-b"
 	e.addNodes("8", gpuA, gpuB)
 
-	class := e.name + ".shared.example.com" // cluster-scoped: one per test run
+	class := e.deviceClass("shared")
 	rc := client.ResourceV1()
-	if _, err := rc.DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: class},
-		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
-			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + class + `"`},
-		}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	shared := resourcev1.Device{
+		Name: "gpu-0", AllowMultipleAllocations: ptr.To(true),
+		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"milli": {Value: resource.MustParse("1000")}},
 	}
-	t.Cleanup(func() { _ = rc.DeviceClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
-	publish := func(node string) {
-		t.Helper()
-		slice := &resourcev1.ResourceSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: node + "-shared-gpus"},
-			Spec: resourcev1.ResourceSliceSpec{
-				Driver:   class,
-				NodeName: ptr.To(node),
-				Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-				Devices: []resourcev1.Device{{
-					Name: "gpu-0", AllowMultipleAllocations: ptr.To(true),
-					Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"milli": {Value: resource.MustParse("1000")}},
-				}},
-			},
-		}
-		if _, err := rc.ResourceSlices().Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
-	}
-	publish(gpuA)
+	e.publishDevices(class, gpuA, shared)
 	if _, err := rc.ResourceClaimTemplates(e.ns).Create(e.ctx, &resourcev1.ResourceClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "half"},
 		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
@@ -320,7 +270,7 @@ func TestSharedDevicesFollowTheirPods(t *testing.T) {
 			t.Fatalf("%s is on %s, want on %s, the only node with a GPU", p.Name, p.Spec.NodeName, gpuA)
 		}
 	}
-	publish(gpuB)
+	e.publishDevices(class, gpuB, shared)
 	e.taintForMaintenance(gpuA)
 
 	res := runOnce(t)
@@ -347,4 +297,43 @@ func TestSharedDevicesFollowTheirPods(t *testing.T) {
 		got := consumedOn()
 		return got[gpuB] == 1000 && got[gpuA] == 0, nil
 	})
+}
+
+// deviceClass creates a DeviceClass that takes every device of a driver of
+// the same name, of its own for this test run (cluster-scoped), and
+// returns the name.
+func (e *testEnv) deviceClass(kind string) string {
+	e.t.Helper()
+	class := e.name + "." + kind + ".example.com"
+	rc := client.ResourceV1()
+	if _, err := rc.DeviceClasses().Create(e.ctx, &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: class},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + class + `"`},
+		}}},
+	}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = rc.DeviceClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	return class
+}
+
+// publishDevices publishes devices on node, as the driver of class does,
+// in a ResourceSlice named after both.
+func (e *testEnv) publishDevices(class, node string, devices ...resourcev1.Device) {
+	e.t.Helper()
+	rc := client.ResourceV1()
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + class},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   class,
+			NodeName: ptr.To(node),
+			Pool:     resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}
+	if _, err := rc.ResourceSlices().Create(e.ctx, slice, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
 }
