@@ -13,12 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -81,29 +79,16 @@ type candidate struct {
 // markClosed marks the candidates that refuse some of the movable pods of
 // the candidates, by their distinct toleration sets.
 func markClosed(candidates []candidate) {
-	sets := map[string][]v1.Toleration{}
-	var key strings.Builder
+	sets := simulator.TolerationSets{}
 	for _, cand := range candidates {
 		for _, pi := range cand.ni.GetPods() {
-			p := pi.GetPod()
-			if simulator.NodeBound(p) {
-				continue
-			}
-			key.Reset()
-			for _, t := range p.Spec.Tolerations { // what placing reads of them
-				for _, f := range []string{t.Key, string(t.Operator), t.Value, string(t.Effect)} {
-					key.WriteString(f)
-					key.WriteByte(0)
-				}
-			}
-			if _, ok := sets[key.String()]; !ok {
-				sets[key.String()] = p.Spec.Tolerations
+			if p := pi.GetPod(); !simulator.NodeBound(p) {
+				sets.Add(p.Spec.Tolerations)
 			}
 		}
 	}
-	tolerations := slices.Collect(maps.Values(sets))
 	for i := range candidates {
-		candidates[i].closed = simulator.RefusesSome(candidates[i].node, tolerations)
+		candidates[i].closed = simulator.RefusesSome(candidates[i].node, sets)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -112,7 +113,7 @@ func (s *Simulator) LowerBound() (int, error) {
 	}
 	capacity := map[string]v1.ResourceList{}
 	demand := map[v1.ResourceName]int64{}
-	tolerations := map[string][]v1.Toleration{} // the pods' distinct sets
+	tolerations := TolerationSets{}
 	devices, counted, shared := s.devicesByNode(), sets.New[string](), s.sharedCapacities()
 	need := func(pod *v1.Pod) {
 		for r, q := range requests.Of(pod) {
@@ -122,9 +123,7 @@ func (s *Simulator) LowerBound() (int, error) {
 			demand[r] += n
 		}
 		demand[v1.ResourcePods]++
-		if len(pod.Spec.Tolerations) > 0 {
-			tolerations[fmt.Sprint(pod.Spec.Tolerations)] = pod.Spec.Tolerations
-		}
+		tolerations.Add(pod.Spec.Tolerations)
 	}
 	var tainted []*v1.Node
 	for _, ni := range nodes {
@@ -167,8 +166,7 @@ func (s *Simulator) LowerBound() (int, error) {
 			// Comparison operators count as the scheduler may count them: a
 			// lower bound may only err low.
 			ok = slices.ContainsFunc(slices.Collect(maps.Values(tolerations)), func(tols []v1.Toleration) bool {
-				_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tols, nil, true)
-				return !untolerated
+				return tolerates(tols, taints)
 			})
 			tolerated[key] = ok
 		}
@@ -208,11 +206,35 @@ func value(r v1.ResourceName, q resource.Quantity) int64 {
 	return q.Value()
 }
 
+// TolerationSets are pods' distinct toleration sets, told apart by what
+// placing reads of a toleration (key, operator, value, effect: not how
+// long a NoExecute taint is tolerated).
+type TolerationSets map[string][]v1.Toleration
+
+// Add counts a pod's tolerations (none is the empty set).
+func (t TolerationSets) Add(tols []v1.Toleration) {
+	var key strings.Builder
+	for _, tol := range tols {
+		for _, f := range []string{tol.Key, string(tol.Operator), tol.Value, string(tol.Effect)} {
+			key.WriteString(f)
+			key.WriteByte(0)
+		}
+	}
+	if _, ok := t[key.String()]; !ok {
+		t[key.String()] = tols
+	}
+}
+
+// tolerates says whether tols tolerate every one of taints.
+func tolerates(tols []v1.Toleration, taints []v1.Taint) bool {
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tols, nil, true)
+	return !untolerated
+}
+
 // RefusesSome says whether n takes no new pod of one of the toleration
-// sets (a pod without tolerations has the empty one): it is cordoned, or
-// one of its NoSchedule or NoExecute taints is not tolerated by one of the
-// sets.
-func RefusesSome(n *v1.Node, tolerations [][]v1.Toleration) bool {
+// sets: it is cordoned, or one of its NoSchedule or NoExecute taints is
+// not tolerated by one of the sets.
+func RefusesSome(n *v1.Node, tolerations TolerationSets) bool {
 	if n.Spec.Unschedulable {
 		return true
 	}
@@ -220,10 +242,12 @@ func RefusesSome(n *v1.Node, tolerations [][]v1.Toleration) bool {
 	if len(taints) == 0 {
 		return false
 	}
-	return slices.ContainsFunc(tolerations, func(tols []v1.Toleration) bool {
-		_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, tols, nil, true)
-		return untolerated
-	})
+	for _, tols := range tolerations {
+		if !tolerates(tols, taints) {
+			return true
+		}
+	}
+	return false
 }
 
 // placingTaints are the taints of n that keep pods that do not tolerate

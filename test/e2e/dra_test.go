@@ -56,26 +56,8 @@ func TestDevicesFollowTheirPods(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for app, claim := range map[string]v1.PodResourceClaim{
-		"trainer": {Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")},
-		"shared":  {Name: "gpu", ResourceClaimName: ptr.To("gpu")},
-	} {
-		spec := e.podSpec(schedulerName, resources("1", "1Gi"))
-		spec.ResourceClaims = []v1.PodResourceClaim{claim}
-		spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
-		sel := map[string]string{"app": app}
-		rs := &appsv1.ReplicaSet{
-			ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: e.ns},
-			Spec: appsv1.ReplicaSetSpec{
-				Replicas: ptr.To[int32](1),
-				Selector: &metav1.LabelSelector{MatchLabels: sel},
-				Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec},
-			},
-		}
-		if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, rs, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e.claimingReplicaSet("trainer", 1, v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu")})
+	e.claimingReplicaSet("shared", 1, v1.PodResourceClaim{Name: "gpu", ResourceClaimName: ptr.To("gpu")})
 	// claimOf is the claim each pod runs with, from its status for a
 	// claim made from the template.
 	claimOf := func(p v1.Pod) string {
@@ -221,20 +203,7 @@ func TestSharedDevicesFollowTheirPods(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	spec := e.podSpec(schedulerName, resources("1", "1Gi"))
-	spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")}}
-	spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
-	sel := map[string]string{"app": "half"}
-	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, &appsv1.ReplicaSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "half", Namespace: e.ns},
-		Spec: appsv1.ReplicaSetSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.claimingReplicaSet("half", 2, v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")})
 	// consumedOn sums, by node, what the namespace's claims consume of the
 	// GPUs, and fails when a GPU gives more than its 1000.
 	consumedOn := func() map[string]int64 {
@@ -336,4 +305,25 @@ func (e *testEnv) publishDevices(class, node string, devices ...resourcev1.Devic
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { _ = rc.ResourceSlices().Delete(context.Background(), slice.Name, metav1.DeleteOptions{}) })
+}
+
+// claimingReplicaSet runs replicas pods named app, of 1 CPU and 1 GiB, on
+// rebalancer-scheduler, whose container uses the pod's one claim entry.
+func (e *testEnv) claimingReplicaSet(app string, replicas int32, claim v1.PodResourceClaim) {
+	e.t.Helper()
+	spec := e.podSpec(schedulerName, resources("1", "1Gi"))
+	spec.ResourceClaims = []v1.PodResourceClaim{claim}
+	spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: claim.Name}}
+	sel := map[string]string{"app": app}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: e.ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec},
+		},
+	}
+	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, rs, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
 }
