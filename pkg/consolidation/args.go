@@ -37,7 +37,10 @@ type Args struct {
 	// node in use costs on average (disruption.Cost: 1 a pod, more for a
 	// pod-deletion-cost or a priority). Emptying one node of N saves 1/N of
 	// the nodes; at 200, as Karpenter's k = 2, it may cost up to 2/N of the
-	// disruption of them all. 0, the default, weighs no cost.
+	// disruption of them all. 0, the default, weighs no cost. It is the
+	// profile's: HighNodeUtilization in the same profile, which empties
+	// nodes too, is held to it (configured here even when Consolidation is
+	// not enabled).
 	MaxDrainCostPercent int32 `json:"maxDrainCostPercent,omitempty"`
 }
 

@@ -16,7 +16,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,7 +67,7 @@ type candidate struct {
 	// as a fraction of the largest node's allocatable, summed: comparable
 	// across node sizes.
 	load float64
-	// cost is what evicting the node's pods costs (see cost).
+	// cost is what emptying the node costs (simulator.DrainCost).
 	cost float64
 	// closed: the node refuses some of the pods that would move (cordoned,
 	// or a taint one of them does not tolerate), so the packing gives it
@@ -120,7 +119,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	largest := c.largest(used)
 	candidates := make([]candidate, 0, len(used))
 	for _, ni := range used {
-		cand := candidate{node: ni.Node(), ni: ni, cost: c.cost(ni)}
+		cand := candidate{node: ni.Node(), ni: ni, cost: simulator.DrainCost(ni)}
 		for _, r := range c.args.Resources {
 			if requested, _ := amounts(ni, r, nil); largest[r] > 0 {
 				cand.load += float64(requested) / float64(largest[r])
@@ -243,41 +242,25 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	return nil
 }
 
-// cost is what evicting the pods that would leave the node costs
-// (disruption.Cost); DaemonSet and mirror pods stay with it.
-func (c *Consolidation) cost(ni fwk.NodeInfo) float64 {
-	var sum float64
-	for _, pi := range ni.GetPods() {
-		if pod := pi.GetPod(); !simulator.NodeBound(pod) {
-			sum += disruption.Cost(pod)
-		}
-	}
-	return sum
-}
-
 // affordable returns whether a candidate's drain costs little enough for
-// maxDrainCostPercent: at most that percentage of the mean cost of the
-// candidates (the nodes in use). With no limit every candidate is.
+// maxDrainCostPercent, the candidates being the nodes in use. With no
+// limit every candidate is.
 func (c *Consolidation) affordable(candidates []candidate) func(candidate, klog.Logger) bool {
-	if c.args.MaxDrainCostPercent == 0 || len(candidates) == 0 {
-		return func(candidate, klog.Logger) bool { return true }
+	costs := make([]float64, len(candidates))
+	for i, cand := range candidates {
+		costs[i] = cand.cost
 	}
-	var total float64
-	for _, cand := range candidates {
-		total += cand.cost
-	}
-	limit := total / float64(len(candidates)) * float64(c.args.MaxDrainCostPercent) / 100
+	budget := disruption.NewDrainBudget(c.args.MaxDrainCostPercent, costs)
 	refused := map[string]bool{}
 	return func(cand candidate, logger klog.Logger) bool {
-		if cand.cost <= limit {
+		if budget.Allows(cand.cost) {
 			return true
 		}
 		if name := cand.node.Name; !refused[name] {
 			refused[name] = true
-			logger.V(3).Info("Node not consolidated: emptying it costs more than maxDrainCostPercent allows", "node", name, "cost", cand.cost, "limit", limit)
+			logger.V(3).Info("Node not consolidated: emptying it costs more than maxDrainCostPercent allows", "node", name, "cost", cand.cost, "mean", budget.Mean)
 			if pod := c.costliest(name); pod != nil {
-				c.sim.Skip(pod, plan.ReasonCost, fmt.Sprintf("emptying node %s costs %s (its pods' evictions), above maxDrainCostPercent %d%% of the average node in use's %s",
-					name, strconv.FormatFloat(cand.cost, 'f', 2, 64), c.args.MaxDrainCostPercent, strconv.FormatFloat(total/float64(len(candidates)), 'f', 2, 64)))
+				c.sim.Skip(pod, plan.ReasonCost, budget.Refusal(name, cand.cost))
 			}
 		}
 		return false
@@ -287,14 +270,8 @@ func (c *Consolidation) affordable(candidates []candidate) func(candidate, klog.
 // costliest is the pod of node whose eviction costs the most (the first of
 // equals), of those that would leave it.
 func (c *Consolidation) costliest(node string) *v1.Pod {
-	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil)
-	var out *v1.Pod
-	for _, p := range pods {
-		if !simulator.NodeBound(p) && (out == nil || disruption.Cost(p) > disruption.Cost(out)) {
-			out = p
-		}
-	}
-	return out
+	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, func(p *v1.Pod) bool { return !simulator.NodeBound(p) })
+	return disruption.Costliest(pods)
 }
 
 // maxReplaceTargets bounds the empty nodes one plan tries to fill, and

@@ -247,8 +247,9 @@ type Summary struct {
 	// Pinned are the nodes a packing plugin found it cannot empty, each for
 	// a pod that may not move: the floor the plan packs around.
 	Pinned []PinnedNode `json:"pinned,omitempty"`
-	// Drains are the nodes the plan empties, by name, each with what
-	// emptying it costs.
+	// Drains are the nodes the plan empties (in use before, not after),
+	// by name, each with what emptying it costs: Consolidation's and
+	// HighNodeUtilization's, and any node a plan's moves leave empty.
 	Drains  []Drain     `json:"drains,omitempty"`
 	PerNode []NodeUsage `json:"perNode"`
 }
@@ -301,6 +302,28 @@ type Used struct {
 	MemoryAfter  float64 `json:"memoryAfter"`
 }
 
+// Drains lists the nodes emptied, by name, each with the moves off it
+// and what their evictions cost together.
+func Drains(moves []Move, emptied func(node string) bool) []Drain {
+	var out []Drain
+	at := map[string]int{}
+	for _, m := range moves {
+		if !emptied(m.Source) {
+			continue
+		}
+		i, ok := at[m.Source]
+		if !ok {
+			i = len(out)
+			at[m.Source] = i
+			out = append(out, Drain{Node: m.Source})
+		}
+		out[i].Pods++
+		out[i].Cost += m.Cost
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
 // Finish fills the derived parts of the summary and puts everything in a
 // deterministic order: moves stay in decision order (later decisions depend
 // on earlier ones), skips and nodes are sorted.
@@ -320,22 +343,6 @@ func (p *Plan) Finish() {
 	})
 	sort.Slice(p.Summary.PerNode, func(i, j int) bool { return p.Summary.PerNode[i].Node < p.Summary.PerNode[j].Node })
 	p.Summary.Moves = len(p.Moves)
-	p.Summary.Drains = nil
-	drains := map[string]int{}
-	for _, m := range p.Moves {
-		if !m.Drain {
-			continue
-		}
-		i, ok := drains[m.Source]
-		if !ok {
-			i = len(p.Summary.Drains)
-			drains[m.Source] = i
-			p.Summary.Drains = append(p.Summary.Drains, Drain{Node: m.Source})
-		}
-		p.Summary.Drains[i].Pods++
-		p.Summary.Drains[i].Cost += m.Cost
-	}
-	sort.Slice(p.Summary.Drains, func(i, j int) bool { return p.Summary.Drains[i].Node < p.Summary.Drains[j].Node })
 	p.Summary.SkippedByReason = map[string]int{}
 	p.Summary.UnknownSchedulers = nil
 	for _, s := range p.Skipped {

@@ -116,10 +116,11 @@ func TestOneSkip(t *testing.T) {
 func TestDrainsSummed(t *testing.T) {
 	p := &Plan{ID: "p", Moves: []Move{
 		{Pod: "a/x", Source: "n2", Target: "n1", Drain: true, Cost: 1},
-		{Pod: "a/y", Source: "n2", Target: "n1", Drain: true, Cost: 1.5},
+		{Pod: "a/y", Source: "n2", Target: "n1", Cost: 1.5},
 		{Pod: "a/z", Source: "n3", Target: "n1", Cost: 1}, // a balance move: n3 stays in use
 		{Pod: "b/w", Source: "n0", Target: "n1", Drain: true, Cost: 3},
 	}}
+	p.Summary.Drains = Drains(p.Moves, func(n string) bool { return n != "n3" })
 	p.Finish()
 	want := []Drain{{Node: "n0", Pods: 1, Cost: 3}, {Node: "n2", Pods: 2, Cost: 2.5}}
 	if len(p.Summary.Drains) != len(want) || p.Summary.Drains[0] != want[0] || p.Summary.Drains[1] != want[1] {

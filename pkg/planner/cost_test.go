@@ -133,3 +133,102 @@ func TestDrainCost(t *testing.T) {
 		t.Logf("without a limit %v; with 100%% %v", drained(free), got)
 	})
 }
+
+// packingByHNU is HighNodeUtilization alone, with Consolidation's
+// arguments configured (not enabled) to set the profile's drain budget.
+const packingByHNU = `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: hnu
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: HighNodeUtilization
+    args:
+      thresholds: {cpu: 40, memory: 40}
+  - name: Consolidation
+    args:
+      maxDrainCostPercent: %d
+  plugins:
+    balance:
+      enabled: [HighNodeUtilization]
+`
+
+// tiedSources is a cluster where HighNodeUtilization empties onto dest
+// (busy; room for destRoom CPUs) two equally utilized nodes, each with two
+// pods of a CPU: node-a's pods have a pod-deletion-cost of 2^29 (each
+// counts 5), node-b's none. Emptying node-a costs 10 evictions, node-b 2.
+func tiedSources(destRoom int) *cluster {
+	c := newCluster()
+	for _, n := range []string{"node-a", "node-b", "dest"} {
+		cpu := "8"
+		if n == "dest" {
+			cpu = "16100m" // 16 CPUs beside its DaemonSet pod's 100m
+		}
+		c.node(n, cpu, "32Gi")
+		c.pod("kube-system", "log-agent", "DaemonSet", n, "100m", "128Mi")
+	}
+	for range 16 - destRoom {
+		c.pod("team-c", "db", "ReplicaSet", "dest", "1", "1Gi")
+	}
+	for range 2 {
+		c.pod("team-a", "api", "ReplicaSet", "node-a", "1", "1Gi").Annotations = map[string]string{v1.PodDeletionCost: fmt.Sprint(1 << 29)}
+		c.pod("team-b", "web", "ReplicaSet", "node-b", "1", "1Gi")
+	}
+	return c
+}
+
+// TestHighNodeUtilizationDrainCost: HighNodeUtilization empties the nodes
+// it evicts from, so of equally utilized sources the cheapest to empty
+// goes first (not the first by name), the profile's maxDrainCostPercent
+// holds it as it holds Consolidation, and the nodes it empties are the
+// plan's drains, with their cost.
+func TestHighNodeUtilizationDrainCost(t *testing.T) {
+	_, prof := loadPair(t, "binpacking")
+	only := func(t *testing.T, p *plan.Plan, node string, cost float64) {
+		t.Helper()
+		if got := drained(p); len(got) != 1 || got[node] != cost {
+			t.Fatalf("drained %v, want %s alone at cost %v; moves %+v", got, node, cost, p.Moves)
+		}
+		for _, m := range p.Moves {
+			if m.Strategy != "HighNodeUtilization" || m.Source != node || m.Target != "dest" {
+				t.Errorf("move %s %s -> %s by %s, want %s's pods onto dest by HighNodeUtilization", m.Pod, m.Source, m.Target, m.Strategy, node)
+			}
+		}
+	}
+	t.Run("cheapest of tied sources first", func(t *testing.T) {
+		// Room for one source only.
+		only(t, planCost(t, loadPolicy(t, fmt.Sprintf(packingByHNU, 0)), prof, tiedSources(2)), "node-b", 2)
+	})
+	t.Run("cheapest first, whatever the names", func(t *testing.T) {
+		c := tiedSources(2)
+		for _, pod := range c.snap.Pods {
+			switch pod.Namespace {
+			case "team-a":
+				pod.Annotations = nil
+			case "team-b":
+				pod.Annotations = map[string]string{v1.PodDeletionCost: fmt.Sprint(1 << 29)}
+			}
+		}
+		only(t, planCost(t, loadPolicy(t, fmt.Sprintf(packingByHNU, 0)), prof, c), "node-a", 2)
+	})
+	t.Run("maxDrainCostPercent", func(t *testing.T) {
+		// Room for both. Nodes in use cost 12 (dest), 10 and 2: 8 on
+		// average; at 60 % the limit is 4.8, so node-a stays.
+		free := planCost(t, loadPolicy(t, fmt.Sprintf(packingByHNU, 0)), prof, tiedSources(4))
+		if got := drained(free); len(got) != 2 {
+			t.Fatalf("without a limit drained %v, want node-a and node-b: the test proves nothing", got)
+		}
+		limited := planCost(t, loadPolicy(t, fmt.Sprintf(packingByHNU, 60)), prof, tiedSources(4))
+		only(t, limited, "node-b", 2)
+		var said []plan.Skip
+		for _, s := range limited.Skipped {
+			if s.Reason == plan.ReasonCost {
+				said = append(said, s)
+			}
+		}
+		if len(said) != 1 || !strings.HasPrefix(said[0].Pod, "team-a/") || said[0].Strategy != "HighNodeUtilization" ||
+			!strings.Contains(said[0].Detail, "node-a costs 10.00") || !strings.Contains(said[0].Detail, "8.00") {
+			t.Errorf("cost skips %+v, want one for node-a naming its cost and the average 8.00", said)
+		}
+	})
+}

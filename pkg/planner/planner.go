@@ -144,7 +144,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	for _, w := range p.out.Warnings {
 		p.logger.Info("Warning: " + w)
 	}
-	p.out.Summary = summarize(state, before, after)
+	p.out.Summary = summarize(state, before, after, p.out.Moves)
 	p.out.Summary.EvictionsInFlight = inFlight
 	for _, n := range slices.Sorted(maps.Keys(p.pinned)) {
 		p.out.Summary.Pinned = append(p.out.Summary.Pinned, p.pinned[n])
@@ -315,7 +315,7 @@ func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 	var runners []profileRunner
 	for i, prof := range p.policy.Profiles {
 		prof := withoutNodeFit(prof)
-		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(rbpolicy.Registry(), prof.Name, state.Pods),
+		pr, err := frameworkprofile.NewProfile(ctx, prof, p.judgingRegistry(rbpolicy.Registry(), prof, state.Pods),
 			frameworkprofile.WithClientSet(client),
 			frameworkprofile.WithSharedInformerFactory(factory),
 			frameworkprofile.WithPodEvictor(unused),
@@ -426,14 +426,17 @@ func (p *planner) podsOnNode(node string, filter podutil.FilterFunc) ([]*v1.Pod,
 // judgingRegistry is the plugin registry with every builder handed a handle
 // whose evictor is the planner's judge; a plugin that can find nothing to
 // evict among the cluster's pods is not run (see idle).
-func (p *planner) judgingRegistry(registry pluginregistry.Registry, profile string, pods []*v1.Pod) pluginregistry.Registry {
+func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.DeschedulerProfile, pods []*v1.Pod) pluginregistry.Registry {
 	out := make(pluginregistry.Registry, len(registry))
 	for name, u := range registry {
 		build := u.PluginBuilder
 		u.PluginBuilder = func(ctx context.Context, args runtime.Object, h frameworktypes.Handle) (frameworktypes.Plugin, error) {
-			j := &judge{Evictor: h.Evictor(), p: p, profile: profile, strategy: name, ties: newTies(name)}
+			j := &judge{Evictor: h.Evictor(), p: p, profile: prof.Name, strategy: name, ties: newTies(name), budget: newDrainBudget(p, name, prof)}
 			if j.ties != nil {
 				j.ties.full = p.full
+				if conflict.Packs(name) {
+					j.ties.cost = p.drainCost // its sources are emptied: the cheapest first
+				}
 				ctx = klog.NewContext(ctx, j.ties.logger(klog.FromContext(ctx)))
 			}
 			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})
@@ -488,6 +491,9 @@ type judge struct {
 	// ties orders the walk of a utilization plugin over tied nodes; nil
 	// for other plugins.
 	ties *ties
+	// budget holds a plugin that empties nodes to maxDrainCostPercent;
+	// nil for other plugins, or with no limit.
+	budget *drainBudget
 }
 
 func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions) error {
@@ -497,6 +503,11 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 	}
 	if j.ties != nil {
 		if err := j.ties.admit(pod.Spec.NodeName); err != nil {
+			return err
+		}
+	}
+	if j.budget != nil {
+		if err := j.budget.admit(j.profile, j.strategy, pod.Spec.NodeName); err != nil {
 			return err
 		}
 	}

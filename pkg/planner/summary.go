@@ -7,9 +7,11 @@ import (
 )
 
 // summarize compares the nodes before and after the plan's moves; both
-// lists come from Simulator.Usage, in the same node order.
-func summarize(state *snapshot.Snapshot, before, after []simulator.NodeUsage) plan.Summary {
+// lists come from Simulator.Usage, in the same node order. The nodes the
+// moves leave empty are its drains.
+func summarize(state *snapshot.Snapshot, before, after []simulator.NodeUsage, moves []plan.Move) plan.Summary {
 	s := plan.Summary{Nodes: len(state.Nodes), Pods: len(state.Pods)}
+	emptied := map[string]bool{}
 	for i, b := range before {
 		a := after[i]
 		if b.InUse {
@@ -23,6 +25,8 @@ func summarize(state *snapshot.Snapshot, before, after []simulator.NodeUsage) pl
 			n.Used = &plan.Used{CPUBefore: b.UsedCPU, CPUAfter: a.UsedCPU, MemoryBefore: b.UsedMemory, MemoryAfter: a.UsedMemory}
 		}
 		s.PerNode = append(s.PerNode, n)
+		emptied[b.Node] = b.InUse && !a.InUse
 	}
+	s.Drains = plan.Drains(moves, func(node string) bool { return emptied[node] })
 	return s
 }

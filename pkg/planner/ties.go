@@ -29,7 +29,8 @@ var sourceCategory = map[string]string{
 // destinations are full), so the order cannot be fixed afterwards.
 //
 // Instead the plugin runs once per rank of a tie: in each run, of the
-// sources tied at one usage only the first by name has its evictions
+// sources tied at one usage only the first (the cheapest to empty for
+// HighNodeUtilization, which empties them; then by name) has its evictions
 // judged; the others' are refused unjudged (the plugin passes over a
 // refused pod and counts nothing for it), and they get their turn in the
 // next run, on the cluster as the earlier runs left it. Untied sources
@@ -54,6 +55,9 @@ type ties struct {
 	// full says whether the plan can take no more moves: later runs
 	// would only be refused (and how many there are depends on the ties).
 	full func() bool
+	// cost, for a plugin that empties its sources, is what emptying a
+	// node costs: of tied sources the cheapest goes first. nil: by name.
+	cost func(node string) float64
 }
 
 // errNotItsTurn refuses an eviction from a tied source whose turn comes in
@@ -122,16 +126,34 @@ func (t *ties) classifiedSource(node string) bool {
 	return ok
 }
 
-// choose picks this run's sources: of each usage, the first by name among
-// those that have not had their turn (in a later run, among those that
-// waited: the others ask for nothing).
+// choose picks this run's sources: of each usage, the first among those
+// that have not had their turn (in a later run, among those that waited:
+// the others ask for nothing), the cheapest to empty first when the
+// plugin empties its sources, then by name.
 func (t *ties) choose() sets.Set[string] {
+	costs := map[string]float64{} // of tied sources only, computed once a run
+	costOf := func(node string) float64 {
+		c, ok := costs[node]
+		if !ok {
+			c = t.cost(node)
+			costs[node] = c
+		}
+		return c
+	}
+	before := func(a, b string) bool {
+		if t.cost != nil {
+			if ca, cb := costOf(a), costOf(b); ca != cb {
+				return ca < cb
+			}
+		}
+		return a < b
+	}
 	first := map[int64]string{}
 	for node, key := range t.usage {
 		if t.done.Has(node) || (t.known != nil && !t.known.Has(node)) {
 			continue
 		}
-		if f, ok := first[key]; !ok || node < f {
+		if f, ok := first[key]; !ok || before(node, f) {
 			first[key] = node
 		}
 	}
@@ -211,12 +233,17 @@ func (c *classified) WithName(name string) logr.LogSink {
 	return &classified{LogSink: c.LogSink.WithName(name), t: c.t}
 }
 
-// tieBroken is a utilization plugin run by ties.
+// tieBroken is a utilization plugin run by ties, and held to its drain
+// budget if it has one.
 type tieBroken struct {
 	frameworktypes.BalancePlugin
-	ties *ties
+	ties   *ties
+	budget *drainBudget
 }
 
 func (b *tieBroken) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
+	if b.budget != nil {
+		b.budget.begin(nodes)
+	}
 	return b.ties.run(len(nodes), func() *frameworktypes.Status { return b.BalancePlugin.Balance(ctx, nodes) })
 }

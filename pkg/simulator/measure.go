@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/utils"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/claims"
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
@@ -45,6 +46,18 @@ func Workload(ni fwk.NodeInfo) int {
 		}
 	}
 	return n
+}
+
+// DrainCost is what emptying the node costs: the evictions of its pods
+// that are not NodeBound (disruption.Cost).
+func DrainCost(ni fwk.NodeInfo) float64 {
+	var sum float64
+	for _, pi := range ni.GetPods() {
+		if pod := pi.GetPod(); !NodeBound(pod) {
+			sum += disruption.Cost(pod)
+		}
+	}
+	return sum
 }
 
 // Percent is used/total in percent, truncated to two decimals so that the
