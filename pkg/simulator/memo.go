@@ -3,7 +3,6 @@ package simulator
 import (
 	"encoding/json"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -212,7 +211,7 @@ func podResourcesKey(pod *v1.Pod, backed func(v1.ResourceName) bool) (string, bo
 			}
 		}
 	}
-	if !reflect.ValueOf(pod.Status).IsZero() {
+	if statusShapesRequests(&pod.Status) {
 		return marshal(struct {
 			C []v1.ResourceRequirements
 			I []initContainer
@@ -221,9 +220,9 @@ func podResourcesKey(pod *v1.Pod, backed func(v1.ResourceName) bool) (string, bo
 			S *v1.PodStatus
 		}{containers, inits, pod.Spec.Overhead, pod.Spec.Resources, &pod.Status})
 	}
-	// A pod without status, as every pod a cycle places is: the same
-	// fields written by hand, which costs a tenth of the JSON. (A JSON key
-	// starts with "{", this one with "C".)
+	// A pod whose status says nothing of its resources, as every pod a
+	// cycle places: the same fields written by hand, which costs a tenth
+	// of the JSON. (A JSON key starts with "{", this one with "C".)
 	var b strings.Builder
 	b.WriteByte('C')
 	for _, c := range containers {
@@ -244,6 +243,25 @@ func podResourcesKey(pod *v1.Pod, backed func(v1.ResourceName) bool) (string, bo
 		writeRequirements(&b, *r)
 	}
 	return b.String(), true
+}
+
+// statusShapesRequests says whether a pod's status holds any of what its
+// requests are computed from (requests.Of: resources resized in place,
+// allocated or reported, and DRA node-allocatable claims; it reads a
+// resize's conditions only beside them). A status without them (a phase,
+// conditions, IPs) changes no answer the resources key stands for.
+func statusShapesRequests(s *v1.PodStatus) bool {
+	if s.Resources != nil || len(s.AllocatedResources) > 0 || len(s.NodeAllocatableResourceClaimStatuses) > 0 {
+		return true
+	}
+	for _, statuses := range [][]v1.ContainerStatus{s.ContainerStatuses, s.InitContainerStatuses, s.EphemeralContainerStatuses} {
+		for _, c := range statuses {
+			if c.Resources != nil || len(c.AllocatedResources) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeRequirements writes r's requests, limits and claims, then "|".
