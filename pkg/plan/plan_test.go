@@ -119,18 +119,20 @@ func TestDrainsSummed(t *testing.T) {
 		{Pod: "a/y", Source: "n2", Target: "n1", Cost: 1.5},
 		{Pod: "a/z", Source: "n3", Target: "n1", Cost: 1}, // a balance move: n3 stays in use
 		{Pod: "b/w", Source: "n0", Target: "n1", Drain: true, Cost: 3},
+		{Pod: "c/v", Source: "n4", Target: "n1", Cost: 1.0029802322387695},
+		{Pod: "c/u", Source: "n4", Target: "n1", Cost: 0.999999701976776},
 	}}
 	p.Summary.Drains = Drains(p.Moves, func(n string) bool { return n != "n3" })
 	p.Finish()
-	want := []Drain{{Node: "n0", Pods: 1, Cost: 3}, {Node: "n2", Pods: 2, Cost: 2.5}}
-	if len(p.Summary.Drains) != len(want) || p.Summary.Drains[0] != want[0] || p.Summary.Drains[1] != want[1] {
+	want := []Drain{{Node: "n0", Pods: 1, Cost: 3}, {Node: "n2", Pods: 2, Cost: 2.5}, {Node: "n4", Pods: 2, Cost: 1.0029802322387695 + 0.999999701976776}}
+	if len(p.Summary.Drains) != len(want) || p.Summary.Drains[0] != want[0] || p.Summary.Drains[1] != want[1] || p.Summary.Drains[2] != want[2] {
 		t.Fatalf("drains %+v, want %+v", p.Summary.Drains, want)
 	}
 	var b bytes.Buffer
 	if err := p.Print(&b, "table"); err != nil {
 		t.Fatal(err)
 	}
-	if line := "Emptied 2: n0 (1 pod, cost 3), n2 (2 pods, cost 2.5)."; !strings.Contains(b.String(), line) {
+	if line := "Emptied 3: n0 (1 pod, cost 3), n2 (2 pods, cost 2.5), n4 (2 pods, cost 2)."; !strings.Contains(b.String(), line) {
 		t.Errorf("table without %q:\n%s", line, b.String())
 	}
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,7 +78,7 @@ func (p *Plan) printTable(w io.Writer) error {
 			if d.Pods == 1 {
 				pods = "pod"
 			}
-			parts[i] = fmt.Sprintf("%s (%d %s, cost %s)", d.Node, d.Pods, pods, strconv.FormatFloat(d.Cost, 'f', -1, 64))
+			parts[i] = fmt.Sprintf("%s (%d %s, cost %s)", d.Node, d.Pods, pods, strconv.FormatFloat(math.Round(d.Cost*100)/100, 'f', -1, 64)) // to the hundredth, as cost skips say it
 		}
 		fmt.Fprintf(w, "Emptied %d: %s.\n", len(s.Drains), Abbreviate(parts, 10))
 	}
