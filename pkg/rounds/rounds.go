@@ -25,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
@@ -281,6 +282,9 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	round, nodes, err := r.measure(i)
 	round.Evictions, round.PingPong, round.Held = len(evictions), pingPong, held
+	for _, e := range evictions {
+		round.Cost += disruption.Cost(e.pod)
+	}
 	round.Arrived, round.Placed = arrived, placed
 	round.Replays, round.ReplaysHeld = replays, replaysHeld
 	if r.o.Strategy == Rebalancer {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
@@ -354,6 +356,9 @@ func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
 			testutil.WithScheduler("rebalancer-scheduler"),
 			func(p *v1.Pod) {
 				p.OwnerReferences = []metav1.OwnerReference{testutil.ControllerRef("ReplicaSet", "web", "rs-web")}
+				if node == "small-a" {
+					p.Spec.Priority = ptr.To(int32(1 << 25)) // each eviction costs 2
+				}
 			}))
 	}
 	pol, profs := loadPair(t, "binpacking")
@@ -365,6 +370,16 @@ func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
 	}
 	if res.Rounds[1].Evictions != 6 || res.Rounds[1].NodesInUse != 1 {
 		t.Fatalf("round 1: %d evictions, %d nodes in use; want the 6 pods onto big", res.Rounds[1].Evictions, res.Rounds[1].NodesInUse)
+	}
+	if c, tc := res.Rounds[1].Cost, res.Totals().Cost; c != 9 || tc != 9 {
+		t.Errorf("round 1 cost %v, all rounds %v; want 9 (three evictions at 2, three at 1)", c, tc)
+	}
+	var b strings.Builder
+	if err := (&result.Comparison{Rebalancer: res}).Print(&b, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "6 evictions (cost 9), 0 ping-pong") {
+		t.Errorf("the table does not say what the evictions cost:\n%s", b.String())
 	}
 	checkRoundsHold(t, res, 5)
 }

@@ -3,6 +3,8 @@ package result
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -49,7 +51,7 @@ func (c *Comparison) printTable(w io.Writer) error {
 		if t.Placed > 0 {
 			placed = fmt.Sprintf(", %d pending pods placed (%.2f evictions per pod placed)", t.Placed, float64(t.Evictions)/float64(t.Placed))
 		}
-		fmt.Fprintf(tw, "%d evictions, %d ping-pong%s%s, %s\n\n", t.Evictions, t.PingPong, placed, held, converged)
+		fmt.Fprintf(tw, "%d evictions (cost %s), %d ping-pong%s%s, %s\n\n", t.Evictions, strconv.FormatFloat(math.Round(t.Cost*100)/100, 'f', -1, 64), t.PingPong, placed, held, converged)
 	}
 	return tw.Flush()
 }
@@ -59,6 +61,7 @@ func (r *Result) Totals() Round {
 	var t Round
 	for _, x := range r.Rounds {
 		t.Evictions += x.Evictions
+		t.Cost += x.Cost
 		t.PingPong += x.PingPong
 		t.Held += x.Held
 		t.Replays += x.Replays

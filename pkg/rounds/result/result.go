@@ -27,6 +27,10 @@ type Result struct {
 type Round struct {
 	Round     int `json:"round"`
 	Evictions int `json:"evictions"`
+	// Cost is what the round's evictions cost together (disruption.Cost:
+	// 1 a pod, more for a pod-deletion-cost or a priority), the measure
+	// Consolidation and HighNodeUtilization weigh drains by.
+	Cost float64 `json:"cost"`
 	// PingPong counts evicted pods whose replacement landed back on the node
 	// the pod was evicted from, plus pods evicted again within the cooldown
 	// after an earlier eviction of their lineage.
