@@ -39,9 +39,8 @@ func maxDrainCostPercent(prof api.DeschedulerProfile) int32 {
 // pods. The budget is measured on the plugin's nodes in use when it
 // starts, each node's cost when its first eviction is asked.
 type drainBudget struct {
-	p       *planner
-	percent int32
-	budget  disruption.DrainBudget
+	p      *planner
+	budget disruption.DrainBudget
 	// allowed is each source's verdict, given at its first eviction.
 	allowed map[string]bool
 }
@@ -53,7 +52,7 @@ func newDrainBudget(p *planner, plugin string, prof api.DeschedulerProfile) *dra
 	if plugin != nodeutilization.HighNodeUtilizationPluginName || percent == 0 {
 		return nil
 	}
-	return &drainBudget{p: p, percent: percent}
+	return &drainBudget{p: p, budget: disruption.DrainBudget{Percent: percent}}
 }
 
 // begin measures the budget over the nodes the plugin is handed (the
@@ -65,7 +64,7 @@ func (b *drainBudget) begin(nodes []*v1.Node) {
 			costs = append(costs, simulator.DrainCost(ni))
 		}
 	}
-	b.budget = disruption.NewDrainBudget(b.percent, costs)
+	b.budget = disruption.NewDrainBudget(b.budget.Percent, costs)
 	b.allowed = map[string]bool{}
 }
 
