@@ -153,9 +153,9 @@ func classKey(ni fwk.NodeInfo) string {
 }
 
 // byClass groups nodes into classes for a cycle of pod, when the cycle may
-// filter by class (see filtersByClass); nil otherwise. tainted nodes are
-// filtered by the caller, one by one.
-func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, tainted map[*v1.Node]bool) *classes {
+// filter by class (see filtersByClass); nil otherwise. Nodes tainted (by
+// place in nodes; nil: none) are filtered by the caller, one by one.
+func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, tainted []bool) *classes {
 	if !sc.classes || !alikeToPod(pod) || !onlyThese(sc.filters, state.GetSkipFilterPlugins(), filtersByClass) {
 		return nil
 	}
@@ -171,7 +171,7 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 	cl.first, cl.reps = reuse(&cl.first, len(nodes)), cl.reps[:0]
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
 	for i, ni := range nodes {
-		if tainted[ni.Node()] {
+		if tainted != nil && tainted[i] {
 			cl.first[i] = -1
 			continue
 		}

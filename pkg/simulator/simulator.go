@@ -193,6 +193,14 @@ type Simulator struct {
 		feasible, fit, reps []fwk.NodeInfo
 		reasons             []*fwk.Status
 		slots, repSlots     []int
+		tainted             []bool
+	}
+	// places are the nodes' places in the node list, by name, for the
+	// list whose first element and length placesOf says (see placeOf).
+	places   map[string]int
+	placesOf struct {
+		first fwk.NodeInfo
+		n     int
 	}
 	// dra is the DRA manager the schedulers read claims through, with the
 	// simulation's own changes (see dra.go); nil when DRA is off.
@@ -911,6 +919,27 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	return c, true, nil
 }
 
+// placeOf is the place of the node named in all, the snapshot's node
+// list; false when it is not in it. The places are indexed once per list.
+func (s *Simulator) placeOf(all []fwk.NodeInfo, name string) (int, bool) {
+	if len(all) == 0 {
+		return 0, false
+	}
+	if s.places == nil || s.placesOf.first != all[0] || s.placesOf.n != len(all) {
+		s.places = make(map[string]int, len(all))
+		for i, ni := range all {
+			s.places[ni.Node().Name] = i
+		}
+		s.placesOf.first, s.placesOf.n = all[0], len(all)
+	}
+	i, ok := s.places[name]
+	if ok && all[i].Node().Name != name { // the list changed in place
+		s.places = nil
+		return s.placeOf(all, name)
+	}
+	return i, ok
+}
+
 // schedule mirrors kube-scheduler's schedulePod with sc's profile:
 // PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
 // (with normalization) over the feasible nodes: all of them, or with random
@@ -964,25 +993,34 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	}
 	var firstErr error
 	var errOnce sync.Once
-	// The drained and held nodes, by node: looked up for every node
-	// filtered.
-	var tainted map[*v1.Node]bool
+	// The drained and held nodes, by place in nodes (nil: none): read for
+	// every node filtered, so a slice, not a map.
+	var tainted []bool
 	if len(drained) > 0 || len(s.held) > 0 {
 		drainTaint := plan.DrainTaint("")
 		if !corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
-			tainted = make(map[*v1.Node]bool, len(drained)+len(s.held))
+			tainted = reuse(&s.cycleLists.tainted, len(nodes))
+			marked := false
 			for _, names := range []sets.Set[string]{drained, s.held} {
 				for name := range names {
-					if ni, err := s.snapshot.NodeInfos().Get(name); err == nil {
-						tainted[ni.Node()] = true
+					i, ok := s.placeOf(all, name)
+					if ok && slots != nil {
+						j := sort.SearchInts(slots, i) // slots ascend
+						i, ok = j, j < len(slots) && slots[j] == i
+					}
+					if ok {
+						tainted[i], marked = true, true
 					}
 				}
+			}
+			if !marked {
+				tainted = nil
 			}
 		}
 	}
 	runFilters := sc.filterer(c.state, pod, len(all))
 	filter := func(i int) {
-		if len(tainted) > 0 && tainted[nodes[i].Node()] {
+		if tainted != nil && tainted[i] {
 			reasons[i] = drainTaintRefusal
 			if c.codes != nil {
 				c.codes[i] = fwk.UnschedulableAndUnresolvable
