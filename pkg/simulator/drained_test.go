@@ -8,7 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -67,6 +69,33 @@ func TestDrainedNodesAreRefused(t *testing.T) {
 			if pred.Node == "" && tc.pod == named && !strings.Contains(pred.Unschedulable, "2 node(s) had untolerated taint") {
 				t.Errorf("every node %v, %s with %v drained and %v held: fits nowhere for %q, want the drain taint named", every, tc.pod.Name, tc.drained, tc.held, pred.Unschedulable)
 			}
+		}
+	}
+}
+
+// TestPlaceOfFollowsItsList: node places follow the list they are asked
+// of, also when it changes under the same first node and length.
+func TestPlaceOfFollowsItsList(t *testing.T) {
+	info := func(name string) fwk.NodeInfo {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(testutil.BuildTestNode(name, "1", "1Gi"))
+		return ni
+	}
+	a, b, c := info("a"), info("b"), info("c")
+	var s Simulator
+	for _, tc := range []struct {
+		all  []fwk.NodeInfo
+		name string
+		want int
+	}{
+		{[]fwk.NodeInfo{a, b, c}, "b", 1},
+		{[]fwk.NodeInfo{a, b, c}, "c", 2},
+		{[]fwk.NodeInfo{a, c, b}, "c", 1}, // same first node and length
+		{[]fwk.NodeInfo{a, c, b}, "b", 2},
+		{[]fwk.NodeInfo{b, a}, "a", 1},
+	} {
+		if i, ok := s.placeOf(tc.all, tc.name); !ok || i != tc.want {
+			t.Errorf("place of %s: %d, %v; want %d", tc.name, i, ok, tc.want)
 		}
 	}
 }

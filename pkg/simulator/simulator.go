@@ -920,23 +920,31 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 }
 
 // placeOf is the place of the node named in all, the snapshot's node
-// list; false when it is not in it. The places are indexed once per list.
+// list; false when it is not in it. The places are indexed once per list,
+// and again when they no longer match it.
 func (s *Simulator) placeOf(all []fwk.NodeInfo, name string) (int, bool) {
 	if len(all) == 0 {
 		return 0, false
 	}
-	if s.places == nil || s.placesOf.first != all[0] || s.placesOf.n != len(all) {
-		s.places = make(map[string]int, len(all))
-		for i, ni := range all {
-			s.places[ni.Node().Name] = i
+	fresh := s.places == nil || s.placesOf.first != all[0] || s.placesOf.n != len(all)
+	if !fresh {
+		i, ok := s.places[name]
+		switch {
+		case ok && all[i].Node().Name == name:
+			return i, true
+		case !ok:
+			if _, err := s.snapshot.NodeInfos().Get(name); err != nil {
+				return 0, false // no such node
+			}
 		}
-		s.placesOf.first, s.placesOf.n = all[0], len(all)
+		// The list changed under the same first node and length.
 	}
+	s.places = make(map[string]int, len(all))
+	for i, ni := range all {
+		s.places[ni.Node().Name] = i
+	}
+	s.placesOf.first, s.placesOf.n = all[0], len(all)
 	i, ok := s.places[name]
-	if ok && all[i].Node().Name != name { // the list changed in place
-		s.places = nil
-		return s.placeOf(all, name)
-	}
 	return i, ok
 }
 
