@@ -178,9 +178,7 @@ func (s *Simulator) LowerBound() (int, error) {
 		if !seen {
 			// Comparison operators count as the scheduler may count them: a
 			// lower bound may only err low.
-			ok = slices.ContainsFunc(slices.Collect(maps.Values(tolerations)), func(tols []v1.Toleration) bool {
-				return tolerates(tols, taints)
-			})
+			ok = tolerations.someTolerate(taints)
 			tolerated[key] = ok
 		}
 		if !ok {
@@ -236,6 +234,16 @@ func (t TolerationSets) Add(tols []v1.Toleration) {
 	if _, ok := t[key.String()]; !ok {
 		t[key.String()] = tols
 	}
+}
+
+// someTolerate says whether one of the sets tolerates every one of taints.
+func (t TolerationSets) someTolerate(taints []v1.Taint) bool {
+	for _, tols := range t {
+		if tolerates(tols, taints) {
+			return true
+		}
+	}
+	return false
 }
 
 // tolerates says whether tols tolerate every one of taints.
