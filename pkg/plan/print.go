@@ -12,6 +12,13 @@ import (
 	"github.com/rebalancer-dev/rebalancer/internal/output"
 )
 
+// FormatCost prints a cost (Move.Cost, or a sum of them) to the
+// hundredth, as tables show it: sums carry float noise such as
+// 6.0029802322387695.
+func FormatCost(c float64) string {
+	return strconv.FormatFloat(math.Round(c*100)/100, 'f', -1, 64)
+}
+
 // Formats accepted by Print.
 var Formats = output.Formats
 
@@ -78,7 +85,7 @@ func (p *Plan) printTable(w io.Writer) error {
 			if d.Pods == 1 {
 				pods = "pod"
 			}
-			parts[i] = fmt.Sprintf("%s (%d %s, cost %s)", d.Node, d.Pods, pods, strconv.FormatFloat(math.Round(d.Cost*100)/100, 'f', -1, 64)) // to the hundredth, as cost skips say it
+			parts[i] = fmt.Sprintf("%s (%d %s, cost %s)", d.Node, d.Pods, pods, FormatCost(d.Cost))
 		}
 		fmt.Fprintf(w, "Emptied %d: %s.\n", len(s.Drains), Abbreviate(parts, 10))
 	}

@@ -3,12 +3,11 @@ package result
 import (
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/rebalancer-dev/rebalancer/internal/output"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
 // document is the printed form: rebalancer's result at the top level
@@ -51,7 +50,7 @@ func (c *Comparison) printTable(w io.Writer) error {
 		if t.Placed > 0 {
 			placed = fmt.Sprintf(", %d pending pods placed (%.2f evictions per pod placed)", t.Placed, float64(t.Evictions)/float64(t.Placed))
 		}
-		fmt.Fprintf(tw, "%d evictions (cost %s), %d ping-pong%s%s, %s\n\n", t.Evictions, strconv.FormatFloat(math.Round(t.Cost*100)/100, 'f', -1, 64), t.PingPong, placed, held, converged)
+		fmt.Fprintf(tw, "%d evictions (cost %s), %d ping-pong%s%s, %s\n\n", t.Evictions, plan.FormatCost(t.Cost), t.PingPong, placed, held, converged)
 	}
 	return tw.Flush()
 }
