@@ -58,6 +58,6 @@ address.`,
 	f.StringVar(&o.serving.CertFile, "tls-cert-file", "", "serve HTTPS with this certificate (PEM; reloaded when it changes); with --tls-private-key-file")
 	f.StringVar(&o.serving.KeyFile, "tls-private-key-file", "", "private key of --tls-cert-file (PEM)")
 	f.DurationVar(&o.hintTTL, "hint-ttl", hint.DefaultTTL, "how long a hint steers its owner's replacement after its pod is seen leaving (as RebalanceHint's hintTTL)")
-	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	o.addFlags(f, kubeconfigHelp)
 	return cmd
 }

@@ -11,10 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
@@ -70,7 +72,7 @@ It never writes to the cluster.`,
 			return p.Print(cmd.OutOrStdout(), o.output)
 		},
 	}
-	o.addFlags(cmd.Flags(), "plan against the live cluster of this kubeconfig")
+	o.addFlags(cmd.Flags(), "plan against the live cluster of this kubeconfig, unless --snapshot is given (default: $KUBECONFIG, in-cluster config, ~/.kube/config)")
 	cmd.Flags().StringVar(&o.snapshot, "snapshot", "", "plan offline against this snapshot file (a v1 List of nodes, pods, PDBs, ...)")
 	return cmd
 }
@@ -203,11 +205,11 @@ func (o *planOptions) newHistory(client kubernetes.Interface) *history.History {
 
 func (o *planOptions) validate() error {
 	errs := o.flagErrors()
-	if (o.snapshot == "") == (o.kubeconfig == "") {
-		errs = append(errs, errors.New("give exactly one of --snapshot and --kubeconfig"))
+	if o.snapshot != "" && o.kubeconfig != "" {
+		errs = append(errs, errors.New("give one of --snapshot (offline) and --kubeconfig (a live cluster), not both"))
 	}
-	if o.context != "" && o.kubeconfig == "" {
-		errs = append(errs, errors.New("--context needs --kubeconfig"))
+	if o.snapshot != "" && o.context != "" {
+		errs = append(errs, errors.New("--context picks a live cluster: it takes no --snapshot"))
 	}
 	return errors.Join(errs...)
 }
@@ -220,13 +222,29 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 			return nil, err
 		}
 	}
-	// The plan shows the cooldown skips run would make: it reads the same history.
-	moves := o.newHistory(client)
-	if err := moves.Load(ctx); err != nil {
-		return nil, fmt.Errorf("%w (plan reads the move history to show the cooldown skips run would make; --history-configmap \"\" plans without it)", err)
+	moves, err := o.loadHistory(ctx, o.newHistory(client))
+	if err != nil {
+		return nil, err
 	}
 	p, _, err := o.session(client).Plan(ctx, live.Capture, moves)
 	return p, err
+}
+
+// loadHistory reads the move history for a plan that evicts nothing (plan,
+// run --dry-run): it shows the cooldown skips run would make. A user who
+// may read pods and nodes but not the history's ConfigMap still gets a
+// plan, with a warning that it may list moves the cooldown would skip; any
+// other failure stops the plan.
+func (o *planOptions) loadHistory(ctx context.Context, moves *history.History) (*history.History, error) {
+	err := moves.Load(ctx)
+	if err == nil {
+		return moves, nil
+	}
+	if apierrors.IsForbidden(err) {
+		klog.FromContext(ctx).Info("Warning: cannot read the move history, so cooldowns are not known: the plan may list moves that run would skip", "historyConfigMap", o.history, "err", err.Error())
+		return history.New(clock.RealClock{}, o.cooldown), nil
+	}
+	return nil, fmt.Errorf("%w (plan reads the move history to show the cooldown skips run would make; --history-configmap \"\" plans without it)", err)
 }
 
 // session is the planning session the flags set up, on the live cluster of

@@ -81,8 +81,9 @@ items:
 		args []string
 		want []string
 	}{
-		{"no flags", []string{"plan"}, []string{"--policy is required", "--scheduler-config is required", "exactly one of --snapshot and --kubeconfig"}},
-		{"both sources", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "--kubeconfig", "k"}, []string{"exactly one of"}},
+		{"no flags", []string{"plan"}, []string{"--policy is required", "--scheduler-config is required"}},
+		{"both sources", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "--kubeconfig", "k"}, []string{"give one of --snapshot (offline) and --kubeconfig", "not both"}},
+		{"context offline", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "--context", "prod"}, []string{"--context", "takes no --snapshot"}},
 		{"bad output", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "-o", "xml"}, []string{`--output "xml"`}},
 		{"negative gain", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo, "--min-score-gain", "-1"}, []string{"--min-score-gain -1"}},
 		{"policy typo", []string{"plan", "--policy", typoPolicy, "--scheduler-config", binSched, "--snapshot", demo}, []string{typoPolicy, "maxNoOfPodsToEvictTotl"}},

@@ -5,9 +5,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
+	"github.com/rebalancer-dev/rebalancer/internal/output"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
@@ -116,12 +120,23 @@ func newOptionsCommand() *cobra.Command {
 }
 
 func newVersionCommand() *cobra.Command {
-	return &cobra.Command{
+	var format string
+	cmd := &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintln(cmd.OutOrStdout(), version.String())
+		Short: "Print the version, commit and build date, and the Kubernetes and descheduler versions built in",
+		Example: `  rebalancer version
+  rebalancer version -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(output.Formats, format) {
+				return fmt.Errorf("--output %q: want one of %s", format, strings.Join(output.Formats, ", "))
+			}
+			return output.Print(cmd.OutOrStdout(), format, version.Get(), func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, version.String())
+				return err
+			})
 		},
 	}
+	cmd.Flags().StringVarP(&format, "output", "o", "table", "output format: "+strings.Join(output.Formats, ", ")+" (table: one line)")
+	return cmd
 }

@@ -85,7 +85,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.Float64Var(&o.evictionRate, "max-evictions-per-second", 0, "pace the evictions of a cycle; 0 for no limit (the API client's --kube-api-qps still applies)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", executor.DefaultDrainTimeout, "how long drained nodes keep their drain taint after the cycle's last eviction while replacements of the cycle are pending")
 	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
-	o.addFlags(f, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	o.addFlags(f, kubeconfigHelp)
 	return cmd
 }
 
@@ -236,8 +236,14 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 // with --dry-run). It fails when a move failed with an API error.
 func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *executor.Executor, moves *history.History, view session.View, out io.Writer) error {
 	// The stored history is read each cycle: the moves of earlier runs and
-	// of an earlier leader count. Without it nothing is evicted.
-	if err := moves.Load(ctx); err != nil {
+	// of an earlier leader count. Without it nothing is evicted; a dry-run
+	// plans on, as plan does.
+	if o.dryRun {
+		var err error
+		if moves, err = o.loadHistory(ctx, moves); err != nil {
+			return err
+		}
+	} else if err := moves.Load(ctx); err != nil {
 		return fmt.Errorf("refusing to plan without the move history: %w", err)
 	}
 	p, opened, err := sess.Plan(ctx, view, moves)

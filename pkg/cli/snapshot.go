@@ -185,14 +185,11 @@ func newCaptureCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "capture",
 		Short: "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io, a policy's Prometheus queries) to a snapshot file (read-only)",
-		Example: `  rebalancer snapshot capture --kubeconfig ~/.kube/config -o cluster.yaml
-  rebalancer snapshot capture --kubeconfig ~/.kube/config --policy policy.yaml -o cluster.yaml`,
+		Example: `  rebalancer snapshot capture -o cluster.yaml
+  rebalancer snapshot capture --context prod --policy policy.yaml -o cluster.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			errs := append(c.errors(), checkOutput(out), checkReadable("policy", policyFile))
-			if c.kubeconfig == "" {
-				errs = append(errs, errors.New("--kubeconfig is required"))
-			}
 			if usageWindow < 0 || usageWindow > time.Hour {
 				errs = append(errs, fmt.Errorf("--usage-window %s: want 0 to 1h", usageWindow))
 			}
@@ -236,7 +233,7 @@ func newCaptureCommand() *cobra.Command {
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
-	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture")
+	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture (default: $KUBECONFIG, in-cluster config, ~/.kube/config)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	cmd.Flags().StringVar(&policyFile, "policy", "", "DeschedulerPolicy file whose Prometheus queries (LowNodeUtilization metricsUtilization) to ask the cluster's Prometheus and record")
 	cmd.Flags().DurationVar(&usageWindow, "usage-window", 0, "sample metrics.k8s.io's usage for this long and record every node's samples (plan's --usage-window then takes the least); 0 records one sample")

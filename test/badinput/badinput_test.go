@@ -327,7 +327,7 @@ func TestBadInput(t *testing.T) {
 		{name: "plan --min-score-gain -1", args: planArgs(nil, "--min-score-gain", "-1"),
 			want: []string{"--min-score-gain -1", "must not be negative"}},
 		{name: "plan --snapshot and --kubeconfig", args: planArgs(nil, "--kubeconfig", "kubeconfig.yaml"),
-			want: []string{"exactly one of --snapshot and --kubeconfig"}},
+			want: []string{"give one of --snapshot (offline) and --kubeconfig (a live cluster), not both"}},
 		{name: "run --schedule minute 61", args: runArgs("--schedule", "61 * * * *"),
 			want: []string{`--schedule "61 * * * *"`, "minute", "61"}},
 		{name: "run --window 25:00", args: runArgs("--interval", "10m", "--window", "25:00-01:00"),
