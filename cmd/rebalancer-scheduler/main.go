@@ -15,12 +15,17 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler"
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/skew"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
 func main() {
 	var plugins []app.Option
+	var checked skew.Once
 	for name, factory := range scheduler.Registry(nil, nil) {
+		if built := version.Get().Kubernetes; built != "" {
+			factory = skew.Checked(factory, built, &checked)
+		}
 		plugins = append(plugins, app.WithPlugin(name, factory))
 	}
 	command := app.NewSchedulerCommand(plugins...)
