@@ -53,7 +53,7 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 /readyz and /metrics are served on --bind-address.`,
 		Example: `  rebalancer estimator --scheduler-config /etc/kubernetes/scheduler.yaml
   rebalancer estimator --snapshot cluster.yaml --grpc-bind-address 127.0.0.1:10352`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err

@@ -34,7 +34,7 @@ configuration with policies/default-scheduler-extender.yaml. /healthz, /readyz
 address.`,
 		Example: `  rebalancer extender --bind-address :8888
   rebalancer extender --bind-address :8443 --tls-cert-file /tls/tls.crt --tls-private-key-file /tls/tls.key`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			errs := o.errors()
 			if err := o.serving.Validate(); err != nil {

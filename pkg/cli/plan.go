@@ -60,7 +60,7 @@ scheduler profile and kept only if the replacement has a better node to go to.
 It never writes to the cluster.`,
 		Example: `  rebalancer plan --policy policies/binpacking-policy.yaml \
     --scheduler-config policies/binpacking-scheduler.yaml --snapshot cluster.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err

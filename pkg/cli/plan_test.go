@@ -90,6 +90,8 @@ items:
 		{"bad quantity", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", badSnap}, []string{badSnap, "status.allocatable", "8x"}},
 		{"bad scoring strategy", []string{"plan", "--policy", binPolicy, "--scheduler-config", badSched, "--snapshot", demo}, []string{badSched, "MostAlocated"}},
 		{"missing file", []string{"plan", "--policy", "nope.yaml", "--scheduler-config", binSched, "--snapshot", demo}, []string{"nope.yaml"}},
+		{"misspelt flag", []string{"plan", "--polciy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo}, []string{"unknown flag: --polciy (did you mean --policy?)"}},
+		{"snapshot without its flag", []string{"plan", "--policy", binPolicy, "--scheduler-config", binSched, demo}, []string{"give --snapshot " + demo}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

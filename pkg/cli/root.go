@@ -21,6 +21,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
 	"github.com/rebalancer-dev/rebalancer/internal/output"
+	"github.com/rebalancer-dev/rebalancer/internal/suggest"
 	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
@@ -59,9 +60,37 @@ a pod is evicted only if the simulation places it on a better node.`,
 		cmd.SetContext(klog.NewContext(cmd.Context(), quietLibraries()))
 		return nil
 	}
+	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newExtenderCommand(), newWebhookCommand(), newEstimatorCommand(), newVersionCommand(), newOptionsCommand())
 	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
+}
+
+// noArgs refuses positional arguments, as cobra.NoArgs does, and points a
+// file given without its flag at the flag that takes it.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if f := cmd.Flags().Lookup("snapshot"); f != nil && strings.ContainsAny(args[0], "./") {
+		return fmt.Errorf("%w: to read the snapshot file, give --snapshot %s", err, args[0])
+	}
+	return fmt.Errorf("%w: it takes no arguments, only flags (see --help)", err)
+}
+
+// suggestFlag answers a misspelt flag with the flag it most likely meant.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if s := suggest.Closest(name, names); s != "" {
+		return fmt.Errorf("%w (did you mean --%s?)", err, s)
+	}
+	return err
 }
 
 // checkNumbers refuses NaN and infinities in every number flag of a
@@ -108,7 +137,7 @@ func newOptionsCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "options",
 		Short: "Print the logging flags every command accepts",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// A fresh set: the root's copies are hidden from help.
 			fs := pflag.NewFlagSet("logging", pflag.ContinueOnError)
@@ -126,7 +155,7 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version, commit and build date, and the Kubernetes and descheduler versions built in",
 		Example: `  rebalancer version
   rebalancer version -o json`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !slices.Contains(output.Formats, format) {
 				return fmt.Errorf("--output %q: want one of %s", format, strings.Join(output.Formats, ", "))

@@ -65,7 +65,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 /metrics are served on --bind-address.`,
 		Example: `  rebalancer run --once --policy /etc/rebalancer/binpacking-policy.yaml \
     --scheduler-config /etc/rebalancer/binpacking-scheduler.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -84,7 +84,7 @@ overlap, only the replica holding the Lease evicts, and /healthz, /readyz and
 	f.StringVar(&o.bindAddress, "bind-address", ":10258", "long-lived mode: address of /healthz, /readyz and /metrics")
 	f.Float64Var(&o.evictionRate, "max-evictions-per-second", 0, "pace the evictions of a cycle; 0 for no limit (the API client's --kube-api-qps still applies)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", executor.DefaultDrainTimeout, "how long drained nodes keep their drain taint after the cycle's last eviction while replacements of the cycle are pending")
-	f.BoolVar(&o.dryRun, "dry-run", false, "plan on the live cluster and print the plan, as 'rebalancer plan', writing nothing")
+	f.BoolVar(&o.dryRun, "dry-run", false, "evict nothing: plan on the live cluster, print the plan as 'rebalancer plan' does, and record a RebalancePlanned Event on each pod it would move (the only write)")
 	o.addFlags(f, kubeconfigHelp)
 	return cmd
 }
@@ -151,7 +151,8 @@ func (o *runOptions) checkHistoryWritable(ctx context.Context, client kubernetes
 	}
 }
 
-// cycleResult is what one cycle prints with -o json or yaml.
+// cycleResult is what one cycle prints with -o json or yaml; a dry-run's
+// has no result.
 type cycleResult struct {
 	Plan   *plan.Plan       `json:"plan"`
 	Result *executor.Result `json:"result,omitempty"`
@@ -251,7 +252,8 @@ func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *execu
 		return err
 	}
 	if o.dryRun {
-		return p.Print(out, o.output)
+		ex.RecordPlanned(p)
+		return printCycle(out, o.output, p, nil)
 	}
 	// A history that is missing or was corrupt is written now: a run that
 	// could not record its moves must find out before it evicts.
@@ -289,7 +291,7 @@ func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *execu
 
 func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) error {
 	return output.Print(w, format, cycleResult{Plan: p, Result: res}, func(w io.Writer) error {
-		if err := p.Print(w, "table"); err != nil {
+		if err := p.Print(w, "table"); err != nil || res == nil {
 			return err
 		}
 		reasons := map[string]int{}

@@ -44,7 +44,7 @@ evictor, every eviction it asks for) with the same scheduler profile
 re-placing pods, for comparison.`,
 		Example: `  rebalancer simulate --snapshot cluster.yaml --policy policies/binpacking-policy.yaml \
     --scheduler-config policies/binpacking-scheduler.yaml --rounds 10 --baseline upstream --report report.html`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(cmd.Flags()); err != nil {
 				return err
@@ -66,7 +66,7 @@ re-placing pods, for comparison.`,
 	f.IntVar(&o.replays, "replays", 0, "also carry each round's plan out this many times with the schedulers' random choices (ties, node sampling) drawn anew, and count the replays in which every drained node ends empty and no empty node is used")
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
-	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as `run --interval`")
+	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as run's --interval")
 	return cmd
 }
 

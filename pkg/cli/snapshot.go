@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +32,7 @@ func newSnapshotCommand() *cobra.Command {
 		Short: "Write snapshot files: generated clusters, the openb trace replayed, or a live cluster",
 		Long: `snapshot writes cluster snapshots (a v1 List of nodes, pods, PDBs, ...) that
 plan --snapshot and simulate read.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	cmd.AddCommand(newSyntheticCommand(), newOpenbCommand(), newCaptureCommand())
 	return cmd
@@ -44,7 +46,7 @@ func newSyntheticCommand() *cobra.Command {
 		Use:     "synthetic",
 		Short:   "Generate a fragmented cluster: heterogeneous pods, owned workloads, PDBs, DaemonSets",
 		Example: `  rebalancer snapshot synthetic --nodes 1000 --pods 30000 -o cluster.yaml`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			errs := []error{checkOutput(out)}
 			if o.Nodes < 1 || o.Nodes > synthetic.MaxNodes {
@@ -93,7 +95,7 @@ the most pods ran). GPUs become nvidia.com/gpu; gpu_milli (GPU sharing) is
 not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 		Example: `  rebalancer snapshot openb --nodes openb_node_list_all_node.csv \
     --pods openb_pod_list_default.csv -o openb.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []error
 			if nodesFile == "" {
@@ -164,7 +166,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
 	cmd.Flags().BoolVar(&o.DRA, "dra", false, "GPUs as DRA devices (ResourceSlices, a DeviceClass, claims from templates) instead of the extended resource nvidia.com/gpu")
 	cmd.Flags().BoolVar(&o.GPUSharing, "gpu-sharing", false, "with --dra, GPUs that several pods share: each GPU has 1000 milli of capacity and a pod with gpu_milli under 1000 consumes that much of one (DRA consumable capacity); without it a pod holds whole GPUs")
-	cmd.Flags().Int64Var(&queueFrom, "queue-from", 0, "second of the trace from which pods are not replayed but left pending, not yet tried by the scheduler: the queue `simulate --arrivals` lets in round by round (default: none)")
+	cmd.Flags().Int64Var(&queueFrom, "queue-from", 0, "second of the trace from which pods are not replayed but left pending, not yet tried by the scheduler: the queue simulate's --arrivals lets in round by round (default: none)")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	return cmd
@@ -187,7 +189,7 @@ func newCaptureCommand() *cobra.Command {
 		Short: "Write a live cluster's nodes, pods, PDBs, ... and their usage (metrics.k8s.io, a policy's Prometheus queries) to a snapshot file (read-only)",
 		Example: `  rebalancer snapshot capture -o cluster.yaml
   rebalancer snapshot capture --context prod --policy policy.yaml -o cluster.yaml`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			errs := append(c.errors(), checkOutput(out), checkReadable("policy", policyFile))
 			if usageWindow < 0 || usageWindow > time.Hour {
@@ -255,7 +257,7 @@ func writeSnapshot(cmd *cobra.Command, path string, snap *snapshot.Snapshot) err
 }
 
 func writeAtomically(path string, write func(io.Writer) error, done func()) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	tmp, err := createBeside(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, unwrapPath(err))
 	}
@@ -274,6 +276,19 @@ func writeAtomically(path string, write func(io.Writer) error, done func()) erro
 		done()
 	}
 	return nil
+}
+
+// createBeside creates a new file in path's directory to be renamed to path,
+// with the mode a file the shell creates gets (0666 less the umask:
+// os.CreateTemp's 0600 would keep a report or snapshot from its readers).
+func createBeside(path string) (*os.File, error) {
+	for {
+		name := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if !errors.Is(err, fs.ErrExist) {
+			return f, err
+		}
+	}
 }
 
 // checkOutput checks the --output of a snapshot command before any work.

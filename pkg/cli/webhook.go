@@ -31,7 +31,7 @@ access to the API server. TLS is required, as the API server calls webhooks
 over HTTPS; the certificate is reloaded when it changes. /healthz, /readyz and
 /metrics are served on the same address.`,
 		Example: `  rebalancer webhook --tls-cert-file /tls/tls.crt --tls-private-key-file /tls/tls.key`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var errs []error
 			if err := o.serving.Validate(); err != nil {

@@ -124,7 +124,7 @@ func check(pdb *policyv1.PodDisruptionBudget) error {
 		case condition != nil && condition.Status == metav1.ConditionFalse && len(condition.Message) > 0 && condition.Reason == policyv1.SyncFailedReason:
 			msg = fmt.Sprintf("The disruption budget %s does not allow evicting pods currently because it failed sync: %s", pdb.Name, condition.Message)
 		case pdb.Status.CurrentHealthy <= pdb.Status.DesiredHealthy:
-			msg = fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", pdb.Name, pdb.Status.DesiredHealthy, pdb.Status.CurrentHealthy)
+			msg = noneToSpare(pdb)
 		case condition != nil && condition.Status == metav1.ConditionFalse && len(condition.Message) > 0:
 			msg = fmt.Sprintf("The disruption budget %s does not allow evicting pods currently (%s): %s", pdb.Name, condition.Reason, condition.Message)
 		default:
@@ -134,6 +134,21 @@ func check(pdb *policyv1.PodDisruptionBudget) error {
 		return err
 	}
 	return nil
+}
+
+// noneToSpare says, in a user's words, why a budget allows no eviction now:
+// the API server's own "needs 0 healthy pods and has -1 currently" reads
+// like a fault once a plan has spent the budget.
+func noneToSpare(pdb *policyv1.PodDisruptionBudget) string {
+	st := pdb.Status
+	var recent string
+	if n := len(st.DisruptedPods); n > 0 {
+		recent = fmt.Sprintf("; %d of its pods evicted recently or earlier in this plan", n)
+	}
+	if st.DesiredHealthy <= 0 {
+		return fmt.Sprintf("The disruption budget %s allows no more evictions now%s", pdb.Name, recent)
+	}
+	return fmt.Sprintf("The disruption budget %s keeps at least %d of its pods healthy, %d healthy now%s: none to spare", pdb.Name, st.DesiredHealthy, max(st.CurrentHealthy, 0), recent)
 }
 
 // Spend records an admitted eviction of the named pod against pdb, as the

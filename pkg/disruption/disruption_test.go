@@ -56,7 +56,7 @@ func TestAdmit(t *testing.T) {
 		{name: "no PDB", pod: pod("team", true, v1.PodRunning)},
 		{name: "selector matches", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 1, 3, 2)}, spends: "web"},
 		{name: "empty selector covers the namespace", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("all", empty, 0, 2, 2)},
-			code: http.StatusTooManyRequests, detail: "needs 2 healthy pods and has 2"},
+			code: http.StatusTooManyRequests, detail: "keeps at least 2 of its pods healthy, 2 healthy now: none to spare"},
 		{name: "empty selector, other namespace", pod: pod("elsewhere", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("all", empty, 0, 2, 2)}},
 		{name: "nil selector covers nothing", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("none", nil, 0, 2, 2)}},
 		{name: "other selector", pod: pod("team", true, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("db", other, 0, 2, 2)}},
@@ -69,7 +69,7 @@ func TestAdmit(t *testing.T) {
 		{name: "unready, AlwaysAllow", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{always}},
 		{name: "unready, application healthy", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 2, 2)}},
 		{name: "unready, application unhealthy", pod: pod("team", false, v1.PodRunning), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)},
-			code: http.StatusTooManyRequests, detail: "needs 2 healthy pods and has 1"},
+			code: http.StatusTooManyRequests, detail: "keeps at least 2 of its pods healthy, 1 healthy now: none to spare"},
 		{name: "pending pod", pod: pod("team", false, v1.PodPending), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
 		{name: "failed pod", pod: pod("team", false, v1.PodFailed), pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
 		{name: "terminating pod", pod: terminating, pdbs: []*policyv1.PodDisruptionBudget{pdb("web", web, 0, 1, 2)}},
@@ -155,5 +155,21 @@ func TestCost(t *testing.T) {
 		if got := Cost(c.pod); got != c.want {
 			t.Errorf("%s: cost %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestNoneToSpareInWords: a budget a plan has spent is refused in words,
+// never as "needs 0 healthy pods and has -1".
+func TestNoneToSpareInWords(t *testing.T) {
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1, CurrentHealthy: 0, DesiredHealthy: 0}}
+	Spend(pdb, "web-1")
+	err := check(pdb)
+	if err == nil {
+		t.Fatal("a spent budget admitted another eviction")
+	}
+	msg := err.(*apierrors.StatusError).ErrStatus.Details.Causes[0].Message
+	if want := "The disruption budget web allows no more evictions now; 1 of its pods evicted recently or earlier in this plan"; msg != want {
+		t.Errorf("refusal %q, want %q", msg, want)
 	}
 }

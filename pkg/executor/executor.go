@@ -77,6 +77,8 @@ var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChang
 const (
 	EventRebalanced       = "Rebalanced"
 	EventRebalanceSkipped = "RebalanceSkipped"
+	// EventRebalancePlanned is a dry-run's: the move run would make.
+	EventRebalancePlanned = "RebalancePlanned"
 	eventAction           = "Evict"
 )
 
@@ -559,6 +561,17 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 			note += " (" + o.detail + ")"
 		}
 		e.event(o.pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s", note)
+	}
+}
+
+// RecordPlanned records, for a dry-run, an Event on each pod the plan would
+// move, and evicts nothing: `kubectl get events --field-selector
+// reason=RebalancePlanned` then reads the plan where the cluster's other
+// events are read.
+func (e *Executor) RecordPlanned(p *plan.Plan) {
+	for _, m := range p.Moves {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, UID: types.UID(m.UID)}}
+		e.event(pod, v1.EventTypeNormal, EventRebalancePlanned, "dry run: %s would move it %s → %s (%s), plan %s", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
 	}
 }
 

@@ -192,7 +192,7 @@ func TestLoadErrors(t *testing.T) {
 		name:   "unknown plugin in pluginConfig",
 		policy: replace(t, lnu, "- name: LowNodeUtilization", "- name: LowNodeUtilisation"),
 		want: []string{
-			`profiles[0].pluginConfig[0].name: unknown plugin "LowNodeUtilisation", known plugins: Consolidation, DefaultEvictor, HighNodeUtilization, LowNodeUtilization,`,
+			`profiles[0].pluginConfig[0].name: unknown plugin "LowNodeUtilisation" (did you mean "LowNodeUtilization"?)`,
 			`profiles[0].plugins.balance.enabled[0]: plugin "LowNodeUtilization" has no pluginConfig entry in this profile`,
 		},
 	}, {

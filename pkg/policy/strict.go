@@ -15,6 +15,7 @@ import (
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/internal/suggest"
 )
 
 const kind = "DeschedulerPolicy"
@@ -150,5 +151,8 @@ func unknownPlugin(name string, registry pluginregistry.Registry) string {
 		known = append(known, n)
 	}
 	slices.Sort(known)
+	if s := suggest.Closest(name, known); s != "" {
+		return fmt.Sprintf("unknown plugin %q (did you mean %q?)", name, s)
+	}
 	return fmt.Sprintf("unknown plugin %q, known plugins: %s", name, strings.Join(known, ", "))
 }

@@ -231,11 +231,20 @@ func TestRunTaintAndPDB(t *testing.T) {
 	dbBefore := e.boundPods("db", 2)
 	e.taintForMaintenance("taint-0")
 
-	// Dry run: the plan, and no write at all.
+	// Dry run: the plan, and no write but its events.
 	started := time.Now()
-	runOnce(t, "--dry-run")
-	if reads, writes := auditedRequests(t, "rebalancer/", started); reads == 0 || len(writes) > 0 {
-		t.Fatalf("run --dry-run: %d reads, writes %v; want reads and no write", reads, writes)
+	dry := runOnce(t, "--dry-run")
+	reads, writes := auditedRequests(t, "rebalancer/", started)
+	events := 0
+	for _, w := range writes {
+		if strings.HasPrefix(w, "create /apis/events.k8s.io/v1/namespaces/") {
+			events++
+		} else {
+			t.Errorf("run --dry-run wrote %s", w)
+		}
+	}
+	if reads == 0 || events != len(dry.Plan.Moves) {
+		t.Fatalf("run --dry-run: %d reads, %d events for %d planned moves; want reads and an event a move", reads, events, len(dry.Plan.Moves))
 	}
 
 	res := runOnce(t)
