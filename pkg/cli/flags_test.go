@@ -227,3 +227,16 @@ func runnable(root *cobra.Command) []*cobra.Command {
 	}
 	return cmds
 }
+
+// TestHelpTexts: no flag's description holds a backquote, which pflag
+// reads as the name of the flag's value and prints in place of its type
+// ("--interval run --interval").
+func TestHelpTexts(t *testing.T) {
+	for _, c := range runnable(NewRootCommand()) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: a backquote in its description: %q", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+	}
+}
