@@ -55,13 +55,13 @@ var chartModes = []struct {
 	variants []string
 	values   []string
 }{
-	{[]string{"cronjob"}, []string{"mode=cronjob"}},
-	{[]string{"job"}, []string{"mode=job"}},
-	{[]string{"deployment"}, []string{"mode=deployment"}},
-	{[]string{"cronjob", "extender", "webhook", "monitoring"}, []string{"extender.enabled=true", "webhook.enabled=true", "dashboard.enabled=true", "prometheusRule.enabled=true"}},
-	{[]string{"cronjob", "extender-tls", "webhook-cert-manager"}, []string{"extender.enabled=true", "extender.tls.enabled=true", "webhook.enabled=true", "webhook.certManager=true"}},
-	{[]string{"deployment", "extender-cert-manager"}, []string{"mode=deployment", "extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true"}},
-	{[]string{"cronjob", "estimator"}, []string{"estimator.enabled=true"}},
+	{[]string{"cronjob"}, []string{"dryRun=false", "mode=cronjob"}},
+	{[]string{"job"}, []string{"dryRun=false", "mode=job"}},
+	{[]string{"deployment"}, []string{"dryRun=false", "mode=deployment"}},
+	{[]string{"cronjob", "extender", "webhook", "monitoring"}, []string{"dryRun=false", "extender.enabled=true", "webhook.enabled=true", "dashboard.enabled=true", "prometheusRule.enabled=true"}},
+	{[]string{"cronjob", "extender-tls", "webhook-cert-manager"}, []string{"dryRun=false", "extender.enabled=true", "extender.tls.enabled=true", "webhook.enabled=true", "webhook.certManager=true"}},
+	{[]string{"deployment", "extender-cert-manager"}, []string{"dryRun=false", "mode=deployment", "extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true"}},
+	{[]string{"cronjob", "estimator"}, []string{"dryRun=false", "estimator.enabled=true"}},
 }
 
 // extenderCADir is where the chart mounts the extender's CA into the
@@ -409,7 +409,7 @@ func TestChartDeploymentMode(t *testing.T) {
 	e.addNodes("8", nodes...)
 	e.fragmentedReplicaSet("web", resources("1", "1Gi"), nodes)
 	e.taintForMaintenance(nodes[0])
-	objs := renderChart(t, "mode=deployment")
+	objs := renderChart(t, "mode=deployment", "dryRun=false")
 	dir := t.TempDir()
 	var args []string
 	var rbac []*unstructured.Unstructured

@@ -49,7 +49,7 @@ it (--skip-schema-validation). */}}
 {{- end }}
 {{- /* Flags the chart sets from a value or the mode: a second one in
 extraArgs would silently win or contradict it. */}}
-{{- $owned := dict "--policy" "policy" "--max-per-workload" "rebalancer.maxPerWorkload" "--interval" "rebalancer.interval (mode deployment)" "--schedule" "rebalancer.schedule (mode cronjob)" "--once" "mode" "--leader-elect" "mode (deployment elects a leader)" "--bind-address" "the chart (port 10258, its probes and metrics Service)" }}
+{{- $owned := dict "--policy" "policy" "--max-per-workload" "rebalancer.maxPerWorkload" "--interval" "rebalancer.interval (mode deployment)" "--schedule" "rebalancer.schedule (mode cronjob)" "--once" "mode" "--leader-elect" "mode (deployment elects a leader)" "--bind-address" "the chart (port 10258, its probes and metrics Service)" "--dry-run" "dryRun" }}
 {{- range $v.rebalancer.extraArgs }}
 {{- $flag := regexReplaceAll "=.*$" (toString .) "" }}
 {{- if hasKey $owned $flag }}
@@ -173,6 +173,9 @@ arguments. */}}
   - run
   {{- range .args }}
   - {{ . }}
+  {{- end }}
+  {{- if .root.Values.dryRun }}
+  - --dry-run
   {{- end }}
   - --policy=/etc/rebalancer/{{ include "rebalancer.policyFile" .root }}
   - --scheduler-config=/etc/rebalancer/{{ include "rebalancer.schedulerFile" .root }}
