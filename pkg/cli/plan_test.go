@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,11 +16,13 @@ const (
 	demo      = "../../test/testdata/demo-cluster.yaml"
 )
 
+// run runs the command line and returns what it printed on stdout (its
+// progress on stderr is dropped).
 func run(args ...string) (string, error) {
 	cmd := NewRootCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetErr(&out)
+	cmd.SetErr(io.Discard)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	return out.String(), err

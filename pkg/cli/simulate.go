@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,9 +14,11 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
+	"github.com/rebalancer-dev/rebalancer/pkg/version"
 )
 
 type simulateOptions struct {
@@ -25,6 +29,7 @@ type simulateOptions struct {
 	baseline string
 	report   string
 	interval time.Duration
+	quiet    bool
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -67,6 +72,7 @@ re-placing pods, for comparison.`,
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
 	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as run's --interval")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print no progress on stderr (a line per phase and per round)")
 	return cmd
 }
 
@@ -110,6 +116,8 @@ func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 
 func (o *simulateOptions) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
+	progress := o.progress(cmd.ErrOrStderr())
+	progress("reading %s and building the simulation", o.snapshot)
 	sess := o.session(nil)
 	opened, err := sess.Open(ctx, nil)
 	if err != nil {
@@ -126,24 +134,95 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		Planner:  sess.Options().Planner,
 		Interval: o.interval, Cooldown: o.cooldown,
 		Steering: opened.Placement,
+		Progress: func(strategy string, i int, r result.Round) {
+			if i == 0 {
+				progress("%s: round 0 (the snapshot): %d nodes in use, lower bound %d", strategy, r.NodesInUse, r.LowerBound)
+				return
+			}
+			skips := ""
+			if strategy == rounds.Rebalancer { // the baseline does not say why
+				skips = "; top skips: " + r.TopSkips(3)
+			}
+			progress("%s: round %d of %d: %d evictions, %d nodes in use (lower bound %d)%s",
+				strategy, i, o.rounds, r.Evictions, r.NodesInUse, r.LowerBound, skips)
+		},
 	}
 	var c result.Comparison
-	if c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {
-		return err
-	}
-	if o.baseline != "" {
+	c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts)
+	if err == nil && o.baseline != "" {
 		opts.Strategy = o.baseline
-		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil {
+		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("baseline %s: %w", o.baseline, err)
 		}
 	}
+	if err != nil && (ctx.Err() == nil || c.Rebalancer == nil) {
+		return err // a failure, or stopped before the first round
+	}
+	// Finished, or interrupted: the rounds finished are printed either way,
+	// an interrupted simulation marked so and ending with an error.
 	if o.report != "" {
-		title := fmt.Sprintf("%s · %s · %s", filepath.Base(o.snapshot), filepath.Base(o.policy), baseNames(o.schedulerConfig))
-		if err := writeAtomically(o.report, func(w io.Writer) error { return report.Write(w, title, &c) }, nil); err != nil {
-			return err
+		meta := report.Meta{
+			Title:   fmt.Sprintf("%s · %s · %s", filepath.Base(o.snapshot), filepath.Base(o.policy), baseNames(o.schedulerConfig)),
+			Version: version.String(), Date: time.Now(), Command: commandLine(),
+		}
+		if werr := writeAtomically(o.report, func(w io.Writer) error { return report.Write(w, meta, &c) }, nil); werr != nil {
+			return werr
 		}
 	}
-	return c.Print(cmd.OutOrStdout(), o.output)
+	if perr := c.Print(cmd.OutOrStdout(), o.output); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return fmt.Errorf("interrupted; the rounds finished are printed: %w", err)
+	}
+	if hint := nothingPlanned(c.Rebalancer); hint != "" {
+		klog.FromContext(ctx).Info(hint)
+	}
+	return nil
+}
+
+// progress returns the printer of simulate's progress: a line per phase and
+// per round on stderr (stdout holds only the result), none with --quiet.
+func (o *simulateOptions) progress(w io.Writer) func(format string, args ...any) {
+	if o.quiet {
+		return func(string, ...any) {}
+	}
+	start := time.Now()
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "simulate [%4.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+}
+
+// nothingPlanned explains, once, a simulation in which no round evicted
+// anything because no scheduler of the pods could be steered or modelled:
+// what to do about it, rather than a warning each round.
+func nothingPlanned(res *result.Result) string {
+	unsteered := 0
+	for _, r := range res.Rounds {
+		if r.Evictions > 0 {
+			return ""
+		}
+		unsteered += r.Skipped[plan.ReasonUnsteered] + r.Skipped[plan.ReasonUnknownScheduler]
+	}
+	if unsteered == 0 {
+		return ""
+	}
+	return fmt.Sprintf("No round moved a pod: %d moves were skipped because their pods' scheduler does not follow rebalance hints or is not modelled (skips %s, %s). Give the scheduler that places them with --scheduler-config (for example policies/binpacking-scheduler.yaml for pods that name rebalancer-scheduler), or steer default-scheduler with the extender or the namespace webhook: see docs/schedulers.md",
+		unsteered, plan.ReasonUnsteered, plan.ReasonUnknownScheduler)
+}
+
+// commandLine is the process's command line, each argument quoted where
+// the shell would need it.
+func commandLine() string {
+	args := make([]string, len(os.Args))
+	for i, a := range os.Args {
+		args[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\"'$`\\*?[]{}()<>|&;#~") {
+			args[i] = strconv.Quote(a)
+		}
+	}
+	args[0] = filepath.Base(args[0])
+	return strings.Join(args, " ")
 }
 
 func baseNames(paths []string) string {

@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
@@ -19,13 +20,23 @@ var pageTemplate string
 
 var tmpl = template.Must(template.New("report").Parse(pageTemplate))
 
-// Write renders c as an HTML page titled title. c.Baseline may be nil; the
-// page then shows rebalancer alone.
-func Write(w io.Writer, title string, c *result.Comparison) error {
+// Meta says what a report shows and where it came from, so that a page
+// read weeks later can be reproduced: the inputs, the build, the day and
+// the command.
+type Meta struct {
+	Title   string
+	Version string // rebalancer's version line
+	Date    time.Time
+	Command string // the command line, as typed
+}
+
+// Write renders c as an HTML page. c.Baseline may be nil; the page then
+// shows rebalancer alone.
+func Write(w io.Writer, m Meta, c *result.Comparison) error {
 	if c == nil || c.Rebalancer == nil {
 		return errors.New("report: the comparison has no rebalancer result")
 	}
-	return tmpl.Execute(w, newPage(title, c))
+	return tmpl.Execute(w, newPage(m, c))
 }
 
 // series is one strategy's result with the names the page shows it under.
@@ -37,6 +48,14 @@ type series struct {
 	// Name is the strategy as the simulation named it.
 	Name string
 	*result.Result
+}
+
+// LastRound is the number of the last round the strategy finished.
+func (s series) LastRound() int {
+	if len(s.Rounds) == 0 {
+		return 0
+	}
+	return s.Rounds[len(s.Rounds)-1].Round
 }
 
 func seriesOf(c *result.Comparison) []series {
@@ -54,7 +73,8 @@ func seriesOf(c *result.Comparison) []series {
 }
 
 type page struct {
-	Title      string
+	Meta
+	Generated  string // Meta.Date, in UTC
 	Series     []series
 	Summary    []summaryRow
 	NodesInUse lineChart
@@ -63,10 +83,11 @@ type page struct {
 	Util []utilChart
 }
 
-func newPage(title string, c *result.Comparison) page {
+func newPage(m Meta, c *result.Comparison) page {
 	ss := seriesOf(c)
 	p := page{
-		Title:      title,
+		Meta:       m,
+		Generated:  m.Date.UTC().Format(time.RFC3339),
 		Series:     ss,
 		NodesInUse: nodesInUseChart(ss),
 		Evictions:  evictionsChart(ss),

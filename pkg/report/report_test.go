@@ -152,7 +152,7 @@ func checkMarks(t *testing.T, doc []byte, strict bool, c *result.Comparison) {
 func render(t *testing.T, title string, c *result.Comparison) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := Write(&buf, title, c); err != nil {
+	if err := Write(&buf, Meta{Title: title, Version: "rebalancer v0.1.0", Date: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC), Command: "rebalancer simulate --snapshot s.yaml"}, c); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 	return buf.Bytes()
@@ -187,7 +187,7 @@ func TestWrite(t *testing.T) {
 
 func TestWriteNoRebalancer(t *testing.T) {
 	for _, c := range []*result.Comparison{nil, {Baseline: sample().Baseline}} {
-		if err := Write(io.Discard, "x", c); err == nil {
+		if err := Write(io.Discard, Meta{Title: "x"}, c); err == nil {
 			t.Errorf("Write(%v) succeeded, want an error", c)
 		}
 	}
@@ -361,4 +361,26 @@ func countColor(img image.Image, rgb [3]uint8) int {
 		}
 	}
 	return n
+}
+
+// TestProvenanceAndRounds: the page names the build, the day and the
+// command, lists each round with why it did not move more, and says when
+// the simulation was interrupted.
+func TestProvenanceAndRounds(t *testing.T) {
+	c := sample()
+	c.Rebalancer.Rounds[1].Skipped = map[string]int{"limit": 7, "no-fit": 2, "pdb": 2, "cooldown": 1}
+	c.Rebalancer.Interrupted = true
+	doc := string(render(t, "x", c))
+	for _, want := range []string{
+		"rebalancer v0.1.0; simulated 2026-11-28T12:00:00Z", "<code>rebalancer simulate --snapshot s.yaml</code>",
+		`<table class="summary" data-rounds="rebalancer">`, "<td>limit 7, no-fit 2, pdb 2</td>",
+		"rebalancer: interrupted after round 3",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(doc, "upstream: interrupted") {
+		t.Error("the baseline, which finished, is marked interrupted")
+	}
 }

@@ -69,6 +69,9 @@ type Options struct {
 	// lets that many in per round, oldest first, before the round's plan
 	// (see arrive). 0: they all wait from round 0.
 	Arrivals int
+	// Progress, when set, is told of each round once it is measured (round
+	// 0: the snapshot as it is), for a command to show how far it is.
+	Progress func(strategy string, round int, r result.Round)
 	// Replays is how many times each round's plan is also carried out, on
 	// a copy of the cluster, with other seeds (each search from a random
 	// node): how often the plan holds whatever the schedulers choose
@@ -169,10 +172,16 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 	res.Rounds = append(res.Rounds, round0)
 	res.NodesBefore = nodes
 	res.NodesAfter = nodes
+	r.progress(round0)
 	for i := 1; i <= opts.Rounds; i++ {
 		clock.SetTime(opts.Start.Add(time.Duration(i) * opts.Interval))
 		round, nodes, err := r.round(ctx, i)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Stopped: the rounds finished are still what they were.
+				res.Interrupted = true
+				return res, fmt.Errorf("round %d: %w", i, err)
+			}
 			return nil, fmt.Errorf("round %d: %w", i, err)
 		}
 		res.Rounds = append(res.Rounds, round)
@@ -189,12 +198,19 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		klog.FromContext(ctx).V(1).Info("Simulated round", "strategy", opts.Strategy, "round", i,
 			"evictions", round.Evictions, "pingPong", round.PingPong, "nodesInUse", round.NodesInUse, "unschedulable", round.Unschedulable,
 			"arrived", round.Arrived, "placed", round.Placed)
+		r.progress(round)
 	}
 	if opts.Strategy == Rebalancer {
 		t := res.Totals()
 		res.PlanAccuracy = result.Accuracy(t.Held, t.Evictions)
 	}
 	return res, nil
+}
+
+func (r *run) progress(round result.Round) {
+	if r.o.Progress != nil {
+		r.o.Progress(r.o.Strategy, round.Round, round)
+	}
 }
 
 // round lets pods arrive, plans, evicts, re-places and measures.
@@ -211,7 +227,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			waiting.Insert(p.UID)
 		}
 	}
-	evictions, heldEmpty, err := r.plan(ctx, i)
+	evictions, heldEmpty, skipped, err := r.plan(ctx, i)
 	if err != nil {
 		return result.Round{}, nil, err
 	}
@@ -287,6 +303,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	round.Arrived, round.Placed = arrived, placed
 	round.Replays, round.ReplaysHeld = replays, replaysHeld
+	round.Skipped = skipped
 	if r.o.Strategy == Rebalancer {
 		round.PlanAccuracy = result.Accuracy(held, len(evictions))
 	}
@@ -385,10 +402,10 @@ func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, e
 	return r.o.Replays, held, nil
 }
 
-// plan asks the strategy which pods to evict this round, and which empty
-// nodes to hold meanwhile (plan.Plan.HeldEmpty); the simulation is left as it
-// was.
-func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, error) {
+// plan asks the strategy which pods to evict this round, which empty nodes
+// to hold meanwhile (plan.Plan.HeldEmpty), and why it did not move more (its
+// skips by reason); the simulation is left as it was.
+func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, map[string]int, error) {
 	state := r.sim.State()
 	byUID := make(map[types.UID]*v1.Pod, len(state.Pods))
 	for _, p := range state.Pods {
@@ -398,14 +415,14 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, error) {
 	if r.o.Strategy == Upstream {
 		res, err := upstream.Run(ctx, r.policy, state)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, e := range res.Evicted {
 			if p, ok := byUID[types.UID(e.UID)]; ok {
 				out = append(out, eviction{pod: p})
 			}
 		}
-		return out, nil, nil
+		return out, nil, nil, nil
 	}
 	opts := r.o.Planner
 	opts.ID = fmt.Sprintf("round-%d", i)
@@ -414,18 +431,18 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, error) {
 	opts.History = r.moves
 	p, err := planner.Plan(ctx, r.sim, r.policy, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	for _, m := range p.Moves {
 		pod, ok := byUID[types.UID(m.UID)]
 		if !ok {
-			return nil, nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
+			return nil, nil, nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
 		// An unsteered drain holds wherever its replacements land in nodes
 		// the plan keeps (see planner's hold).
 		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Drain && !m.Steered, drain: m.Drain})
 	}
-	return out, p.HeldEmpty, nil
+	return out, p.HeldEmpty, p.Summary.SkippedByReason, nil
 }
 
 func (r *run) root(uid types.UID) types.UID {

@@ -1,10 +1,13 @@
 package badinput
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -70,5 +73,65 @@ func TestInterruptedPlanIsNoPlan(t *testing.T) {
 	}
 	if interrupted < 5 {
 		t.Errorf("only %d of 9 runs were interrupted before they ended: the test shows little", interrupted)
+	}
+}
+
+// TestInterruptedSimulationPrintsItsRounds: simulate shows a line per round
+// on stderr as it goes; SIGTERM after round 2 prints the rounds finished,
+// marked interrupted, and exits non-zero.
+func TestInterruptedSimulationPrintsItsRounds(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "cluster.yaml")
+	if r := rebalancer(t, []string{"snapshot", "synthetic", "--nodes", "300", "--pods", "9000", "--seed", "4", "-o", snap}); r.exit != 0 {
+		t.Fatalf("snapshot synthetic: exit %d\n%s", r.exit, r.stderr)
+	}
+	cmd := exec.Command(bin, "simulate", "--policy", goodPolicy, "--scheduler-config", goodScheduler, "--snapshot", snap, "--rounds", "100")
+	cmd.Dir, cmd.Env = root, env
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var progress []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		progress = append(progress, sc.Text())
+		if strings.Contains(sc.Text(), "round 2 of 100") {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, stderr) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("SIGTERM after round 2: still running 60 s later")
+	}
+	if err == nil {
+		t.Fatalf("interrupted simulate exited 0\nstdout:\n%s", stdout.String())
+	}
+	if len(progress) < 4 || !strings.Contains(progress[0], "reading") || !strings.Contains(progress[1], "round 0") {
+		t.Errorf("progress lines: %q, want reading, round 0, round 1, round 2", progress)
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "INTERRUPTED after round") {
+		t.Errorf("the rounds printed are not marked interrupted:\n%s", out)
+	}
+	rows := 0
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(line, "±") {
+			if _, err := strconv.Atoi(f[0]); err == nil {
+				rows++
+			}
+		}
+	}
+	if rows < 3 || rows > 100 {
+		t.Errorf("%d rounds printed, want rounds 0 to at least 2 and not all 100:\n%s", rows, out)
 	}
 }

@@ -29,10 +29,17 @@ func (c *Comparison) printTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\n", strings.ToUpper(res.Strategy))
-		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tARRIVED\tPLACED\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)")
+		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tARRIVED\tPLACED\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)\tTOP SKIPS")
 		for _, r := range res.Rounds {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
-				r.LowerBound, r.Arrived, r.Placed, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev)
+			skips := r.TopSkips(3)
+			if r.Round == 0 {
+				skips = "" // the snapshot as it is: nothing planned
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\t%s\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
+				r.LowerBound, r.Arrived, r.Placed, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev, skips)
+		}
+		if res.Interrupted {
+			fmt.Fprintf(tw, "INTERRUPTED after round %d: the rounds above are the ones finished\n", len(res.Rounds)-1)
 		}
 		converged := "not converged"
 		if res.ConvergedAt > 0 {

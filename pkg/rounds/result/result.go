@@ -1,6 +1,12 @@
 package result
 
-import "math"
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
 
 // Result is what a simulation measured, round by round.
 type Result struct {
@@ -20,6 +26,9 @@ type Result struct {
 	// nothing was planned (and for the upstream baseline, which plans no
 	// targets).
 	PlanAccuracy *float64 `json:"planAccuracy,omitempty"`
+	// Interrupted says the simulation was stopped before its last round:
+	// Rounds holds the rounds it finished.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 // Round is the cluster after one round: plan, evict, re-place.
@@ -64,6 +73,10 @@ type Round struct {
 	// neither.
 	Arrived int `json:"arrived,omitempty"`
 	Placed  int `json:"placed"`
+	// Skipped counts the round's plan's skips by reason
+	// (plan.Summary.SkippedByReason): why it did not move more. The
+	// baseline's plans give none.
+	Skipped map[string]int `json:"skippedByReason,omitempty"`
 	// Utilization of requested CPU and memory, percent of allocatable, over
 	// the nodes in use.
 	CPUUtilMean   float64 `json:"cpuUtilMean"`
@@ -87,6 +100,29 @@ type NodeUtil struct {
 type Comparison struct {
 	Rebalancer *Result `json:"rebalancer"`
 	Baseline   *Result `json:"baseline,omitempty"`
+}
+
+// TopSkips names the n most frequent skip reasons of a round, most first
+// ("limit 300, no-fit 4"); "-" for none.
+func (r Round) TopSkips(n int) string {
+	reasons := make([]string, 0, len(r.Skipped))
+	for reason := range r.Skipped {
+		reasons = append(reasons, reason)
+	}
+	slices.SortFunc(reasons, func(a, b string) int {
+		if c := cmp.Compare(r.Skipped[b], r.Skipped[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	if len(reasons) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, n)
+	for _, reason := range reasons[:min(n, len(reasons))] {
+		parts = append(parts, fmt.Sprintf("%s %d", reason, r.Skipped[reason]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Accuracy is held out of planned in percent, rounded to two decimals; nil
