@@ -202,13 +202,13 @@ func nothingPlanned(res *result.Result) string {
 		if r.Evictions > 0 {
 			return ""
 		}
-		unsteered += r.Skipped[plan.ReasonUnsteered] + r.Skipped[plan.ReasonUnknownScheduler]
+		unsteered = max(unsteered, r.Skipped[plan.ReasonUnsteered]+r.Skipped[plan.ReasonUnknownScheduler]+r.Skipped[plan.ReasonConflict])
 	}
 	if unsteered == 0 {
 		return ""
 	}
-	return fmt.Sprintf("No round moved a pod: %d moves were skipped because their pods' scheduler does not follow rebalance hints or is not modelled (skips %s, %s). Give the scheduler that places them with --scheduler-config (for example policies/binpacking-scheduler.yaml for pods that name rebalancer-scheduler), or steer default-scheduler with the extender or the namespace webhook: see docs/schedulers.md",
-		unsteered, plan.ReasonUnsteered, plan.ReasonUnknownScheduler)
+	return fmt.Sprintf("No round moved a pod: up to %d moves a round were skipped because their pods' scheduler does not follow rebalance hints, pulls against the policy, or is not modelled (skips %s, %s, %s). Give the scheduler that places them with --scheduler-config (for example policies/binpacking-scheduler.yaml for pods that name rebalancer-scheduler; snapshot openb --pod-scheduler-name writes them so), or steer default-scheduler with the extender or the namespace webhook: see docs/schedulers.md",
+		unsteered, plan.ReasonUnsteered, plan.ReasonConflict, plan.ReasonUnknownScheduler)
 }
 
 // commandLine is the process's command line, each argument quoted where

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
@@ -128,6 +129,11 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 					errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", schedulerName, msg))
 				}
 			}
+			if o.SchedulerName != "" {
+				for _, msg := range validation.IsDNS1123Subdomain(o.SchedulerName) {
+					errs = append(errs, fmt.Errorf("--pod-scheduler-name %q: %s", o.SchedulerName, msg))
+				}
+			}
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
@@ -150,7 +156,9 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if err != nil {
 				return err
 			}
-			klog.FromContext(cmd.Context()).Info("Replayed the openb trace", "nodes", len(nodes), "result", stats.String())
+			logger := klog.FromContext(cmd.Context())
+			logger.Info("Replayed the openb trace", "nodes", len(nodes), "result", stats.String())
+			logger.Info(schedulerNote(o))
 			if usage {
 				synthetic.Usage(snap, 1, stats.Time())
 			}
@@ -161,6 +169,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().StringVar(&podsFile, "pods", "", "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli, and optionally gpu_spec,qos,pod_phase,creation_time,deletion_time)")
 	cmd.Flags().StringVar(&schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration that places the pods (default: kube-scheduler's default profile)")
 	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile)")
+	cmd.Flags().StringVar(&o.SchedulerName, "pod-scheduler-name", "", "schedulerName the snapshot's pods carry, placed as they are by the replay's profile: the scheduler that re-places them from now on (default: the replay profile's)")
 	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
@@ -170,6 +179,22 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	return cmd
+}
+
+// schedulerNote says which scheduler the imported pods name and what that
+// means for plan and simulate.
+func schedulerNote(o openb.Options) string {
+	name := o.SchedulerName
+	if name == "" {
+		name = v1.DefaultSchedulerName
+		if o.Profile != nil {
+			name = o.Profile.SchedulerName
+		}
+	}
+	if name == v1.DefaultSchedulerName {
+		return "The snapshot's pods name default-scheduler. plan and simulate model it with kube-scheduler's default profile (unless a --scheduler-config configures it), which follows no rebalance hint: rebalancer then moves only what holds wherever it places a pod. To run the pods on rebalancer-scheduler, write them with --pod-scheduler-name rebalancer-scheduler and give simulate that scheduler's --scheduler-config (docs/schedulers.md)"
+	}
+	return fmt.Sprintf("The snapshot's pods name %s: give plan and simulate a --scheduler-config with a profile of that name (as policies/binpacking-scheduler.yaml has for rebalancer-scheduler)", name)
 }
 
 func readCSV[T any](path string, read func(string, io.Reader) ([]T, error)) ([]T, error) {

@@ -45,6 +45,11 @@ type Options struct {
 	// Profile places the pods, which carry its schedulerName; nil means
 	// kube-scheduler's default profile (default-scheduler).
 	Profile *config.KubeSchedulerProfile
+	// SchedulerName, when set, is the schedulerName the snapshot's pods
+	// carry instead of Profile's: placed by one scheduler, as the trace's
+	// cluster placed them, and run from then on by another (a cluster that
+	// moves its workloads to rebalancer-scheduler).
+	SchedulerName string
 	// At is the trace second the snapshot shows: pods created at or before it
 	// and not deleted by then. Peak (the default) is the first moment the most
 	// pods ran.
@@ -274,6 +279,11 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	}
 	stats.Queued = len(queue)
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
+	if opts.SchedulerName != "" {
+		for _, p := range snap.Pods {
+			p.Spec.SchedulerName = opts.SchedulerName
+		}
+	}
 	if opts.DRA {
 		// The claims of the running pods, allocated where they run; a
 		// waiting pod's claim is made again when it is placed.

@@ -429,6 +429,12 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, map[string
 	// As in run mode: a workload's pods on a node it moved pods onto stay
 	// for the cooldown, and the planner knows, so drains do not count on them.
 	opts.History = r.moves
+	if i > 1 {
+		// The planner's warnings (a scheduler that cannot be steered, a
+		// conflict) are the same every round: said in round 1, the later
+		// rounds' at -v=1.
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).V(1))
+	}
 	p, err := planner.Plan(ctx, r.sim, r.policy, opts)
 	if err != nil {
 		return nil, nil, nil, err
