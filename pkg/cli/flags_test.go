@@ -41,6 +41,7 @@ var stringMistakes = map[string][]string{
 	"--tls-private-key-file":            {missingFile},
 	"--context":                         {"no-such-context"},
 	"--scheduler-name":                  {"Bad_Name!", "-scheduler"},
+	"--pod-scheduler-name":              {"Bad_Name!", "-scheduler"},
 	"--history-configmap":               {"Bad_Name!", "rebalancer-system/", "/rebalancer-history", "ns/Bad_Name"},
 	"--webhook-configuration":           {"Bad_Name!", "rebalancer-webhook/x"},
 	"--leader-elect-resource-name":      {"Bad_Name!", ""},
