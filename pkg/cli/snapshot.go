@@ -59,6 +59,7 @@ func newSyntheticCommand() *cobra.Command {
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
+			klog.FromContext(cmd.Context()).Info("Generating the cluster", "nodes", o.Nodes, "pods", o.Pods, "seed", o.Seed)
 			snap, err := synthetic.Generate(o)
 			if err != nil {
 				return err
@@ -152,6 +153,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if err != nil {
 				return err
 			}
+			klog.FromContext(cmd.Context()).Info("Replaying the trace", "nodes", len(nodes), "pods", len(pods))
 			snap, stats, err := openb.Import(cmd.Context(), nodes, pods, o)
 			if err != nil {
 				return err

@@ -117,10 +117,19 @@ func (s *Session) Open(ctx context.Context, view View) (*Opened, error) {
 // Plan opens the inputs and plans on them; moves is the move history (nil:
 // none). It returns what it opened too, for the recheck.
 func (s *Session) Plan(ctx context.Context, view View, moves *history.History) (*plan.Plan, *Opened, error) {
+	// A line a phase: a plan of thousands of nodes takes seconds to
+	// minutes, and a silent command looks stuck.
+	start, logger := time.Now(), klog.FromContext(ctx)
+	from := s.o.Files.Snapshot
+	if from == "" {
+		from = "the API server"
+	}
+	logger.Info("Reading the cluster", "from", from)
 	o, err := s.Open(ctx, view)
 	if err != nil {
 		return nil, nil, err
 	}
+	logger.Info("Building the simulation", "cluster", o.Snapshot.String())
 	opts := s.o.Planner
 	opts.History = moves
 	opts.Warnings = append(append([]string(nil), opts.Warnings...), o.Warnings...)
@@ -133,7 +142,11 @@ func (s *Session) Plan(ctx context.Context, view View, moves *history.History) (
 		return nil, nil, err
 	}
 	opts.Warnings = append(opts.Warnings, optInNote(sim, o.Snapshot, o.Inputs.OptIn)...)
+	logger.Info("Planning", "profiles", len(o.Inputs.Policy.Profiles))
 	p, err := planner.Plan(ctx, sim, o.Inputs.Policy, opts)
+	if err == nil {
+		logger.Info("Planned", "moves", len(p.Moves), "skipped", len(p.Skipped), "took", time.Since(start).Round(10*time.Millisecond).String())
+	}
 	return p, o, err
 }
 
