@@ -52,6 +52,9 @@ func (c *clientFlags) errors() []error {
 	return errs
 }
 
+// errNoCluster is restConfig's error when nothing names a cluster.
+var errNoCluster = errors.New("no cluster to connect to")
+
 // inClusterConfig is rest.InClusterConfig; tests replace it, as its token
 // and CA are read from fixed paths.
 var inClusterConfig = rest.InClusterConfig
@@ -89,7 +92,7 @@ func (c *clientFlags) restConfig() (cfg *rest.Config, source string, err error) 
 	cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
 		&clientcmd.ConfigOverrides{CurrentContext: c.context}).ClientConfig()
 	if clientcmd.IsEmptyConfig(err) {
-		return nil, "", fmt.Errorf("no cluster to connect to: %s", c.triedSources(env))
+		return nil, "", fmt.Errorf("%w: %s", errNoCluster, c.triedSources(env))
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", source, err)

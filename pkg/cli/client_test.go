@@ -123,6 +123,11 @@ func TestRestConfigSaysWhatItTried(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
+	// plan says how to plan without a cluster.
+	_, err = run("plan", "--policy", binPolicy, "--scheduler-config", binSched)
+	if err == nil || !strings.Contains(err.Error(), "no cluster to connect to") || !strings.Contains(err.Error(), "give --snapshot FILE") {
+		t.Errorf("plan with no cluster: %v, want what it tried and --snapshot", err)
+	}
 
 	// A pod whose service account token is missing: said, not skipped.
 	inClusterConfig = func() (*rest.Config, error) { return nil, errors.New("open token: no such file") }

@@ -218,7 +218,9 @@ func (o *planOptions) run(ctx context.Context) (*plan.Plan, error) {
 	var client kubernetes.Interface
 	if o.snapshot == "" {
 		var err error
-		if client, err = o.newClient(ctx); err != nil {
+		if client, err = o.newClient(ctx); errors.Is(err, errNoCluster) {
+			return nil, fmt.Errorf("%w; to plan offline, give --snapshot FILE (rebalancer snapshot capture writes one)", err)
+		} else if err != nil {
 			return nil, err
 		}
 	}
