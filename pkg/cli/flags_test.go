@@ -231,12 +231,16 @@ func runnable(root *cobra.Command) []*cobra.Command {
 
 // TestHelpTexts: no flag's description holds a backquote, which pflag
 // reads as the name of the flag's value and prints in place of its type
-// ("--interval run --interval").
+// ("--interval run --interval"), and none runs past 200 characters: help
+// says what a flag does, docs/ the details.
 func TestHelpTexts(t *testing.T) {
 	for _, c := range runnable(NewRootCommand()) {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
 			if strings.Contains(f.Usage, "`") {
 				t.Errorf("%s --%s: a backquote in its description: %q", c.CommandPath(), f.Name, f.Usage)
+			}
+			if len(f.Usage) > 200 {
+				t.Errorf("%s --%s: a description of %d characters, want at most 200: %q", c.CommandPath(), f.Name, len(f.Usage), f.Usage)
 			}
 		})
 	}

@@ -90,12 +90,12 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 	f.BoolVar(&o.everyNode, "every-node", false, everyNodeHelp)
-	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "when a plan leaves moves to a scheduler that does not follow rebalance hints, keep the nodes empty at plan time off limits with the drain taint until the plan's replacements are bound, so they go only to nodes in use and its drains hold (costs two writes per empty node per such cycle; new pods that fit only on an empty node wait as long): true, false, or auto: when the policy packs and every scheduler placing the cluster's pods packs without following hints")
+	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "keep empty nodes off limits (drain taint) until the plan's replacements are bound, for schedulers that ignore hints: true, false, or auto (when the policy packs)")
 	f.Lookup("hold-empty-nodes").NoOptDefVal = "true"
-	f.StringVar(&o.optIn, "opt-in-namespaces", "", `label selector of the namespaces whose new pods rebalancer's webhook puts on rebalancer-scheduler, e.g. "`+wellknown.SchedulerLabel+`=`+webhook.Enabled+`": their pods that name default-scheduler are planned as rebalancer-scheduler's (offline; on a live cluster it overrides --webhook-configuration)`)
-	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that work by usage: a node is as hot as the least of its samples over this window (live, rebalancer samples metrics.k8s.io for as long before it first plans); 0 takes the newest sample alone")
+	f.StringVar(&o.optIn, "opt-in-namespaces", "", "label selector of the namespaces whose pods rebalancer's webhook gives rebalancer-scheduler, e.g. "+wellknown.SchedulerLabel+"="+webhook.Enabled+" (offline; live, it overrides --webhook-configuration)")
+	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that read usage (a node is as hot as its coolest sample); 0: the newest sample")
 	f.DurationVar(&o.usageInterval, "usage-interval", 15*time.Second, "how often a live cluster's usage is sampled over --usage-window (metrics-server samples every 15s by default)")
-	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read on a live cluster: when it exists and its webhook answers, the pods it gives rebalancer-scheduler are planned as that scheduler's; "" reads none`)
+	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read live: the pods it gives rebalancer-scheduler are planned as that scheduler's; "" reads none`)
 }
 
 // flagErrors checks the flags plan and run share.
@@ -270,4 +270,4 @@ func (o *planOptions) session(client kubernetes.Interface) *session.Session {
 	return session.New(opts)
 }
 
-const everyNodeHelp = "run every scheduling cycle's plugins on every node through kube-scheduler's framework, as kube-scheduler does, instead of once for each class of nodes its plugins cannot tell apart (same labels but the hostname, taints, allocatable, requests, pod count and images: a cycle in which only the resource, taint and node-affinity plugins take part) and through rebalancer's own plugin runner, which remembers the answers of the plugins that read only the pod and the node; the answers are the same, only slower"
+const everyNodeHelp = "plan through kube-scheduler's framework on every node, without rebalancer's node classes and plugin memo: the same answers, slower (to check them)"

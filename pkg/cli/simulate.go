@@ -67,8 +67,8 @@ re-placing pods, for comparison.`,
 	}
 	f.StringVar(&o.snapshot, "snapshot", "", "snapshot file to simulate on")
 	f.IntVar(&o.rounds, "rounds", 10, "rounds to simulate")
-	f.IntVar(&o.arrivals, "arrivals", 0, "hold the snapshot's pending pods back and let this many in per round, oldest first, before the round's plan: each is scheduled at once, and one that fits nowhere waits, unschedulable from then on (0: all wait from round 0)")
-	f.IntVar(&o.replays, "replays", 0, "also carry each round's plan out this many times with the schedulers' random choices (ties, node sampling) drawn anew, and count the replays in which every drained node ends empty and no empty node is used")
+	f.IntVar(&o.arrivals, "arrivals", 0, "hold the snapshot's pending pods back and let this many in per round, oldest first, before its plan (0: all pending from round 0)")
+	f.IntVar(&o.replays, "replays", 0, "also carry each round's plan out this many times with the schedulers' random choices (ties, node sampling) drawn anew, and count those that held")
 	f.StringVar(&o.baseline, "baseline", "", `also simulate a baseline: "upstream" (the descheduler's own plugins and evictor)`)
 	f.StringVar(&o.report, "report", "", "write a self-contained HTML report to this file")
 	f.DurationVar(&o.interval, "interval", 10*time.Minute, "time between rounds, as run's --interval")

@@ -79,7 +79,7 @@ func newSyntheticCommand() *cobra.Command {
 }
 
 // usageHelp describes --usage of the generated snapshots (synthetic.Usage).
-const usageHelp = "also generate usage (NodeMetrics, PodMetrics), as metrics-server would report it: per workload, CPU at 20-100% of its requests, one workload in 20 hot at 150-250%, memory at 50-100%, each pod within 10% of its workload's; each node adds 100m CPU and 512Mi of its own"
+const usageHelp = "also generate usage (NodeMetrics, PodMetrics) as metrics-server reports it: each workload at 20-100% of its CPU requests, one in 20 hot at 150-250%"
 
 func newOpenbCommand() *cobra.Command {
 	var usage bool
@@ -176,7 +176,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")
 	cmd.Flags().BoolVar(&o.EveryNode, "every-node", false, everyNodeHelp)
 	cmd.Flags().BoolVar(&o.DRA, "dra", false, "GPUs as DRA devices (ResourceSlices, a DeviceClass, claims from templates) instead of the extended resource nvidia.com/gpu")
-	cmd.Flags().BoolVar(&o.GPUSharing, "gpu-sharing", false, "with --dra, GPUs that several pods share: each GPU has 1000 milli of capacity and a pod with gpu_milli under 1000 consumes that much of one (DRA consumable capacity); without it a pod holds whole GPUs")
+	cmd.Flags().BoolVar(&o.GPUSharing, "gpu-sharing", false, "with --dra, GPUs several pods share: 1000 milli of capacity each, a pod with gpu_milli under 1000 consumes that much (DRA consumable capacity)")
 	cmd.Flags().Int64Var(&queueFrom, "queue-from", 0, "second of the trace from which pods are not replayed but left pending, not yet tried by the scheduler: the queue simulate's --arrivals lets in round by round (default: none)")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
