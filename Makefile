@@ -8,9 +8,17 @@
 #                   shellcheck
 #   make verify     lint, go.mod tidy, the chart's copies the same as their
 #                   sources: what CI checks before the tests
-#   make image      the container image (needs a Docker engine)
+#   make image      the container image, built in Go (no Docker engine): an
+#                   OCI layout in _output/image for linux/amd64 and linux/arm64
+#   make image-push IMAGE=registry.example.com/rebalancer:v0.1.0
+#                   push it, with the Docker config's credentials
+#   make test-image check the image: both platforms, user, files, the binaries
+#   make release VERSION=vX.Y.Z
+#                   binaries, image tarball, chart, SBOMs and SHA256SUMS in
+#                   _output/release
 #   make demo       rebalancer plan on an example cluster
 #   make fuzz       every fuzz target for FUZZTIME (default 30s) each
+#   make docs       regenerate docs/cli and docs/reference from the code
 #   make chart      copy policies/ and the RBAC files into manifests/helm/rebalancer
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
 #                   and 5,000 nodes, predictions/s, RebalanceHint overhead,
@@ -24,17 +32,28 @@ HELM := $(BIN)/helm
 PROMTOOL := $(BIN)/promtool
 PROMETHEUS := $(BIN)/prometheus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time, not the clock's: two builds of one commit are the same.
+BUILD_DATE ?= $(shell TZ=UTC git show -s --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd HEAD 2>/dev/null)
+# Each read once: a commit landing mid-build must not give the binaries of
+# one build two versions.
+VERSION := $(VERSION)
+COMMIT := $(COMMIT)
+BUILD_DATE := $(BUILD_DATE)
 IMAGE ?= rebalancer:$(VERSION)
-# kube-scheduler's version strings, as the Kubernetes build sets them; version
-# parsing clients fail on the bare module default.
-K8S_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.36.1 \
-	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
-	-X k8s.io/client-go/pkg/version.gitVersion=v1.36.1 \
-	-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36
-LDFLAGS := -X github.com/rebalancer-dev/rebalancer/pkg/version.Version=$(VERSION) $(K8S_LDFLAGS)
+# kube-scheduler's version strings, as the Kubernetes build sets them, from
+# the k8s.io/kubernetes version go.mod pins; version parsing clients fail on
+# the bare module default.
+K8S_VERSION := $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+K8S_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION)))
+K8S_LDFLAGS := $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(p).gitVersion=$(K8S_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(K8S_MINOR))
+PKG_VERSION := github.com/rebalancer-dev/rebalancer/pkg/version
+LDFLAGS := -X $(PKG_VERSION).Version=$(VERSION) -X $(PKG_VERSION).Commit=$(COMMIT) \
+	-X $(PKG_VERSION).BuildDate=$(BUILD_DATE) $(K8S_LDFLAGS)
 E2E_TIMEOUT ?= 20m
 
-.PHONY: all build test test-unit test-karmada test-e2e lint verify image demo bench fuzz chart cluster-up cluster-down clean
+.PHONY: docs all build test test-unit test-karmada test-image test-e2e lint verify image image-push release demo bench fuzz chart cluster-up cluster-down clean
 
 all: build
 
@@ -43,7 +62,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer ./cmd/rebalancer
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer-scheduler ./cmd/rebalancer-scheduler
 
-test: test-unit test-karmada test-e2e
+test: test-unit test-karmada test-image test-e2e
 
 # The plan must come out the same however often it is computed, and the
 # simulation's forks must hold, also under the race detector.
@@ -89,6 +108,11 @@ CHART_COPIES := $(foreach f,$(filter-out policies/kustomization.yaml,$(wildcard 
 	manifests/monitoring/dashboard.json:$(CHART_FILES)/monitoring/dashboard.json \
 	manifests/monitoring/alerts.yaml:$(CHART_FILES)/monitoring/alerts.yaml
 
+# The reference pages whose source is the code: docs/cli (the command line)
+# and docs/reference (labels and annotations, skip reasons, metrics).
+docs:
+	$(GO) run ./hack/gendocs
+
 chart:
 	@for pair in $(CHART_COPIES); do cp "$${pair%%:*}" "$${pair#*:}"; done
 
@@ -104,13 +128,95 @@ lint: $(LINT)
 	@if command -v shellcheck >/dev/null; then shellcheck hack/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
 verify: lint
+	$(GO) run ./hack/gendocs -check
 	$(GO) mod tidy -diff
 	cd test/karmada && $(GO) mod tidy -diff
 	cd hack/tools/proto && $(GO) mod tidy -diff
+	cd hack/tools/image && $(GO) mod tidy -diff
+	cd hack/tools/sbom && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
-image:
-	docker build -t $(IMAGE) .
+# Static binaries without build paths for one platform, bin-<os>_<arch>,
+# into $(BIN)/<os>_<arch>/: what the image, the release and the Dockerfile
+# ship. The commit and date come from LDFLAGS, so no VCS stamp
+# (-buildvcs=false): a build from a clone, a dirty tree or the Dockerfile's
+# context (no .git) is then the same. Always run; go build knows what is
+# stale.
+CMDS := ./cmd/rebalancer ./cmd/rebalancer-scheduler
+BIN_TARGETS := bin-linux_amd64 bin-linux_arm64 bin-darwin_arm64
+.PHONY: $(BIN_TARGETS)
+$(BIN_TARGETS): bin-%:
+	CGO_ENABLED=0 GOOS=$(word 1,$(subst _, ,$*)) GOARCH=$(word 2,$(subst _, ,$*)) \
+		$(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN)/$*/ $(CMDS)
+
+# The image tool (hack/tools/image): builds, pushes and archives the image
+# with go-containerregistry.
+IMAGE_TOOL := $(BIN)/image
+$(IMAGE_TOOL): $(wildcard hack/tools/image/*.go) hack/tools/image/go.mod hack/tools/image/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/image && $(GO) build -o $(IMAGE_TOOL) .
+
+# The image, FROM-scratch style: both binaries, Mozilla's CA roots (from a
+# pinned Go module, not this machine), passwd and group naming nonroot
+# 65532, /tmp; user 65532:65532, entrypoint /rebalancer. One index for
+# IMAGE_PLATFORMS in the OCI layout IMAGE_LAYOUT, and nothing else there.
+# Every time in it is BUILD_DATE, so one commit gives one digest.
+IMAGE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_LAYOUT := $(CURDIR)/_output/image
+image: $(IMAGE_TOOL) $(addprefix bin-,$(subst /,_,$(IMAGE_PLATFORMS)))
+	$(IMAGE_TOOL) build $(foreach p,$(IMAGE_PLATFORMS),-platform $(p)=$(BIN)/$(subst /,_,$(p))) \
+		-version "$(VERSION)" -revision "$(COMMIT)" -created "$(BUILD_DATE)" -o $(IMAGE_LAYOUT)
+
+# Pushes the layout `make image` wrote, with the credentials `docker login`
+# or a credential helper keeps in the Docker config; no Docker engine.
+image-push: $(IMAGE_TOOL)
+	@if [ "$(origin IMAGE)" = file ]; then \
+		echo "image-push: say where, e.g. make image-push IMAGE=registry.example.com/rebalancer:$(VERSION)"; exit 1; fi
+	$(IMAGE_TOOL) push -layout $(IMAGE_LAYOUT) -image $(IMAGE)
+
+# The built image's checks (TestBuiltImage: platforms, config, files, the
+# amd64 binaries run, the arm64 ones are aarch64 ELF) and the image tool's
+# own tests (a push to an in-process registry among them).
+test-image: image
+	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(IMAGE_LAYOUT) TEST_IMAGE_VERSION="$(VERSION)" \
+		TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" TEST_IMAGE_KUBERNETES=$(K8S_VERSION) \
+		$(GO) test -count=1 ./...
+
+# cyclonedx-gomod, for the release's SBOMs, from its pinned module.
+SBOM := $(BIN)/cyclonedx-gomod
+$(SBOM): hack/tools/sbom/go.mod hack/tools/sbom/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/sbom && $(GO) build -o $(SBOM) github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+
+# make release VERSION=vX.Y.Z[-pre]: into RELEASE, the binaries as
+# <name>-<os>-<arch> (darwin too: both build there, though the scheduler is
+# meant for Linux), the image as an OCI layout tarball, the Helm chart, a
+# CycloneDX SBOM of each binary, and SHA256SUMS of them all. The VERSION is
+# checked before anything is built.
+# The SBOMs (<binary>.cdx.json) are read from the module list Go records in
+# each binary, with the standard library (-std, for vulnerability
+# scanners); no serial number or timestamp, so a rebuild is the same; no
+# license detection, which would fetch modules, the release's own among
+# them. GOOS and GOARCH: cyclonedx-gomod takes the package URLs' from
+# `go env`, not from the binary.
+RELEASE := $(CURDIR)/_output/release
+RELEASE_BINARIES := $(foreach p,linux_amd64 linux_arm64 darwin_arm64,$(p)/rebalancer $(p)/rebalancer-scheduler)
+ifneq ($(filter release,$(MAKECMDGOALS)),)
+ifeq ($(shell echo '$(VERSION)' | grep -Ex 'v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?'),)
+$(error release: VERSION "$(VERSION)" is not a semver tag vX.Y.Z or vX.Y.Z-pre: make release VERSION=v0.1.0)
+endif
+endif
+release: image bin-darwin_arm64 $(HELM) $(SBOM)
+	rm -rf $(RELEASE) && mkdir -p $(RELEASE)
+	@set -e; for b in $(RELEASE_BINARIES); do \
+		p=$${b%/*}; out=$(RELEASE)/$${b#*/}-$${p/_/-}; \
+		echo "$$out $$out.cdx.json"; cp $(BIN)/$$b $$out; \
+		GOOS=$${p%_*} GOARCH=$${p#*_} $(SBOM) bin -json -std -noserial -notimestamp \
+			-version $(VERSION) -output $$out.cdx.json $$out; \
+	done
+	$(IMAGE_TOOL) tar -C $(IMAGE_LAYOUT) -created "$(BUILD_DATE)" -o $(RELEASE)/rebalancer-image-$(VERSION).oci.tar
+	$(HELM) package manifests/helm/rebalancer --version $(VERSION:v%=%) --app-version $(VERSION) -d $(RELEASE)
+	cd $(RELEASE) && sha256sum -- * > SHA256SUMS
 
 cluster-up:
 	hack/local-cluster.sh up
