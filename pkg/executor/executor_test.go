@@ -1049,3 +1049,21 @@ func TestExecutePacedStopsWhileWaiting(t *testing.T) {
 		t.Errorf("API calls %q: nothing may be written for a move stopped while waiting", f.calls())
 	}
 }
+
+// TestRecordPlanned: a dry-run records one RebalancePlanned event a move and
+// touches nothing else.
+func TestRecordPlanned(t *testing.T) {
+	f := newFixture(newPod("a", "n1"), newPod("b", "n1"))
+	f.executor(nil).RecordPlanned(newPlan(newMove("a", "n1", "n2"), newMove("b", "n1", "n3")))
+	if calls := f.calls(); len(calls) != 0 {
+		t.Errorf("a dry-run made API calls %v", calls)
+	}
+	var got []string
+	for len(f.recorder.Events) > 0 {
+		got = append(got, <-f.recorder.Events)
+	}
+	if len(got) != 2 || !strings.Contains(got[0], "Normal RebalancePlanned dry run: LowNodeUtilization would move it n1 → n2") ||
+		!strings.Contains(got[1], "n1 → n3") {
+		t.Errorf("events %q, want a RebalancePlanned event a move", got)
+	}
+}
