@@ -57,10 +57,11 @@ E2E_TIMEOUT ?= 20m
 
 all: build
 
-build:
-	@mkdir -p $(BIN)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer ./cmd/rebalancer
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/rebalancer-scheduler ./cmd/rebalancer-scheduler
+# The host's binaries, built as the image's are (bin-<os>_<arch> below):
+# one compilation serves both.
+HOST_PLATFORM := $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
+build: bin-$(HOST_PLATFORM)
+	@for b in rebalancer rebalancer-scheduler; do rm -f $(BIN)/$$b && cp $(BIN)/$(HOST_PLATFORM)/$$b $(BIN)/; done
 
 test: test-unit test-karmada test-image test-e2e
 
@@ -79,6 +80,11 @@ test-karmada: build
 # whatever the outcome.
 test-e2e: build $(HELM) $(PROMTOOL) $(PROMETHEUS)
 	hack/e2e.sh $(E2E_TIMEOUT)
+
+# Against the previous Kubernetes minor (1.35), not part of test: docs/compatibility.md.
+.PHONY: test-compat
+test-compat: build
+	hack/compat.sh $(E2E_TIMEOUT)
 
 # helm, for the chart tests in the e2e suite, from its pinned module.
 $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
@@ -134,6 +140,7 @@ verify: lint
 	cd hack/tools/proto && $(GO) mod tidy -diff
 	cd hack/tools/image && $(GO) mod tidy -diff
 	cd hack/tools/sbom && $(GO) mod tidy -diff
+	cd hack/tools/k8s-prev && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
 # Static binaries without build paths for one platform, bin-<os>_<arch>,

@@ -26,10 +26,21 @@
 # kubeconfigs, etcd data, logs, PIDs and the apiserver audit log.
 # Binaries are cached in $BIN_DIR (default _output/bin) and rebuilt only when
 # go.mod/go.sum change.
+#
+# Another control plane beside it (hack/compat.sh: the previous Kubernetes
+# minor) takes these from the environment: CLUSTER_DIR and every *_PORT
+# below; K8S_BIN_DIR, where kube-apiserver, kube-controller-manager and
+# kube-scheduler are taken from (default $BIN_DIR; when it is another
+# directory, they must be built there already: only etcd, KWOK, kubectl and
+# metrics-server, which do not depend on the Kubernetes version, still come
+# from $BIN_DIR); METRICS_SERVER=false to start no metrics-server (and
+# register no metrics.k8s.io).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN_DIR=${BIN_DIR:-$ROOT/_output/bin}
+K8S_BIN_DIR=${K8S_BIN_DIR:-$BIN_DIR}
+METRICS_SERVER=${METRICS_SERVER:-true}
 CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/_output/local-cluster}
 ETCD_PORT=${ETCD_PORT:-2379}
 APISERVER_PORT=${APISERVER_PORT:-6443}
@@ -67,6 +78,7 @@ build() {
     for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok metrics-server; do [[ -x $BIN_DIR/$b ]] || return 1; done
   }
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && have_all; then
+    have_k8s
     return
   fi
   local t0=$SECONDS
@@ -84,6 +96,18 @@ build() {
       -o "$BIN_DIR/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
   echo "$want" >"$stamp"
   log "built in $((SECONDS - t0)) s"
+  have_k8s
+}
+
+# have_k8s checks that $K8S_BIN_DIR, when it is not $BIN_DIR, holds the
+# Kubernetes binaries: this script builds only those of this module's
+# version.
+have_k8s() {
+  local b
+  [[ $K8S_BIN_DIR == "$BIN_DIR" ]] && return
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [[ -x $K8S_BIN_DIR/$b ]] || die "$K8S_BIN_DIR/$b not built (K8S_BIN_DIR is built by its caller, e.g. hack/compat.sh)"
+  done
 }
 
 # pki creates what is missing, so a $CLUSTER_DIR from before a certificate
@@ -180,7 +204,7 @@ $(tail -20 "$LOGS/$(basename "$f").log")"
 }
 
 start_apiserver() {
-  start kube-apiserver "$BIN_DIR/kube-apiserver" "--etcd-servers=http://127.0.0.1:$ETCD_PORT" \
+  start kube-apiserver "$K8S_BIN_DIR/kube-apiserver" "--etcd-servers=http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 "--secure-port=$APISERVER_PORT" \
     --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" --client-ca-file="$PKI/ca.crt" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
@@ -355,7 +379,7 @@ restart_scheduler() { # [config]
   local config=${1:-$CLUSTER_DIR/kube-scheduler.yaml}
   [[ -r $config ]] || die "cannot read $config"
   stop kube-scheduler
-  start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$config" \
+  start kube-scheduler "$K8S_BIN_DIR/kube-scheduler" --config="$config" \
     --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
   wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k
   log "kube-scheduler restarted with $config"
@@ -389,7 +413,7 @@ EOF
   start_apiserver
 
   # Only the controllers the tests need: a faster start and less noise.
-  start kube-controller-manager "$BIN_DIR/kube-controller-manager" --kubeconfig="$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
+  start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" --kubeconfig="$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller,resourceclaim-controller
@@ -405,7 +429,7 @@ leaderElection:
   leaderElect: false
 EOF
   } >"$CLUSTER_DIR/kube-scheduler.yaml"
-  start kube-scheduler "$BIN_DIR/kube-scheduler" --config="$CLUSTER_DIR/kube-scheduler.yaml" \
+  start kube-scheduler "$K8S_BIN_DIR/kube-scheduler" --config="$CLUSTER_DIR/kube-scheduler.yaml" \
     --bind-address=127.0.0.1 "--secure-port=$SCHEDULER_PORT"
   # KWOK answers as every node's kubelet on its one port: a node created
   # without addresses gets InternalIP 10.0.0.1 and Hostname localhost, the
@@ -421,7 +445,9 @@ EOF
   wait_for kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
   wait_for kwok "http://127.0.0.1:$KWOK_PORT/healthz"
   wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k
-  start_metrics_server
+  if [[ $METRICS_SERVER == true ]]; then
+    start_metrics_server
+  fi
 
   local i
   for ((i = 0; i < 600; i++)); do
@@ -429,7 +455,9 @@ EOF
     sleep 0.1
   done
   ((i < 600)) || die "serviceaccount default/default never appeared"
-  wait_metrics_api
+  if [[ $METRICS_SERVER == true ]]; then
+    wait_metrics_api
+  fi
   log "up in $((SECONDS - t0)) s; KUBECONFIG=$CLUSTER_DIR/admin.kubeconfig"
 }
 

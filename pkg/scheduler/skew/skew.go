@@ -34,8 +34,8 @@ func Check(server, built string) error {
 	case s.Major() != b.Major():
 		return fmt.Errorf("kube-apiserver %s and rebalancer-scheduler's Kubernetes %s differ in their major version", server, built)
 	case s.Minor() < b.Minor():
-		return fmt.Errorf("kube-apiserver %s is older than rebalancer-scheduler's Kubernetes %s: kube-scheduler's version skew policy needs an API server of %d.%d or newer; upgrade the control plane or run the rebalancer-scheduler release built for %d.%d",
-			server, built, b.Major(), b.Minor(), s.Major(), s.Minor())
+		return fmt.Errorf("kube-apiserver %s is older than rebalancer-scheduler's Kubernetes %s: kube-scheduler's version skew policy needs an API server of %d.%d or newer; upgrade the control plane, or steer default-scheduler with rebalancer's extender instead (docs/compatibility.md)",
+			server, built, b.Major(), b.Minor())
 	case s.Minor() > b.Minor()+1:
 		return fmt.Errorf("kube-apiserver %s is more than one minor newer than rebalancer-scheduler's Kubernetes %s: kube-scheduler's version skew policy allows one; run a newer rebalancer-scheduler release",
 			server, built)
