@@ -10,7 +10,7 @@ import "embed"
 var Files embed.FS
 
 // Shipped pairs: each DeschedulerPolicy and the KubeSchedulerConfiguration it
-// must run with. The crossed pairs oscillate (see README.md).
+// must run with. The crossed pairs oscillate (see README.md in this folder).
 var Pairs = []Pair{
 	{Name: "binpacking", Policy: "binpacking-policy.yaml", Scheduler: "binpacking-scheduler.yaml"},
 	{Name: "balancing", Policy: "balancing-policy.yaml", Scheduler: "balancing-scheduler.yaml"},

@@ -12,7 +12,7 @@ import (
 // them — which lives as long as a plan or the process. Go's default of 100
 // lets the heap grow to twice that live set before each collection, though
 // little of it is garbage; 50 keeps the peak a third lower for a tenth more
-// CPU (see README, Benchmarks).
+// CPU (see docs/benchmarks.md).
 const Percent = 50
 
 // Default sets the collector's target to Percent, unless the GOGC

@@ -6,12 +6,12 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
-// maxRSSMiB is the memory README.md quotes for a plan at Kubernetes' limits.
+// maxRSSMiB is the memory docs/reliability.md quotes for a plan at Kubernetes' limits.
 const maxRSSMiB = 3 * 1024
 
 // TestPlanAtScaleWithinMemory plans on the largest cluster Kubernetes
 // supports (5,000 nodes, 150,000 pods) and checks the process's peak memory
-// against the figure README.md quotes. Its time is measured by BenchmarkPlan
+// against the figure docs/reliability.md quotes. Its time is measured by BenchmarkPlan
 // and `make bench`, not here.
 func TestPlanAtScaleWithinMemory(t *testing.T) {
 	if testing.Short() {

@@ -32,7 +32,7 @@ func init() {
 			want: []string{"extenders[0].nodeCacheCapable", "false", "node names only"}},
 		badCase{name: "scheduler extender httpTimeout unit", file: "scheduler-extender-timeout-unit.yaml",
 			want: []string{"extenders[0].httpTimeout", `"1sec"`, `unknown unit "sec"`}},
-		// The way the README has it: the extender's file beside the
+		// The way docs/schedulers.md has it: the extender's file beside the
 		// policy's own scheduler.
 		badCase{name: "scheduler extender urlPrefix without a scheme, beside rebalancer-scheduler",
 			args: planArgs(nil, "--scheduler-config", badDir+"scheduler-extender-url-no-scheme.yaml"),

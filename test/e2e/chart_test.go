@@ -69,8 +69,8 @@ var chartModes = []struct {
 const extenderCADir = "/etc/rebalancer-extender"
 
 // wireExtender adds to a kustomize rendering what the chart adds with the
-// extender on, the wiring kustomize leaves to the user (README, "The
-// extender"): the rebalancer also models default-scheduler with the
+// extender on, the wiring kustomize leaves to the user (docs/schedulers.md,
+// "The extender"): the rebalancer also models default-scheduler with the
 // extender's snippet, and with TLS mounts the extender's CA.
 func wireExtender(t *testing.T, objs map[string]any, tls bool) {
 	t.Helper()

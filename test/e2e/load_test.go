@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Figures README.md quotes for this load test; the test fails above them.
+// Figures docs/reliability.md quotes for this load test; the test fails above them.
 const (
 	loadNodes       = 50
 	loadPodsPerNode = 40
@@ -28,7 +28,7 @@ const (
 // 2,000 KWOK pods on 50 nodes. Its view of the cluster lists each kind once
 // and then watches: over several cycles the audit log shows one initial
 // list (or watch-list) per kind, never one per cycle, and the process stays
-// within the memory README.md quotes.
+// within the memory docs/reliability.md quotes.
 func TestLoadLiveCycles(t *testing.T) {
 	e := newTestEnv(t)
 	var nodes []string
@@ -53,7 +53,7 @@ func TestLoadLiveCycles(t *testing.T) {
 	t.Logf("%d cycles over %d pods in %s; peak RSS %.0f MiB; %s", cycles(r, "ok"), loadNodes*loadPodsPerNode,
 		time.Since(started).Round(100*time.Millisecond), rss, cycleDurations(metrics))
 	if rss > loadMaxRSSMiB {
-		t.Errorf("peak RSS %.0f MiB, above the %d MiB README.md quotes", rss, loadMaxRSSMiB)
+		t.Errorf("peak RSS %.0f MiB, above the %d MiB docs/reliability.md quotes", rss, loadMaxRSSMiB)
 	}
 
 	// Requests per resource: initial lists and watches, none per cycle.
