@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 )
 
 // TestSimulateJSON: simulate prints the documented JSON keys for every
@@ -151,5 +153,25 @@ func TestSimulateArrivalsFromAnOpenbQueue(t *testing.T) {
 	}
 	if out, err := run("snapshot", "openb", "--nodes", nodes, "--pods", pods, "--queue-from", "20", "--at", "10", "-o", snap); err == nil || !strings.Contains(err.Error(), "--queue-from 20: after --at 10") {
 		t.Errorf("--queue-from after --at: %v\n%s", err, out)
+	}
+}
+
+// TestNothingPlannedSaysWhy: a simulation in which no round moved a pod
+// because the pods' scheduler could not be steered says so once, with the
+// fix; one that moved pods, or stopped for other reasons, says nothing.
+func TestNothingPlannedSaysWhy(t *testing.T) {
+	round := func(evictions int, skipped map[string]int) result.Round {
+		return result.Round{Evictions: evictions, Skipped: skipped}
+	}
+	stuck := &result.Result{Rounds: []result.Round{round(0, nil), round(0, map[string]int{"conflict": 150, "limit": 3}), round(0, map[string]int{"conflict": 153})}}
+	if hint := nothingPlanned(stuck); !strings.Contains(hint, "up to 153 moves a round") || !strings.Contains(hint, "--scheduler-config") {
+		t.Errorf("hint %q, want the largest count and the fix", hint)
+	}
+	moved := &result.Result{Rounds: []result.Round{round(0, nil), round(3, map[string]int{"conflict": 150})}}
+	limited := &result.Result{Rounds: []result.Round{round(0, nil), round(0, map[string]int{"limit": 10})}}
+	for _, res := range []*result.Result{moved, limited} {
+		if hint := nothingPlanned(res); hint != "" {
+			t.Errorf("hint %q for %+v, want none", hint, res.Rounds)
+		}
 	}
 }
