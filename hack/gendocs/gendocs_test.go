@@ -85,6 +85,14 @@ func TestAChangeLeavesPagesStale(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, false, "docs/reference/skip-reasons.md"},
+		{"plugin argument", func(t *testing.T, root string) {
+			path := filepath.Join(root, "pkg/makeroom/args.go")
+			data, _ := os.ReadFile(path)
+			data = []byte(strings.Replace(string(data), "type Args struct {\n", "type Args struct {\n\t// New is new.\n\tNew int32 `json:\"new,omitempty\"`\n", 1))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false, "docs/reference/plugin-arguments.md"},
 		{"metric", func(t *testing.T, root string) {
 			appendTo(t, filepath.Join(root, "pkg/daemon/daemon.go"), "\nvar newMetric = prometheus.NewCounter(prometheus.CounterOpts{Name: \"rebalancer_new_total\", Help: \"New.\"})\n")
 		}, false, "docs/reference/metrics.md"},

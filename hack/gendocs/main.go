@@ -1,7 +1,7 @@
 // Command gendocs writes the reference pages whose source is the code: the
 // command line (docs/cli, from cobra), and the tables of rebalancer's
-// labels and annotations, skip reasons and metrics (docs/reference, read
-// from the Go source). `make docs` writes them; `make verify` runs it with
+// labels and annotations, skip reasons, metrics and plugin arguments
+// (docs/reference, read from the Go source and the plugins' defaulting). `make docs` writes them; `make verify` runs it with
 // -check, which fails, naming the pages, when the code changed and the
 // pages did not.
 package main
@@ -56,7 +56,7 @@ func Generate(root string, cmd *cobra.Command) (Pages, error) {
 	if err := cliPages(cmd, pages); err != nil {
 		return nil, err
 	}
-	for _, gen := range []func(root string, pages Pages) error{labelsPage, reasonsPage, metricsPage} {
+	for _, gen := range []func(root string, pages Pages) error{labelsPage, reasonsPage, metricsPage, argsPage} {
 		if err := gen(root, pages); err != nil {
 			return nil, err
 		}
