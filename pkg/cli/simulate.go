@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -116,7 +118,12 @@ func (o *simulateOptions) validate(flags *pflag.FlagSet) error {
 
 func (o *simulateOptions) run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
-	progress := o.progress(cmd.ErrOrStderr())
+	total := o.rounds
+	if o.baseline != "" {
+		total *= 2
+	}
+	progress, round, done := o.progress(cmd.ErrOrStderr(), total)
+	defer done()
 	progress("reading %s and building the simulation", o.snapshot)
 	sess := o.session(nil)
 	opened, err := sess.Open(ctx, nil)
@@ -143,8 +150,9 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 			if strategy == rounds.Rebalancer { // the baseline does not say why
 				skips = "; top skips: " + r.TopSkips(3)
 			}
-			progress("%s: round %d of %d: %d evictions, %d nodes in use (lower bound %d)%s",
-				strategy, i, o.rounds, r.Evictions, r.NodesInUse, r.LowerBound, skips)
+			round(fmt.Sprintf("%s: %d nodes in use (lower bound %d)", strategy, r.NodesInUse, r.LowerBound),
+				fmt.Sprintf("%s: round %d of %d: %d evictions, %d nodes in use (lower bound %d)%s",
+					strategy, i, o.rounds, r.Evictions, r.NodesInUse, r.LowerBound, skips))
 		},
 	}
 	var c result.Comparison
@@ -181,16 +189,31 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// progress returns the printer of simulate's progress: a line per phase and
-// per round on stderr (stdout holds only the result), none with --quiet.
-func (o *simulateOptions) progress(w io.Writer) func(format string, args ...any) {
+// progress returns simulate's progress printers on stderr (stdout holds
+// only the result): say for a phase, round for a finished round (short for
+// a bar, long for a line), done at the end. On a terminal, a bar of the
+// rounds; elsewhere (a CronJob's log, a pipe), a plain line each; nothing
+// with --quiet.
+func (o *simulateOptions) progress(w io.Writer, rounds int) (say func(format string, args ...any), round func(short, long string), done func()) {
 	if o.quiet {
-		return func(string, ...any) {}
+		return func(string, ...any) {}, func(string, string) {}, func() {}
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		bar := progressbar.NewOptions(rounds, progressbar.OptionSetWriter(w), progressbar.OptionShowCount(),
+			progressbar.OptionSetElapsedTime(true), progressbar.OptionSetWidth(30), progressbar.OptionSetPredictTime(false),
+			progressbar.OptionSetDescription("simulate"), progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
+		say = func(format string, args ...any) { bar.Describe(fmt.Sprintf(format, args...)) }
+		round = func(short, _ string) {
+			bar.Describe(short)
+			_ = bar.Add(1)
+		}
+		return say, round, func() { _ = bar.Exit() }
 	}
 	start := time.Now()
-	return func(format string, args ...any) {
+	say = func(format string, args ...any) {
 		fmt.Fprintf(w, "simulate [%4.0fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
+	return say, func(_, long string) { say("%s", long) }, func() {}
 }
 
 // nothingPlanned explains, once, a simulation in which no round evicted

@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
 )
@@ -73,11 +71,6 @@ func TestChartInstallsInDryRun(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(e.ctx, spec.ServiceAccountName,
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var run []string
 		for _, a := range args {
 			run = append(run, strings.ReplaceAll(a, "/etc/rebalancer/", dir+"/"))
@@ -85,7 +78,7 @@ func TestChartInstallsInDryRun(t *testing.T) {
 		ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), run...)
-		cmd.Env = []string{"KUBECONFIG=" + serviceAccountKubeconfig(t, tok.Status.Token), "HOME=" + t.TempDir()}
+		cmd.Env = []string{"KUBECONFIG=" + serviceAccountKubeconfig(t, e.token(ns, spec.ServiceAccountName)), "HOME=" + t.TempDir()}
 		var so, se bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &so, &se
 		started = time.Now()

@@ -12,12 +12,10 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -178,14 +176,9 @@ func TestHistoryCorruptOrDeleted(t *testing.T) {
 	if _, err := client.CoreV1().ServiceAccounts(e.ns).Create(e.ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	tok, err := client.CoreV1().ServiceAccounts(e.ns).CreateToken(e.ctx, sa.Name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "run", "--once", "--kubeconfig", serviceAccountKubeconfig(t, tok.Status.Token),
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "rebalancer"), "run", "--once", "--kubeconfig", serviceAccountKubeconfig(t, e.token(e.ns, sa.Name)),
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml"), flag)
 	out, err := cmd.CombinedOutput()

@@ -14,13 +14,11 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
@@ -149,11 +147,7 @@ func TestInClusterConfig(t *testing.T) {
 	e := newTestEnv(t)
 	taintedWorkload(e)
 	kubectl(t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", filepath.Join(repoRoot, "manifests", "rebalancer", "rbac.yaml"))
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, "rebalancer",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := e.token("rebalancer-system", "rebalancer")
 	admin, err := clientcmd.LoadFromFile(kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +164,7 @@ func TestInClusterConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := t.TempDir()
-	for name, data := range map[string][]byte{"token": []byte(tok.Status.Token), "ca.crt": ca} {
+	for name, data := range map[string][]byte{"token": []byte(token), "ca.crt": ca} {
 		if err := os.WriteFile(filepath.Join(secrets, name), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -220,12 +214,7 @@ func TestReadOnlyUserPlans(t *testing.T) {
 	t.Cleanup(func() {
 		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 	})
-	tok, err := client.CoreV1().ServiceAccounts(e.ns).CreateToken(e.ctx, "reader",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"KUBECONFIG=" + serviceAccountKubeconfig(t, tok.Status.Token)}
+	env := []string{"KUBECONFIG=" + serviceAccountKubeconfig(t, e.token(e.ns, "reader"))}
 
 	for _, args := range [][]string{{"plan", "-o", "json"}, {"run", "--once", "--dry-run", "-o", "yaml"}} {
 		out, stderr, err := rebalancerIn(t, env, nil, args...)

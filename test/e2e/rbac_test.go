@@ -198,12 +198,18 @@ func decodeManifest(t *testing.T, path string, cr *rbacv1.ClusterRole, role *rba
 func (e *testEnv) asServiceAccount(rbac, name string) string {
 	e.t.Helper()
 	kubectl(e.t, "apply", "--server-side", "--field-manager=rebalancer-e2e", "-f", rbac)
-	tok, err := client.CoreV1().ServiceAccounts("rebalancer-system").CreateToken(e.ctx, name,
+	return serviceAccountKubeconfig(e.t, e.token("rebalancer-system", name))
+}
+
+// token is a 10-minute token of the ServiceAccount ns/name.
+func (e *testEnv) token(ns, name string) string {
+	e.t.Helper()
+	tok, err := client.CoreV1().ServiceAccounts(ns).CreateToken(e.ctx, name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return serviceAccountKubeconfig(e.t, tok.Status.Token)
+	return tok.Status.Token
 }
 
 func serviceAccountKubeconfig(t *testing.T, token string) string {
