@@ -57,10 +57,6 @@ PKI=$CLUSTER_DIR/pki
 LOGS=$CLUSTER_DIR/logs
 PIDS=$CLUSTER_DIR/pids
 
-# Version stamps so `kubectl version` and other version-parsing clients work.
-LDFLAGS="-X k8s.io/component-base/version.gitVersion=v1.36.1 -X k8s.io/component-base/version.gitMajor=1 \
--X k8s.io/component-base/version.gitMinor=36 -X k8s.io/client-go/pkg/version.gitVersion=v1.36.1 \
--X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=36"
 
 log() { echo "local-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -81,10 +77,17 @@ build() {
     have_k8s
     return
   fi
-  local t0=$SECONDS
+  local t0=$SECONDS ldflags="" p version
+  # Version stamps of the k8s.io/kubernetes go.mod pins, as the Kubernetes
+  # build sets them, so `kubectl version` and other version-parsing clients
+  # work (the Makefile stamps rebalancer-scheduler the same way).
+  version=$(cd "$ROOT" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitVersion=$version -X $p.gitMajor=1 -X $p.gitMinor=$(cut -d. -f2 <<<"$version")"
+  done
   log "building control-plane binaries into $BIN_DIR (a cold build takes ~15 min on 2 cores)"
   (cd "$ROOT" && for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    go build -ldflags "$LDFLAGS" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
+    go build -ldflags "$ldflags" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
   done)
   (cd "$ROOT/hack/tools/cluster" &&
     go build -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3 &&

@@ -22,8 +22,9 @@ import (
 func main() {
 	var plugins []app.Option
 	var checked skew.Once
+	built := version.Get().Kubernetes
 	for name, factory := range scheduler.Registry(nil, nil) {
-		if built := version.Get().Kubernetes; built != "" {
+		if built != "" {
 			factory = skew.Checked(factory, built, &checked)
 		}
 		plugins = append(plugins, app.WithPlugin(name, factory))

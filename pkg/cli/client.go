@@ -20,8 +20,12 @@ import (
 // reachTimeout bounds the first request to the API server.
 const reachTimeout = 10 * time.Second
 
-// kubeconfigHelp is where every command finds its cluster.
-const kubeconfigHelp = "kubeconfig file (default: $KUBECONFIG, in-cluster config, ~/.kube/config)"
+// kubeconfigDefaults says where a command looks without --kubeconfig (the
+// order restConfig follows); kubeconfigHelp is the flag's usual help.
+const (
+	kubeconfigDefaults = "(default: $KUBECONFIG, in-cluster config, ~/.kube/config)"
+	kubeconfigHelp     = "kubeconfig file " + kubeconfigDefaults
+)
 
 // clientFlags are how a command reaches the API server, with the flags kube
 // components use for them.

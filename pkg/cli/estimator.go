@@ -100,7 +100,7 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 	f.StringVar(&o.grpc.CertFile, "grpc-tls-cert-file", "", "serve gRPC over TLS with this certificate (PEM); with --grpc-tls-private-key-file")
 	f.StringVar(&o.grpc.KeyFile, "grpc-tls-private-key-file", "", "private key of --grpc-tls-cert-file (PEM)")
 	f.StringVar(&o.serving.Address, "bind-address", ":10351", "address of /healthz, /readyz and /metrics")
-	o.addFlags(f, "kubeconfig file of the cluster to answer for (default: $KUBECONFIG, in-cluster config, ~/.kube/config)")
+	o.addFlags(f, "kubeconfig file of the cluster to answer for "+kubeconfigDefaults)
 	return cmd
 }
 

@@ -72,7 +72,7 @@ It never writes to the cluster.`,
 			return p.Print(cmd.OutOrStdout(), o.output)
 		},
 	}
-	o.addFlags(cmd.Flags(), "plan against the live cluster of this kubeconfig, unless --snapshot is given (default: $KUBECONFIG, in-cluster config, ~/.kube/config)")
+	o.addFlags(cmd.Flags(), "plan against the live cluster of this kubeconfig, unless --snapshot is given "+kubeconfigDefaults)
 	cmd.Flags().StringVar(&o.snapshot, "snapshot", "", "plan offline against this snapshot file (a v1 List of nodes, pods, PDBs, ...)")
 	return cmd
 }

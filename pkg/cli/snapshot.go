@@ -262,7 +262,7 @@ func newCaptureCommand() *cobra.Command {
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
-	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture (default: $KUBECONFIG, in-cluster config, ~/.kube/config)")
+	c.addFlags(cmd.Flags(), "kubeconfig of the cluster to capture "+kubeconfigDefaults)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	cmd.Flags().StringVar(&policyFile, "policy", "", "DeschedulerPolicy file whose Prometheus queries (LowNodeUtilization metricsUtilization) to ask the cluster's Prometheus and record")
 	cmd.Flags().DurationVar(&usageWindow, "usage-window", 0, "sample metrics.k8s.io's usage for this long and record every node's samples (plan's --usage-window then takes the least); 0 records one sample")

@@ -30,6 +30,9 @@ type Meta struct {
 	Command string // the command line, as typed
 }
 
+// Generated is the report's date as the page prints it.
+func (m Meta) Generated() string { return m.Date.UTC().Format(time.RFC3339) }
+
 // Write renders c as an HTML page. c.Baseline may be nil; the page then
 // shows rebalancer alone.
 func Write(w io.Writer, m Meta, c *result.Comparison) error {
@@ -74,7 +77,6 @@ func seriesOf(c *result.Comparison) []series {
 
 type page struct {
 	Meta
-	Generated  string // Meta.Date, in UTC
 	Series     []series
 	Summary    []summaryRow
 	NodesInUse lineChart
@@ -87,7 +89,6 @@ func newPage(m Meta, c *result.Comparison) page {
 	ss := seriesOf(c)
 	p := page{
 		Meta:       m,
-		Generated:  m.Date.UTC().Format(time.RFC3339),
 		Series:     ss,
 		NodesInUse: nodesInUseChart(ss),
 		Evictions:  evictionsChart(ss),
