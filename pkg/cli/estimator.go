@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,6 +65,12 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 			}
 			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, GRPC: o.grpc, Serving: o.serving}
 			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}
+			if err := opts.Validate(profiles); err != nil {
+				if len(o.schedulerConfig) == 0 {
+					return fmt.Errorf("%w (kube-scheduler's default profile: no --scheduler-config is given); give the --scheduler-config that configures it", err)
+				}
+				return fmt.Errorf("%w (--scheduler-config %s)", err, strings.Join(o.schedulerConfig, ", "))
+			}
 			var classes kubernetes.Interface // the policy's PriorityClass names resolve against it
 			if o.snapshot != "" {
 				if run.Snapshot, err = snapshot.Load(o.snapshot); err != nil {
@@ -132,7 +139,13 @@ func (o *estimatorOptions) validate() error {
 	for _, f := range o.schedulerConfig {
 		errs = append(errs, checkReadable("scheduler-config", f))
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// The flags are right: the serving pair is read, and one that has
+	// expired or is not valid yet is refused, as the webhook's and the
+	// extender's are.
+	return o.grpc.Validate()
 }
 
 // profiles are the cluster's schedulers: the files', and kube-scheduler's

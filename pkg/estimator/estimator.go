@@ -13,7 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -81,6 +84,24 @@ func New(o Options, profiles []*config.KubeSchedulerProfile) *Estimator {
 		o.SchedulerName = v1.DefaultSchedulerName
 	}
 	return &Estimator{o: o, profiles: profiles, turn: make(chan struct{}, 1)}
+}
+
+// Validate refuses options no answer could come of: a SchedulerName none
+// of profiles models, whose replicas, built from every request for a
+// workload the cluster has no pod of, would all be answered -1.
+func (o Options) Validate(profiles []*config.KubeSchedulerProfile) error {
+	name := o.SchedulerName
+	if name == "" {
+		name = v1.DefaultSchedulerName
+	}
+	names := make([]string, 0, len(profiles))
+	for _, p := range profiles {
+		if p.SchedulerName == name {
+			return nil
+		}
+		names = append(names, strconv.Quote(p.SchedulerName))
+	}
+	return fmt.Errorf("--scheduler-name %q: no profile of that name is modelled, only %s", name, strings.Join(names, ", "))
 }
 
 // ErrNotReady is the answer before the first Update.
@@ -234,10 +255,10 @@ func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAv
 			replicas int32
 		}
 		var parts []part
-		var perSet int32
+		var perSet int64 // int32 replicas each: their sum may not fit one
 		for i, c := range req.GetComponents() {
 			field := fmt.Sprintf("components[%d].replicaRequirements", i)
-			pod, err := componentRequirements(c.GetReplicaRequirements(), req.GetNamespace()).pod(field)
+			pod, err := componentRequirements(c.GetReplicaRequirements(), req.GetNamespace(), "namespace").pod(field)
 			if err != nil {
 				return err
 			}
@@ -247,15 +268,21 @@ func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAv
 			pod.Name, pod.Spec.SchedulerName = c.GetName(), e.o.SchedulerName
 			v.prioritize(pod)
 			parts = append(parts, part{pod: pod, replicas: c.GetReplicas()})
-			perSet += c.GetReplicas()
+			perSet += int64(c.GetReplicas())
 		}
-		if perSet == 0 {
+		switch {
+		case perSet == 0:
 			return errors.New("components: no replicas in a set")
+		case perSet > math.MaxInt32:
+			// No answer counts in sets of more replicas than a workload
+			// can have (replicas are int32), nor could they be placed
+			// within the budget.
+			return fmt.Errorf("components[*].replicas: %d in a set, more than %d", perSet, math.MaxInt32)
 		}
 		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
 			return err
 		}
-		for sets < max(1, e.o.MaxReplicas/perSet) {
+		for sets < int32(max(1, int64(e.o.MaxReplicas)/perSet)) {
 			for _, p := range parts {
 				placed, err := v.place(ctx, p.pod, p.replicas)
 				if err != nil || placed < p.replicas {
@@ -322,9 +349,12 @@ func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedu
 	for i, a := range assumed {
 		for j, c := range a.GetComponents() {
 			field := fmt.Sprintf("assumedWorkloads[%d].components[%d].replicaRequirements", i, j)
-			pod, err := componentRequirements(c.GetReplicaRequirements(), a.GetNamespace()).pod(field)
+			pod, err := componentRequirements(c.GetReplicaRequirements(), a.GetNamespace(), fmt.Sprintf("assumedWorkloads[%d].namespace", i)).pod(field)
 			if err != nil {
 				return err
+			}
+			if c.GetReplicas() < 0 {
+				return fmt.Errorf("assumedWorkloads[%d].components[%d].replicas: %d is negative", i, j, c.GetReplicas())
 			}
 			pod.Name, pod.Spec.SchedulerName = "assumed", schedulerName
 			v.prioritize(pod)

@@ -34,6 +34,12 @@ type RunOptions struct {
 // Run serves est until ctx ends: the estimator service over gRPC, probes
 // and metrics over HTTP, and the cluster simulated afresh every Resync.
 func Run(ctx context.Context, est *Estimator, o RunOptions) error {
+	if err := est.o.Validate(est.profiles); err != nil {
+		return err
+	}
+	if err := o.GRPC.Validate(); err != nil {
+		return err
+	}
 	logger := klog.FromContext(ctx).WithName("estimator")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

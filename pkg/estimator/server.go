@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"k8s.io/klog/v2"
 
+	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/service"
 )
@@ -104,6 +106,38 @@ type GRPCOptions struct {
 	Address string
 	// CertFile and KeyFile: both set serves TLS, both empty plaintext.
 	CertFile, KeyFile string
+}
+
+// Validate names the flag that is wrong: an address that does not parse,
+// a certificate without its key, a pair that does not load, or a
+// certificate that has expired or is not valid yet. Such a certificate is
+// refused as the webhook's and the extender's are: every handshake would
+// fail, and Karmada's scheduler would go by its other estimators without
+// a word.
+func (o GRPCOptions) Validate() error {
+	if err := serving.CheckAddress(o.Address); err != nil {
+		return fmt.Errorf("--grpc-bind-address %q: %w", o.Address, err)
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		return errors.New("--grpc-tls-cert-file and --grpc-tls-private-key-file go together")
+	}
+	if o.CertFile == "" {
+		return nil
+	}
+	if _, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile); err != nil {
+		return fmt.Errorf("--grpc-tls-cert-file %s, --grpc-tls-private-key-file %s: %w", o.CertFile, o.KeyFile, err)
+	}
+	// The pair loads: what serving's own check can still find wrong is
+	// the certificate's validity, which its error wraps under the name of
+	// the HTTPS servers' flag (--tls-cert-file).
+	err := serving.Options{Address: o.Address, CertFile: o.CertFile, KeyFile: o.KeyFile}.Validate()
+	if err == nil {
+		return nil
+	}
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	return fmt.Errorf("--grpc-tls-cert-file %s: %w", o.CertFile, err)
 }
 
 // serveGRPC serves srv and the standard gRPC health service until ctx
