@@ -260,7 +260,9 @@ func (c *Cluster) Stop() {
 // Pods bound to a node the node cache does not have (a race between the pod and
 // node watches) are left out and counted in podsOnUnknownNodes, not an error;
 // pods not bound to any node are kept. Returns an error if Start has not
-// completed, if the informers have stopped, or if there are no nodes.
+// completed, if the informers have stopped, if there are no nodes, or if a
+// device is allocated to two ResourceClaims that may not share it
+// (snapshot.Snapshot.CheckDevices).
 func (c *Cluster) Snapshot() (snap *snapshot.Snapshot, podsOnUnknownNodes int, err error) {
 	if !c.synced.Load() {
 		return nil, 0, errors.New("informers not synced: Start has not completed")
@@ -276,6 +278,11 @@ func (c *Cluster) Snapshot() (snap *snapshot.Snapshot, podsOnUnknownNodes int, e
 	}
 	if len(s.Nodes) == 0 {
 		return nil, 0, errors.New("no nodes in the cluster")
+	}
+	// A device allocated to two claims at once: a plan would count one
+	// device for two pods. A snapshot file with it is refused the same way.
+	if err := s.CheckDevices(); err != nil {
+		return nil, 0, fmt.Errorf("the cluster's device allocations cannot be: %w", err)
 	}
 	nodes := make(map[string]bool, len(s.Nodes))
 	for _, n := range s.Nodes {

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/claims"
@@ -375,6 +377,48 @@ func (s *Simulator) allocateOn(ctx context.Context, sc *scheduler, pod *v1.Pod, 
 		return fmt.Errorf("allocating the devices of pod %s on %s: %w", klog.KObj(pod), node, st.AsError())
 	}
 	return nil
+}
+
+// failedCycle says whether a PreFilter or Filter error (a status neither a
+// success nor a rejection) fails only the pod's own scheduling cycle, and
+// why: those of the DynamicResources plugin are the pod's claims' doing (a
+// device class or a claim whose CEL selector compiles but fails on some
+// device at run time, "class gpu: selector #0: CEL runtime error: no such
+// key: model"; an allocation that timed out). kube-scheduler then leaves
+// that pod pending, to be retried after a backoff, and goes on scheduling
+// the others; the simulation does the same: the pod fits no node this
+// cycle, the error its diagnosis, and the plan goes on without it. Any
+// other plugin's error still ends the simulation: it says the simulation
+// is wrong, not the pod.
+func failedCycle(st *fwk.Status) (string, bool) {
+	if st == nil || st.IsSuccess() || st.IsRejected() || st.Plugin() != names.DynamicResources {
+		return "", false
+	}
+	err := st.AsError()
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner // without the framework's "running ... plugin" wrapping
+	}
+	return fmt.Sprintf("kube-scheduler's %s plugin fails the pod's scheduling cycle: %v", names.DynamicResources, err), true
+}
+
+// failedFilters is failedCycle for the statuses of a cycle's Filter pass,
+// indexed like its nodes (nil: passed), when every error among them is
+// the pod's own: the diagnosis is the first in node order, so that it
+// does not depend on which node's filters ran first.
+func failedFilters(statuses []*fwk.Status) (why string, failed bool) {
+	for _, st := range statuses {
+		if st == nil || st.IsSuccess() || st.IsRejected() {
+			continue
+		}
+		w, ok := failedCycle(st)
+		if !ok {
+			return "", false // an error of the simulation's: it ends it
+		}
+		if !failed {
+			why, failed = w, true
+		}
+	}
+	return why, failed
 }
 
 // Claim is the ResourceClaim namespace/name as the simulation has it: nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
@@ -327,4 +329,83 @@ func TestSharedDevicesByConsumedCapacity(t *testing.T) {
 		t.Fatalf("the fifth half placed on %v (%s, %v), want %s, where share-0 gave its half back", b, why, err, placed["share-0"])
 	}
 	consumed(t, s)
+}
+
+// TestDeviceClassFailingAtRunTime: a device class whose CEL selector
+// compiles but fails on the devices at run time (it reads an attribute
+// they lack) fails the scheduling cycle of each pod whose claim uses it,
+// as kube-scheduler's does, and no other: those pods fit no node, the
+// class and the error their diagnosis, and the simulation goes on. The
+// same with every node filtered by the framework itself.
+func TestDeviceClassFailingAtRunTime(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"runner", nil}, {"framework", []Option{WithEveryNode()}}} {
+		t.Run(c.name, func(t *testing.T) {
+			snap, err := snapshot.Load("../../test/testdata/dra-snapshot.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap.DeviceClasses[0].Spec.Selectors[0].CEL.Expression = `device.driver == "gpu.example.com" && device.attributes["example.com"].model == "a100"`
+			for _, sl := range snap.ResourceSlices {
+				sl.Spec.Devices[0].Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"example.com/vendor": {StringValue: ptr.To("acme")}}
+			}
+			web := pod("web", "gpu-b", "1")
+			snap.Pods = append(snap.Pods, web)
+			_, ctx := testutil.Context(t)
+			s, err := New(ctx, []*config.KubeSchedulerProfile{profile(t, "binpacking-scheduler.yaml")}, snap, c.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := allocations(t, s)
+			wantWhy := func(what, why string) {
+				t.Helper()
+				for _, w := range []string{"class gpu.example.com", "CEL runtime error", "no such key: model"} {
+					if !strings.Contains(why, w) {
+						t.Errorf("%s: %q does not say %q", what, why, w)
+					}
+				}
+			}
+
+			var trainer, waiting *v1.Pod
+			for _, p := range s.Bound() {
+				if p.Name == "trainer-0" {
+					trainer = p
+				}
+			}
+			for _, p := range s.Pending() {
+				if p.Name == "waiting" {
+					waiting = p
+				}
+			}
+			pred, err := s.Predict(ctx, trainer, PredictOptions{LeaveSource: true})
+			if err != nil {
+				t.Fatalf("Predict trainer-0: %v; want its cycle alone to fail", err)
+			}
+			if pred.Node != "" {
+				t.Errorf("trainer-0 predicted on %s, want no node", pred.Node)
+			}
+			wantWhy("trainer-0", pred.Unschedulable)
+
+			bound, why, err := s.Place(ctx, waiting)
+			if err != nil || bound != nil {
+				t.Fatalf("Place waiting: %v, %v; want it pending", bound, err)
+			}
+			wantWhy("waiting", why)
+			fits, nodes, err := s.Resolvable(ctx, waiting)
+			if err != nil || fits || len(nodes) > 0 {
+				t.Errorf("Resolvable(waiting) = %v, %v, %v; want no node that making room would help", fits, nodes, err)
+			}
+
+			// A pod without claims is simulated as ever.
+			pred, err = s.Predict(ctx, web, PredictOptions{LeaveSource: true})
+			if err != nil || pred.Node != "gpu-a" {
+				t.Errorf("Predict web: %q (%s), %v; want gpu-a", pred.Node, pred.Unschedulable, err)
+			}
+			if got := allocations(t, s); !reflect.DeepEqual(got, before) {
+				t.Errorf("allocations %v, want %v as before", got, before)
+			}
+		})
+	}
 }

@@ -967,6 +967,10 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 	fw := sc.framework
 	preRes, status, _ := fw.RunPreFilterPlugins(ctx, c.state, pod)
 	if !status.IsSuccess() {
+		if why, failed := failedCycle(status); failed { // this pod's cycle alone (dra.go)
+			c.diagnosis = why
+			return c, nil
+		}
 		if !status.IsRejected() {
 			return c, status.AsError()
 		}
@@ -1045,6 +1049,7 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 				c.codes[i] = st.Code()
 			}
 		default:
+			reasons[i] = st
 			errOnce.Do(func() { firstErr = st.AsError() })
 		}
 	}
@@ -1096,6 +1101,9 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		c.partial = walked < n
 	}
 	if firstErr != nil {
+		if why, failed := failedFilters(reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
+			return cycle{state: c.state, considered: c.considered, nodes: c.nodes, diagnosis: why}, nil
+		}
 		return c, firstErr
 	}
 	if err := ctx.Err(); err != nil {

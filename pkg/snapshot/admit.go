@@ -195,8 +195,12 @@ func validateCapacity(n *v1.Node) field.ErrorList {
 // validatePodResources refuses pod resources the simulation cannot count,
 // as validateCapacity does for nodes: kube-scheduler sums requests in int64
 // millicores, so a larger value (cpu: 1e16) wraps around and reads as
-// nothing, and the pod would seem to fit an 8-CPU node. The pod's total is
-// bounded too: every container's request may be countable and their sum not.
+// nothing, and the pod would seem to fit an 8-CPU node. That holds for
+// what the kubelet reports too: since in-place resize, kube-scheduler
+// counts of each container the larger of its spec and its status (the
+// resources allocated to it and those it runs with), so a status past
+// int64 would make its node look nearly empty. The pod's total is bounded
+// too: every container's request may be countable and their sum not.
 func validatePodResources(pod *v1.Pod) field.ErrorList {
 	var errs field.ErrorList
 	check := func(path *field.Path, list v1.ResourceList) {
@@ -206,15 +210,11 @@ func validatePodResources(pod *v1.Pod) field.ErrorList {
 			}
 		}
 	}
-	total := map[v1.ResourceName]float64{}
 	containers := func(path *field.Path, cs []v1.Container) {
 		for i, c := range cs {
 			at := path.Index(i).Child("resources")
 			check(at.Child("requests"), c.Resources.Requests)
 			check(at.Child("limits"), c.Resources.Limits)
-			for name, q := range c.Resources.Requests {
-				total[name] += q.AsApproximateFloat64()
-			}
 		}
 	}
 	containers(field.NewPath("spec", "containers"), pod.Spec.Containers)
@@ -224,11 +224,68 @@ func validatePodResources(pod *v1.Pod) field.ErrorList {
 		check(field.NewPath("spec", "resources", "requests"), pod.Spec.Resources.Requests)
 		check(field.NewPath("spec", "resources", "limits"), pod.Spec.Resources.Limits)
 	}
+	// What the kubelet reports, by container name (init containers and
+	// the others share one name space).
+	var reported map[string]*v1.ContainerStatus
+	statuses := func(path *field.Path, ss []v1.ContainerStatus) {
+		for i := range ss {
+			cs, at := &ss[i], path.Index(i)
+			check(at.Child("allocatedResources"), cs.AllocatedResources)
+			if cs.Resources != nil {
+				check(at.Child("resources", "requests"), cs.Resources.Requests)
+				check(at.Child("resources", "limits"), cs.Resources.Limits)
+			}
+			if reported == nil {
+				reported = map[string]*v1.ContainerStatus{}
+			}
+			reported[cs.Name] = cs
+		}
+	}
+	statuses(field.NewPath("status", "containerStatuses"), pod.Status.ContainerStatuses)
+	statuses(field.NewPath("status", "initContainerStatuses"), pod.Status.InitContainerStatuses)
+	check(field.NewPath("status", "allocatedResources"), pod.Status.AllocatedResources)
+	if pod.Status.Resources != nil {
+		check(field.NewPath("status", "resources", "requests"), pod.Status.Resources.Requests)
+		check(field.NewPath("status", "resources", "limits"), pod.Status.Resources.Limits)
+	}
+	for i, c := range pod.Status.NodeAllocatableResourceClaimStatuses {
+		check(field.NewPath("status", "nodeAllocatableResourceClaimStatuses").Index(i).Child("resources"), c.Resources)
+	}
 	if len(errs) > 0 {
 		return errs
 	}
+	// Each container counts the larger of its spec and its status.
+	total := map[v1.ResourceName]float64{}
+	count := func(cs []v1.Container) {
+		for i := range cs {
+			c := &cs[i]
+			st := reported[c.Name]
+			if st == nil {
+				for name, q := range c.Resources.Requests {
+					total[name] += q.AsApproximateFloat64()
+				}
+				continue
+			}
+			most := map[v1.ResourceName]float64{}
+			for _, list := range []v1.ResourceList{c.Resources.Requests, st.AllocatedResources, resourceRequests(st.Resources)} {
+				for name, q := range list {
+					most[name] = max(most[name], q.AsApproximateFloat64())
+				}
+			}
+			for name, v := range most {
+				total[name] += v
+			}
+		}
+	}
+	count(pod.Spec.Containers)
+	count(pod.Spec.InitContainers)
 	for name, q := range pod.Spec.Overhead {
 		total[name] += q.AsApproximateFloat64()
+	}
+	for _, c := range pod.Status.NodeAllocatableResourceClaimStatuses {
+		for name, q := range c.Resources {
+			total[name] += q.AsApproximateFloat64()
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(total)) {
 		if sum := total[name]; tooLarge(sum) {
@@ -237,6 +294,14 @@ func validatePodResources(pod *v1.Pod) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// resourceRequests is r's requests; nil for nil.
+func resourceRequests(r *v1.ResourceRequirements) v1.ResourceList {
+	if r == nil {
+		return nil
+	}
+	return r.Requests
 }
 
 // tooLarge says whether a quantity's milli-units overflow int64.
@@ -269,5 +334,87 @@ func (s *Snapshot) Admit() error {
 			return fmt.Errorf("%s: %s", ident{kind: a.kind.gvk.Kind, namespace: a.obj.GetNamespace(), name: a.obj.GetName()}, fieldErrors(a.errs))
 		}
 	}
-	return nil
+	return s.CheckDevices()
+}
+
+// CheckDevices refuses a state no cluster can be in, that each object
+// alone does not show: a device allocated to two ResourceClaims at once
+// (see deviceConflicts). The error names the claim, the device and the
+// claim that holds it too. Decode checks a file so; a live cluster's state
+// is checked so too (package live).
+func (s *Snapshot) CheckDevices() error {
+	i, errs := deviceConflicts(s.ResourceClaims)
+	if len(errs) == 0 {
+		return nil
+	}
+	c := s.ResourceClaims[i]
+	return fmt.Errorf("%s: %s", ident{kind: "ResourceClaim", namespace: c.Namespace, name: c.Name}, fieldErrors(errs))
+}
+
+// checkDevices is CheckDevices for a decoded file: the error says where
+// the claim is in it.
+func (b *builder) checkDevices() error {
+	i, errs := deviceConflicts(b.s.ResourceClaims)
+	if len(errs) == 0 {
+		return nil
+	}
+	c := b.s.ResourceClaims[i]
+	return b.seen["ResourceClaim/"+c.Namespace+"/"+c.Name].errorf(ident{kind: "ResourceClaim", namespace: c.Namespace, name: c.Name}, "%s", fieldErrors(errs))
+}
+
+// deviceConflicts finds the first claim, in the order given, allocated a
+// device (driver/pool/device) that an earlier claim, or an earlier result
+// of its own, is allocated too, when the two may not share it: one of them
+// holds the device whole (no shareID: kube-scheduler gives a device that
+// allows multiple allocations, allowMultipleAllocations, a share of it
+// with its own shareID each time). A result with adminAccess allocates
+// nothing: kube-scheduler grants it on devices in use. Such a cluster
+// cannot be: the scheduler allocates a device whole to one claim at a
+// time, and a plan made on it would count one device for two pods. It
+// returns the claim's index and an error for each such result; none when
+// every device is held once.
+func deviceConflicts(claims []*resourcev1.ResourceClaim) (int, field.ErrorList) {
+	type holder struct {
+		claim, result int
+	}
+	// whole: the result that holds each device whole; held: the first
+	// result that holds it at all.
+	whole, held := map[string]holder{}, map[string]holder{}
+	for i, c := range claims {
+		if c.Status.Allocation == nil {
+			continue
+		}
+		var errs field.ErrorList
+		results := field.NewPath("status", "allocation", "devices", "results")
+		for j, r := range c.Status.Allocation.Devices.Results {
+			if r.AdminAccess != nil && *r.AdminAccess {
+				continue
+			}
+			device := r.Driver + "/" + r.Pool + "/" + r.Device
+			alone := r.ShareID == nil
+			other, conflict := whole[device]
+			if !conflict && alone {
+				other, conflict = held[device]
+			}
+			if conflict {
+				by := fmt.Sprintf("ResourceClaim %s/%s (its %s)", claims[other.claim].Namespace, claims[other.claim].Name, results.Index(other.result))
+				if other.claim == i {
+					by = fmt.Sprintf("this claim's %s", results.Index(other.result))
+				}
+				errs = append(errs, field.Invalid(results.Index(j), device,
+					fmt.Sprintf("the device (driver/pool/device) is allocated to %s too, and one of them holds it whole (no shareID, no adminAccess): kube-scheduler allocates a device whole to one claim at a time", by)))
+				continue
+			}
+			if _, seen := held[device]; !seen {
+				held[device] = holder{i, j}
+			}
+			if alone {
+				whole[device] = holder{i, j}
+			}
+		}
+		if len(errs) > 0 {
+			return i, errs
+		}
+	}
+	return 0, nil
 }

@@ -737,6 +737,9 @@ func (b *builder) check(file string) error {
 	if first != nil {
 		return first
 	}
+	if err := b.checkDevices(); err != nil { // admit.go
+		return err
+	}
 	return b.checkMetrics()
 }
 
