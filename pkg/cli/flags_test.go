@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -243,5 +244,69 @@ func TestHelpTexts(t *testing.T) {
 				t.Errorf("%s --%s: a description of %d characters, want at most 200: %q", c.CommandPath(), f.Name, len(f.Usage), f.Usage)
 			}
 		})
+	}
+}
+
+// TestValueAfterSpace: every flag that takes its value only with "=" (a
+// bool flag, --hold-empty-nodes), of every command, given its value after
+// a space, is refused with a message naming the flag and the spelling that
+// works, not as an unknown command; a word that is not its value, or one
+// after a flag that takes its value after a space, is still refused as an
+// argument.
+func TestValueAfterSpace(t *testing.T) {
+	tried := 0
+	for _, cmd := range runnable(NewRootCommand()) {
+		name := strings.TrimPrefix(cmd.CommandPath(), "rebalancer ")
+		check := func(f *pflag.Flag) {
+			if f.NoOptDefVal == "" || f.Name == "help" {
+				return
+			}
+			for _, v := range []string{"false", "true", "False"} {
+				if f.Value.Type() != "bool" && v == "False" {
+					continue
+				}
+				tried++
+				flag := "--" + f.Name
+				_, err := execute(t, name, []string{flag, v})
+				want := fmt.Sprintf(`%s takes its value with "=": %s=%s`, flag, flag, v)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s %s %s: %v; want %q", name, flag, v, err, want)
+				}
+			}
+			if f.Value.Type() == "bool" {
+				// Not a bool: an argument, refused as one.
+				_, err := execute(t, name, []string{"--" + f.Name, "cluster.yaml"})
+				if err == nil || !strings.Contains(err.Error(), `unknown command "cluster.yaml"`) {
+					t.Errorf("%s --%s cluster.yaml: %v; want an unknown command", name, f.Name, err)
+				}
+			}
+		}
+		cmd.LocalFlags().VisitAll(check)
+		cmd.InheritedFlags().VisitAll(check)
+	}
+	t.Logf("%d values tried", tried)
+	if tried < 20 {
+		t.Errorf("%d flags tried; the commands have more that take their value with =", tried)
+	}
+	for _, args := range [][]string{
+		{"run", "--once", "--policy", binPolicy, "false"}, // after --policy's value
+		{"plan", "--hold-empty-nodes=false", "false"},     // given with =
+		{"snapshot", "openb", "--dra", "--", "false"},     // after --
+		{"simulate", "false", "--quiet"},                  // before the flag
+	} {
+		root := NewRootCommand()
+		root.SetArgs(args)
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), `unknown command "false"`) {
+			t.Errorf("%s: %v; want unknown command \"false\"", strings.Join(args, " "), err)
+		}
+	}
+	// Given with =, the value is the flag's.
+	for _, args := range [][]string{{"--hold-empty-nodes=false"}, {"--every-node=false"}, {"--every-node"}} {
+		if _, err := execute(t, "plan", append([]string{"--policy", binPolicy, "--scheduler-config", binSched, "--snapshot", demo}, args...)); err != nil {
+			t.Errorf("plan %s: %v", strings.Join(args, " "), err)
+		}
 	}
 }

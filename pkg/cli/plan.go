@@ -90,7 +90,7 @@ func (o *planOptions) addFlags(f *pflag.FlagSet, kubeconfigHelp string) {
 	f.StringVar(&o.history, "history-configmap", "rebalancer-system/rebalancer-history", `namespace/name of the ConfigMap that keeps the moves made, so the cooldown holds across runs and replicas and a dry-run shows it; "" keeps moves in memory only (live cluster only)`)
 	f.BoolVar(&o.allowConflicts, "allow-conflicting-profiles", false, "plan even if the policy and the scheduler profile pull in opposite directions")
 	f.BoolVar(&o.everyNode, "every-node", false, everyNodeHelp)
-	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "keep empty nodes off limits (drain taint) until the plan's replacements are bound, for schedulers that ignore hints: true, false, or auto (when the policy packs)")
+	f.StringVar(&o.holdEmpty, "hold-empty-nodes", "auto", "keep empty nodes off limits (drain taint) until the plan's replacements are bound, for schedulers that ignore hints: --hold-empty-nodes=true (or alone), =false, or =auto (when the policy packs)")
 	f.Lookup("hold-empty-nodes").NoOptDefVal = "true"
 	f.StringVar(&o.optIn, "opt-in-namespaces", "", "label selector of the namespaces whose pods rebalancer's webhook gives rebalancer-scheduler, e.g. "+wellknown.SchedulerLabel+"="+webhook.Enabled+" (offline; live, it overrides --webhook-configuration)")
 	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that read usage (a node is as hot as its coolest sample); 0: the newest sample")

@@ -62,6 +62,7 @@ a pod is evicted only if the simulation places it on a better node.`,
 	}
 	root.SetFlagErrorFunc(suggestFlag)
 	root.AddCommand(newPlanCommand(), newRunCommand(), newSimulateCommand(), newSnapshotCommand(), newExtenderCommand(), newWebhookCommand(), newEstimatorCommand(), newVersionCommand(), newOptionsCommand())
+	checkValueAfterSpace(root)
 	root.SetUsageTemplate(root.UsageTemplate() + "\nUse \"rebalancer options\" for the logging flags every command accepts (-v, --vmodule, --logging-format, ...).\n")
 	return root
 }
@@ -77,6 +78,76 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return fmt.Errorf("%w: to read the snapshot file, give --snapshot %s", err, args[0])
 	}
 	return fmt.Errorf("%w: it takes no arguments, only flags (see --help)", err)
+}
+
+// checkValueAfterSpace makes every command of root refuse a value given
+// after a space to a flag that takes its value only with "=": a bool flag
+// (--dry-run), or one with a value of its own when given alone
+// (--hold-empty-nodes). pflag reads --dry-run false as --dry-run and an
+// argument "false", which the command's Args then refuses as an unknown
+// command without a word about the flag; the error names the flag and the
+// spelling that works (kubectl's convention: --dry-run=false).
+//
+// pflag tells a Value nothing of where on the command line it was set, but
+// it resolves every flag it parses through the flag set's normalization
+// function, which sees how many arguments the parse has collected so far:
+// the last flag resolved with i arguments before it is the one right before
+// argument i.
+func checkValueAfterSpace(root *cobra.Command) {
+	type resolved struct {
+		fs   *pflag.FlagSet
+		name string
+		args int // the arguments parsed before the flag
+	}
+	var trail []resolved
+	checked := false // the arguments, after which nothing is recorded
+	root.SetGlobalNormalizationFunc(func(fs *pflag.FlagSet, name string) pflag.NormalizedName {
+		// Before its parse, a flag set is only looked up (by cobra, to find
+		// the command); after it, its arguments are all there, more than
+		// before any of them.
+		if fs.Parsed() && !checked {
+			trail = append(trail, resolved{fs, name, fs.NArg()})
+		}
+		return pflag.NormalizedName(name)
+	})
+	// flagBefore returns the flag right before argument i of cmd's parse.
+	flagBefore := func(cmd *cobra.Command, i int) *pflag.Flag {
+		fs := cmd.Flags()
+		for k := len(trail) - 1; k >= 0; k-- {
+			if r := trail[k]; r.fs == fs && r.args == i {
+				return fs.Lookup(r.name)
+			}
+		}
+		return nil
+	}
+	var wrap func(*cobra.Command)
+	wrap = func(c *cobra.Command) {
+		if validate := c.Args; validate != nil {
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				defer func() { checked, trail = true, nil }()
+				for i, arg := range args {
+					if dash := cmd.ArgsLenAtDash(); dash >= 0 && i >= dash {
+						break // after --, arguments whatever they look like
+					}
+					// Given alone, the flag holds the value it has alone.
+					f := flagBefore(cmd, i)
+					if f == nil || f.NoOptDefVal == "" || f.Value.String() != f.NoOptDefVal {
+						continue
+					}
+					if _, err := strconv.ParseBool(arg); f.Value.Type() == "bool" && err != nil {
+						continue // not a value for it: an argument, refused as such
+					}
+					return fmt.Errorf("--%s takes its value with \"=\": --%s=%s (after a space, %q is an argument, which %s does not take, and --%s alone means --%s=%s)",
+						f.Name, f.Name, arg, arg, cmd.CommandPath(), f.Name, f.Name, f.NoOptDefVal)
+				}
+				return validate(cmd, args)
+			}
+		}
+		for _, sub := range c.Commands() {
+			wrap(sub)
+		}
+	}
+	wrap(root)
 }
 
 // suggestFlag answers a misspelt flag with the flag it most likely meant.

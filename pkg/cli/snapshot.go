@@ -120,7 +120,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 				case queueFrom < 0:
 					errs = append(errs, fmt.Errorf("--queue-from %d: must be a second of the trace (>= 0)", queueFrom))
 				case o.At != openb.Peak && queueFrom > o.At:
-					errs = append(errs, fmt.Errorf("--queue-from %d: after --at %d, it would queue no pod", queueFrom, o.At))
+					errs = append(errs, fmt.Errorf("--queue-from %d: after --at %d, it would queue no pod: want 0 to %d", queueFrom, o.At, o.At))
 				}
 				o.QueueFrom = &queueFrom
 			}
@@ -128,6 +128,12 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if schedulerName != "" {
 				for _, msg := range validation.IsDNS1123Subdomain(schedulerName) {
 					errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", schedulerName, msg))
+				}
+				// Without a file, the replay's profile is kube-scheduler's
+				// default, whose pods name default-scheduler.
+				if schedulerConfig == "" && schedulerName != v1.DefaultSchedulerName {
+					errs = append(errs, fmt.Errorf("--scheduler-name %q picks a profile of --scheduler-config, which is not given: the pods would be placed by kube-scheduler's default profile and name %s; give the --scheduler-config that has profile %s, or --pod-scheduler-name %s for the pods to name it",
+						schedulerName, v1.DefaultSchedulerName, schedulerName, schedulerName))
 				}
 			}
 			if o.SchedulerName != "" {
@@ -153,6 +159,11 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			if err != nil {
 				return err
 			}
+			// As after an --at, which is checked before the trace is read.
+			if at := openb.SnapshotAt(pods, o); o.QueueFrom != nil && *o.QueueFrom > at {
+				return fmt.Errorf("--queue-from %d: after second %d, the trace's peak, which the snapshot shows without --at, it would queue no pod: want 0 to %d, or an --at of %d or later",
+					*o.QueueFrom, at, at, *o.QueueFrom)
+			}
 			klog.FromContext(cmd.Context()).Info("Replaying the trace", "nodes", len(nodes), "pods", len(pods))
 			snap, stats, err := openb.Import(cmd.Context(), nodes, pods, o)
 			if err != nil {
@@ -160,6 +171,10 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 			}
 			logger := klog.FromContext(cmd.Context())
 			logger.Info("Replayed the openb trace", "nodes", len(nodes), "result", stats.String())
+			if o.QueueFrom != nil && stats.Queued == 0 {
+				logger.Info("Warning: --queue-from queued no pod: no pod of the trace is created from that second to the snapshot's and still there then, so simulate --arrivals has none to let in",
+					"queueFrom", *o.QueueFrom, "at", stats.At)
+			}
 			logger.Info(schedulerNote(o))
 			if usage {
 				synthetic.Usage(snap, 1, stats.Time())
@@ -170,7 +185,7 @@ not modelled: a pod holds whole GPUs, as the device plugin allocates them.`,
 	cmd.Flags().StringVar(&nodesFile, "nodes", "", "node list CSV (sn,cpu_milli,memory_mib,gpu,model)")
 	cmd.Flags().StringVar(&podsFile, "pods", "", "pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli, and optionally gpu_spec,qos,pod_phase,creation_time,deletion_time)")
 	cmd.Flags().StringVar(&schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration that places the pods (default: kube-scheduler's default profile)")
-	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile)")
+	cmd.Flags().StringVar(&schedulerName, "scheduler-name", "", "profile of --scheduler-config to use (default: its only profile); without --scheduler-config, only default-scheduler, kube-scheduler's default profile")
 	cmd.Flags().StringVar(&o.SchedulerName, "pod-scheduler-name", "", "schedulerName the snapshot's pods carry, placed as they are by the replay's profile: the scheduler that re-places them from now on (default: the replay profile's)")
 	cmd.Flags().Int64Var(&o.At, "at", openb.Peak, "second of the trace the snapshot shows; -1 is the first moment the most pods ran")
 	cmd.Flags().BoolVar(&o.IgnoreDeletions, "ignore-deletions", false, "keep every pod from its creation on (fills the cluster with the whole trace)")

@@ -132,6 +132,16 @@ func TestPeak(t *testing.T) {
 	if got := peak(pods, true); got != 20 {
 		t.Errorf("peak ignoring deletions = %d, want 20 (the last creation)", got)
 	}
+	// The second a snapshot shows: its At, or the peak (what the CLI
+	// checks --queue-from against before the replay).
+	for _, tc := range []struct {
+		opts Options
+		want int64
+	}{{Options{At: Peak}, 20}, {Options{At: 7}, 7}, {Options{At: 0}, 0}, {Options{At: Peak, IgnoreDeletions: true}, 20}} {
+		if got := SnapshotAt(pods, tc.opts); got != tc.want {
+			t.Errorf("SnapshotAt(%+v) = %d, want %d", tc.opts, got, tc.want)
+		}
+	}
 }
 
 // openbTrace reads the real trace's node list and default pod list

@@ -148,10 +148,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		return nil, Stats{}, err
 	}
 
-	stats := Stats{At: opts.At, FirstWait: -1}
-	if opts.At == Peak {
-		stats.At = peak(pods, opts.IgnoreDeletions)
-	}
+	stats := Stats{At: SnapshotAt(pods, opts), FirstWait: -1}
 	type event struct {
 		at     int64
 		delete bool
@@ -304,6 +301,15 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		return nil, stats, err
 	}
 	return snap, stats, nil
+}
+
+// SnapshotAt is the second of the trace the snapshot of opts shows:
+// opts.At, or for Peak the first second at which the most pods existed.
+func SnapshotAt(pods []Pod, opts Options) int64 {
+	if opts.At == Peak {
+		return peak(pods, opts.IgnoreDeletions)
+	}
+	return opts.At
 }
 
 // peak is the first second at which the most pods existed.

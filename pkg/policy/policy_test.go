@@ -157,7 +157,29 @@ func TestLoadErrors(t *testing.T) {
 	}, {
 		name:   "wrong type in plugin args",
 		policy: replace(t, lnu, "thresholds: {cpu: 20}", "thresholds: {cpu: twenty}"),
-		want:   []string{"profiles[0].pluginConfig[0].args.thresholds: cannot unmarshal string into api.Percentage"},
+		want:   []string{"profiles[0].pluginConfig[0].args.thresholds: cannot unmarshal string into api.Percentage (plugin LowNodeUtilization)"},
+	}, {
+		// An UnmarshalJSON method's error has no path of its own.
+		name:   "not a duration in plugin args",
+		policy: replace(t, lnu, "  - name: LowNodeUtilization", "  - name: DefaultEvictor\n    args: {minPodAge: soon}\n  - name: LowNodeUtilization"),
+		want:   []string{`profiles[0].pluginConfig[0].args.minPodAge: invalid value "soon": time: invalid duration "soon" (plugin DefaultEvictor)`},
+	}, {
+		// YAML has NaN and infinities, JSON has not: the conversion's
+		// error names no field.
+		name:   "NaN in plugin args",
+		policy: replace(t, lnu, "thresholds: {cpu: 20}", "thresholds: {cpu: .nan}"),
+		want:   []string{"profiles[0].pluginConfig[0].args.thresholds.cpu: invalid value .nan: want a finite number (line 8, plugin LowNodeUtilization)"},
+	}, {
+		name:   "infinities",
+		policy: header + "maxNoOfPodsToEvictTotal: -.Inf\nmaxNoOfPodsToEvictPerNode: .INF # too many\n",
+		want: []string{
+			"maxNoOfPodsToEvictTotal: invalid value -.Inf: want a finite number (line 3)",
+			"; maxNoOfPodsToEvictPerNode: invalid value .INF: want a finite number (line 4)",
+		},
+	}, {
+		name:   "quoted .nan, a string",
+		policy: header + "maxNoOfPodsToEvictTotal: \".nan\"\n",
+		want:   []string{"maxNoOfPodsToEvictTotal: cannot unmarshal string into uint"},
 	}, {
 		name:   "plugin args not a mapping",
 		policy: replace(t, lnu, "    args:\n      thresholds: {cpu: 20}\n      targetThresholds: {cpu: 50}", "    args: cpu"),

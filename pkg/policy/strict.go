@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/defaultevictor"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
 	"github.com/rebalancer-dev/rebalancer/internal/suggest"
@@ -27,12 +29,15 @@ const kind = "DeschedulerPolicy"
 func checkStrict(data []byte, registry pluginregistry.Registry) (*v1alpha2.DeschedulerPolicy, error) {
 	js, err := strictjson.Document(data, v1alpha2.SchemeGroupVersion, kind)
 	if err != nil {
+		if msgs := nonFinite(data); len(msgs) > 0 {
+			return nil, errors.New(strings.Join(msgs, "; "))
+		}
 		return nil, err
 	}
 	var p v1alpha2.DeschedulerPolicy
 	problems, err := strictjson.Decode(js, &p, "")
 	if err != nil {
-		return nil, err
+		return nil, located("", "", &p, js, err)
 	}
 	problems = append(problems, checkProviders(p.MetricsProviders)...)
 	evicting := false
@@ -80,7 +85,7 @@ func checkProfile(i int, prof *v1alpha2.DeschedulerProfile, registry pluginregis
 			args := reflect.New(reflect.TypeOf(plugin.PluginArgInstance).Elem()).Interface()
 			argProblems, err := strictjson.Decode(raw, args, at+".args")
 			if err != nil {
-				return append(problems, err.Error())
+				return append(problems, located(at+".args", pc.Name, args, raw, err).Error())
 			}
 			problems = append(problems, argProblems...)
 			if lnu, ok := args.(*nodeutilization.LowNodeUtilizationArgs); ok {
@@ -124,6 +129,40 @@ func checkProfile(i int, prof *v1alpha2.DeschedulerProfile, registry pluginregis
 		}
 	}
 	return problems
+}
+
+// located names the field and the value of a decoding error of data, at
+// path at, into v (a pointer), which strictjson.Decode reports at the level
+// it decoded: an UnmarshalJSON method's error, as metav1.Duration's `time:
+// invalid duration "soon"`, carries no path. A type error keeps Decode's
+// wording, which has its field. The errors of a plugin's args name it.
+func located(at, plugin string, v any, data []byte, err error) error {
+	if plugin != "" {
+		return fmt.Errorf("%w (plugin %s)", place(at, v, data, err), plugin)
+	}
+	return place(at, v, data, err)
+}
+
+func place(at string, v any, data []byte, err error) error {
+	t := reflect.TypeOf(v).Elem()
+	cause := kjson.UnmarshalCaseSensitivePreserveInts(data, reflect.New(t).Interface())
+	var typeErr *json.UnmarshalTypeError
+	if cause == nil || errors.As(cause, &typeErr) {
+		return err
+	}
+	// Under a field "v", so that the message has a path to replace by at
+	// even when the whole of data is what fails.
+	wrapper := reflect.StructOf([]reflect.StructField{{Name: "V", Type: t, Tag: `json:"v"`}})
+	wrapped := append(append([]byte(`{"v":`), data...), '}')
+	msg := strictjson.Located(wrapper, wrapped, cause).Error()
+	switch {
+	case strings.HasPrefix(msg, "v.") && at == "":
+		return errors.New(msg[len("v."):])
+	case at == "":
+	case strings.HasPrefix(msg, "v.") || strings.HasPrefix(msg, "v[") || strings.HasPrefix(msg, "v: "):
+		return errors.New(at + msg[len("v"):])
+	}
+	return err // not placed
 }
 
 // extensionPoints lists the extension points a plugin type implements, as
