@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 type runOptions struct {
@@ -222,6 +225,14 @@ func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
 		BindAddress: o.bindAddress,
 		Registry:    reg,
 	}
+	if !o.dryRun {
+		// A new leader lifts the drains its predecessor left at once, not
+		// at the schedule's first cycle.
+		opts.Lead = func(ctx context.Context) error {
+			_, err := ex.CleanupDrainTaints(ctx)
+			return err
+		}
+	}
 	if o.leaderElect {
 		host, _ := os.Hostname()
 		opts.LeaderElection = &daemon.LeaderElection{
@@ -247,6 +258,13 @@ func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *execu
 	} else if err := moves.Load(ctx); err != nil {
 		return fmt.Errorf("refusing to plan without the move history: %w", err)
 	}
+	if !o.dryRun {
+		// Before planning: a plan made beside a drain left by a run that
+		// died mid-plan would count on its taints or evict for them.
+		if err := liftStaleDrains(ctx, ex, view, !o.once); err != nil {
+			return err
+		}
+	}
 	p, opened, err := sess.Plan(ctx, view, moves)
 	if err != nil {
 		return err
@@ -259,9 +277,6 @@ func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *execu
 	// could not record its moves must find out before it evicts.
 	if err := moves.Flush(ctx); err != nil {
 		return fmt.Errorf("refusing to evict: %w", err)
-	}
-	if err := ex.CleanupDrainTaints(ctx); err != nil {
-		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
 	}
 	if len(p.Moves) > 0 {
 		// Every move is judged again on the cluster as it is now, with the
@@ -287,6 +302,35 @@ func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *execu
 		return fmt.Errorf("%d of %d moves failed with API errors", res.Errors, len(p.Moves))
 	}
 	return nil
+}
+
+// liftStaleDrains removes the drain taints an earlier run left (see
+// Executor.CleanupDrainTaints). A view kept by watches (cached) may show
+// them a moment longer: it waits, briefly, until it does not.
+func liftStaleDrains(ctx context.Context, ex *executor.Executor, view session.View, cached bool) error {
+	lifted, err := ex.CleanupDrainTaints(ctx)
+	if err != nil {
+		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
+	}
+	if len(lifted) == 0 || !cached {
+		return nil
+	}
+	settled := func(ctx context.Context) (bool, error) {
+		snap, err := view(ctx, nil)
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range snap.Nodes {
+			if slices.Contains(lifted, n.Name) && slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == wellknown.DrainTaintKey }) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, settled); err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).Info("The cluster view still shows drain taints just removed; planning anyway", "nodes", lifted)
+	}
+	return ctx.Err()
 }
 
 func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) error {

@@ -35,6 +35,11 @@ type Options struct {
 	// Cycle runs one cycle. Its context ends when the daemon stops or loses
 	// the lease: the cycle must start no eviction after that.
 	Cycle func(ctx context.Context) error
+	// Lead, if set, runs each time the daemon starts to lead (at the start
+	// without leader election), before its first cycle, whatever the
+	// schedule and the window: e.g. to lift what a leader that died
+	// mid-cycle left behind. An error is logged; the cycles run anyway.
+	Lead func(ctx context.Context) error
 	// Ready reports readiness for /readyz (e.g. the cluster view has synced).
 	Ready func() bool
 	// LeaderElection, when set, runs cycles only while holding the lease.
@@ -172,6 +177,11 @@ func Run(ctx context.Context, o Options) error {
 // made up.
 func loop(ctx context.Context, o Options, m *metrics) {
 	logger := klog.FromContext(ctx)
+	if o.Lead != nil && ctx.Err() == nil {
+		if err := o.Lead(ctx); err != nil {
+			logger.Error(err, "Starting to lead")
+		}
+	}
 	first := o.RunAtStart
 	for {
 		if !first {

@@ -310,33 +310,56 @@ func (g *drainGuard) close(ctx context.Context) {
 	}
 }
 
-// CleanupDrainTaints removes the drain taint from every node that has it: a
-// run that crashed, was killed or lost the API server mid-plan leaves them
-// behind, and they would keep the scheduler off those nodes for good. Call it
-// at the start of each cycle; it waits for a running Execute to finish.
-func (e *Executor) CleanupDrainTaints(ctx context.Context) error {
+// EventDrainTaintLifted is the reason of the Warning Event on a node whose
+// drain taint an earlier run left behind and CleanupDrainTaints removed.
+const EventDrainTaintLifted = "DrainTaintLifted"
+
+// CleanupDrainTaints removes the drain taint from every node that has it,
+// and returns those nodes: a run that crashed, was killed, lost its lease or
+// lost the API server mid-plan leaves them behind, and they would keep the
+// scheduler off those nodes for good. Such a drain is not adopted: the
+// plan that made it is gone, and the plan about to be made is made on the
+// cluster as it is, its own drains tainted anew. Each is reported with a
+// Warning Event on the node and a log line naming the plan that left it.
+//
+// Call it before each plan, and when a replica starts to lead: the
+// taints on the nodes then are never this Executor's own, as it waits
+// for a running Execute to finish (whose taints Execute removes itself).
+// It must not run beside another process's plan: leader election makes
+// the replica that calls it the only one that evicts.
+func (e *Executor) CleanupDrainTaints(ctx context.Context) ([]string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	nodes := e.o.Client.CoreV1().Nodes()
 	list, err := nodes.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	var errs []error
+	var (
+		lifted []string
+		errs   []error
+	)
 	for i := range list.Items {
 		node := &list.Items[i]
 		idx := slices.IndexFunc(node.Spec.Taints, isDrainTaint)
 		if idx < 0 {
 			continue
 		}
+		planID := node.Spec.Taints[idx].Value
 		if err := setDrainTaint(ctx, nodes, node.Name, nil); err != nil {
 			errs = append(errs, fmt.Errorf("removing the drain taint from node %s: %w", node.Name, err))
 			continue
 		}
+		lifted = append(lifted, node.Name)
 		e.o.Metrics.drainTaintLeftBehind()
-		klog.FromContext(ctx).Info("Removed a drain taint left by an earlier run", "node", klog.KObj(node), "plan", node.Spec.Taints[idx].Value)
+		klog.FromContext(ctx).Info("Removed a drain taint left by an earlier run, before planning", "node", klog.KObj(node), "taintPlan", planID)
+		if e.o.Recorder != nil {
+			e.o.Recorder.Eventf(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID}}, nil, v1.EventTypeWarning, EventDrainTaintLifted, "Untaint",
+				"Removed the drain taint %s=%s left by plan %s of an earlier run (it crashed, was killed or lost its lease mid-plan): the drain is not carried on, the next plan is made on the cluster as it is",
+				wellknown.DrainTaintKey, planID, planID)
+		}
 	}
-	return errors.Join(errs...)
+	return lifted, errors.Join(errs...)
 }
 
 func isDrainTaint(t v1.Taint) bool { return t.Key == wellknown.DrainTaintKey }

@@ -58,9 +58,9 @@ const (
 	ReasonTaintFailed = "taint-failed"
 	// ReasonPatchFailed: the hint annotations could not be written.
 	ReasonPatchFailed = "patch-failed"
-	// ReasonHistoryFailed: the move history could not be written, so the
-	// rest of the plan is not carried out: evictions the next run does not
-	// know of would escape the cooldown.
+	// ReasonHistoryFailed: the move history could not be written before
+	// the eviction, so neither it nor the rest of the plan is carried out:
+	// evictions the next run does not know of would escape the cooldown.
 	ReasonHistoryFailed = "history-failed"
 	// ReasonGang: another member of the move's gang failed its check, so
 	// no member is evicted (a gang moves whole or not at all).
@@ -109,7 +109,9 @@ type Options struct {
 	Backoff wait.Backoff
 	// History is the cooldown: a move of a pod off a node onto which an
 	// earlier plan moved a pod of its owner is skipped, and every eviction
-	// is recorded in it and written to its store as the plan goes. Moves of
+	// is recorded in it and written to its store before it is made
+	// (History.WriteAhead), so no crash or restart forgets one; an eviction
+	// that then does not happen is taken back (History.Forget). Moves of
 	// one owner within a plan are paced by the planner (--max-per-workload),
 	// not here: the planner simulated them together. nil: no cooldown.
 	History *history.History
@@ -191,6 +193,9 @@ type outcome struct {
 	detail     string
 	// err is the API error behind the skip, if any.
 	err error
+	// historyErr is why the move history could not be written before the
+	// eviction: the plan stops.
+	historyErr error
 }
 
 // Execute carries out the plan's moves in order and returns what happened.
@@ -282,26 +287,23 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 		if last, ok := lastDrain[m.Source]; ok && last == i {
 			guard.done(ctx, m.Source)
 		}
-		if !e.o.History.Due() {
-			continue
-		}
-		if err := e.o.History.Flush(ctx); err != nil {
+		if err := o.historyErr; err != nil {
 			r.HistoryError = err.Error()
-			logger.Error(err, "Stopping: the moves made cannot be remembered", "remaining", len(p.Moves)-i-1)
+			logger.Error(err, "Stopping: the moves would not be remembered", "remaining", len(p.Moves)-i-1)
 			for _, m := range p.Moves[i+1:] {
 				e.record(ctx, p, &r, m, outcome{reason: ReasonHistoryFailed, detail: err.Error(), err: err})
 			}
 			break
 		}
+		if e.o.History.Due() {
+			e.forgetStored(ctx)
+		}
 	}
-	// The last moves are written even after a stop, and before the wait for
-	// the drained nodes' replacements: a crash while waiting loses none.
+	// Every eviction was written before it was made; what is left are the
+	// moves taken back, written even after a stop.
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := e.o.History.Flush(flushCtx); err != nil && r.HistoryError == "" {
-		r.HistoryError = err.Error()
-		logger.Error(err, "The last moves made could not be remembered")
-	}
+	e.forgetStored(flushCtx)
 	guard.wait(ctx, e.o.Stop)
 	logger.Info("Executed plan", "moves", len(p.Moves), "evicted", len(r.Evicted), "skipped", len(r.Skipped), "errors", r.Errors)
 	return r
@@ -407,7 +409,23 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 		return outcome{pod: pod, reason: ReasonPatchFailed, detail: err.Error(), err: err}
 	}
 
+	// Write-ahead: the move is in the stored history before the pod is
+	// evicted, so a process killed right after the eviction (or an API
+	// server gone before the next write) forgets none.
+	recorded, err := e.writeAhead(ctx, p, m)
+	if err != nil {
+		e.clearHint(ctx, pod)
+		return outcome{pod: pod, reason: ReasonHistoryFailed, detail: err.Error(), err: err, historyErr: err}
+	}
 	o := e.evict(ctx, pod)
+	switch o.reason {
+	case "", ReasonError:
+		// Evicted, or maybe (an error after the request was sent): the
+		// move stays recorded; a cooldown too many is the safe side.
+	default:
+		// Not evicted (gone, UID changed, refused, stopped): take it back.
+		e.o.History.Forget(recorded)
+	}
 	if o.reason == ReasonPDB || o.reason == ReasonStopped {
 		// The pod stays. Take the hint back, or the owner's next pod would
 		// be steered by a move that did not happen if this one left for
@@ -416,6 +434,29 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 		e.clearHint(ctx, pod)
 	}
 	return o
+}
+
+// forgetStored removes from the stored history the moves recorded ahead of
+// evictions that did not happen (the next write-ahead does too). Should
+// it fail, they stay recorded: a cooldown held for nothing, not a move
+// forgotten, so the plan goes on.
+func (e *Executor) forgetStored(ctx context.Context) {
+	if err := e.o.History.Flush(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Could not take back from the move history the evictions that did not happen; their cooldown holds")
+	}
+}
+
+// writeAhead records the move in the history, and its store, before its
+// eviction; a move of a pod without an owner is not recorded (it has no
+// replacement to hold).
+func (e *Executor) writeAhead(ctx context.Context, p *plan.Plan, m plan.Move) (history.Move, error) {
+	if m.Owner == nil {
+		return history.Move{}, nil
+	}
+	return e.o.History.WriteAhead(ctx, history.Move{
+		Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
+		From: m.Source, To: m.Target, Plan: p.ID,
+	})
 }
 
 // evict evicts the pod through the Eviction API, so PodDisruptionBudgets
@@ -523,12 +564,7 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 		} else {
 			r.Evicted = append(r.Evicted, m)
 		}
-		if m.Owner != nil {
-			e.o.History.Record(history.Move{
-				Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
-				From: m.Source, To: m.Target, Plan: p.ID,
-			})
-		}
+		// The history has it already: written ahead (carry).
 		e.o.Metrics.evicted(m.Strategy, o.background)
 		if o.background {
 			logger.Info("Pod evicted in the background by its owner", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)

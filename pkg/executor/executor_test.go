@@ -926,8 +926,20 @@ func TestCleanupDrainTaints(t *testing.T) {
 	leftover := v1.Taint{Key: wellknown.DrainTaintKey, Value: "crashed-plan", Effect: v1.TaintEffectNoSchedule}
 	f := newFixture(newNode("node-a", otherTaint, leftover), newNode("node-b", leftover), newNode("node-c", otherTaint))
 
-	if err := f.executor(nil).CleanupDrainTaints(context.Background()); err != nil {
+	lifted, err := f.executor(nil).CleanupDrainTaints(context.Background())
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(lifted, []string{"node-a", "node-b"}) {
+		t.Errorf("lifted %v, want node-a and node-b", lifted)
+	}
+	want := "Warning DrainTaintLifted Removed the drain taint " + wellknown.DrainTaintKey + "=crashed-plan left by plan crashed-plan of an earlier run"
+	events := f.events()
+	if len(events) != 2 || !strings.HasPrefix(events[0], want) || !strings.HasPrefix(events[1], want) {
+		t.Errorf("events %q, want two starting %q", events, want)
+	}
+	if n := testutil.ToFloat64(f.metrics.leftBehind); n != 2 {
+		t.Errorf("rebalancer_drain_taints_left_behind_total %g, want 2", n)
 	}
 
 	for node, want := range map[string][]v1.Taint{"node-a": {otherTaint}, "node-b": nil, "node-c": {otherTaint}} {

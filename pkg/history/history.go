@@ -1,5 +1,6 @@
 // Package history remembers where rebalancer moved pods. It is the one
-// cooldown: the executor records each eviction, the planner leaves pods in
+// cooldown: the executor records each eviction before it makes it
+// (WriteAhead, so no crash forgets one), the planner leaves pods in
 // cooldown alone and counts a workload's recent moves against its limit,
 // and the multi-round simulation replays it on a simulated clock.
 //
@@ -43,10 +44,11 @@ type Move struct {
 	Plan string    `json:"plan,omitempty"`
 }
 
-// flushEvery is how often, at most, the executor writes the moves of a
-// running plan to the Store: often enough that a crash forgets only the
-// last few evictions, rarely enough that a plan of thousands of moves does
-// not rewrite the object thousands of times.
+// flushEvery is how long, at least, Due waits between writes of what is
+// pending. The executor writes each eviction ahead of it (WriteAhead), so
+// what waits are the moves taken back (Forget), which the next write
+// carries anyway; a move taken back and lost with the process only holds
+// its pods one cooldown more.
 const flushEvery = 2 * time.Second
 
 // History is the record of recent moves. It is safe for concurrent use.
@@ -59,9 +61,12 @@ type History struct {
 	moves []Move // in the order they were made
 	// byOwner holds the same moves by owner: the planner asks about every
 	// pod it looks at, and a long history must not make each answer longer.
-	byOwner   map[types.UID][]Move
-	pending   []Move // recorded, not yet written to the store
-	reset     bool   // the stored history was unreadable: overwrite it
+	byOwner map[types.UID][]Move
+	pending []Move // recorded, not yet written to the store
+	// forgotten are moves recorded ahead of an eviction that did not
+	// happen (Forget), to remove from the store at the next Flush.
+	forgotten []Move
+	reset     bool // the stored history was unreadable: overwrite it
 	lastFlush time.Time
 }
 
@@ -120,7 +125,12 @@ func (h *History) Load(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reset = corrupt != nil || !exists
-	h.setMoves(append(h.live(stored), h.pending...))
+	moves := append(h.live(stored), h.pending...)
+	if len(h.forgotten) > 0 {
+		gone := keys(h.forgotten)
+		moves = slices.DeleteFunc(moves, func(m Move) bool { return gone[m.key()] })
+	}
+	h.setMoves(moves)
 	return nil
 }
 
@@ -155,37 +165,109 @@ func (h *History) Record(m Move) {
 	}
 }
 
-// Due says whether recorded moves have waited long enough to be written.
+// WriteAhead records a move that is about to be made and writes it to the
+// store before it returns, with the moves recorded or forgotten before it:
+// the executor calls it just before an eviction, so an eviction made is
+// never missing from the stored history, whatever happens to the process
+// or the API server after it (a crash, a SIGKILL, a lost lease, an API
+// server restart). It returns the move as recorded (At set), for Forget.
+// When the write fails the move is forgotten again and the error returned:
+// the eviction must not be made.
+//
+// An eviction that then does not happen is taken back with Forget; a
+// process that dies in between leaves the move recorded, which holds its
+// pods on their nodes for one cooldown more than needed: the safe side.
+// An in-memory history just records it.
+func (h *History) WriteAhead(ctx context.Context, m Move) (Move, error) {
+	if h == nil || h.cooldown <= 0 || m.Owner == "" {
+		return m, nil
+	}
+	if m.At.IsZero() {
+		m.At = h.clock.Now()
+	}
+	h.Record(m)
+	if err := h.Flush(ctx); err != nil {
+		h.Forget(m)
+		return m, err
+	}
+	return m, nil
+}
+
+// Forget takes back a move recorded with WriteAhead whose eviction did not
+// happen (a PodDisruptionBudget refused it, the pod was gone, the run was
+// stopped): it no longer counts, and the next Flush removes it from the
+// store.
+func (h *History) Forget(m Move) {
+	if h == nil || h.cooldown <= 0 || m.Owner == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := m.key()
+	drop := func(x Move) bool { return x.key() == k }
+	if i := slices.IndexFunc(h.moves, drop); i >= 0 {
+		h.moves = slices.Delete(h.moves, i, i+1)
+		h.byOwner[m.Owner] = slices.DeleteFunc(h.byOwner[m.Owner], drop)
+	}
+	if h.store != nil {
+		h.forgotten = append(h.forgotten, m)
+	}
+}
+
+// Due says whether recorded or forgotten moves have waited long enough to
+// be written.
 func (h *History) Due() bool {
 	if h == nil || h.store == nil {
 		return false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.pending) > 0 && h.clock.Since(h.lastFlush) >= flushEvery
+	return len(h.pending)+len(h.forgotten) > 0 && h.clock.Since(h.lastFlush) >= flushEvery
 }
 
-// Flush writes the recorded moves to the store, merged with what another
-// writer stored meanwhile, the cooled ones pruned.
+// Flush writes the recorded moves to the store and removes the forgotten
+// ones from it, merged with what another writer stored meanwhile, the
+// cooled ones pruned.
 func (h *History) Flush(ctx context.Context) error {
 	if h == nil || h.store == nil {
 		return nil
 	}
 	h.mu.Lock()
-	pending, reset := slices.Clone(h.pending), h.reset
+	pending, forgotten, reset := slices.Clone(h.pending), slices.Clone(h.forgotten), h.reset
 	h.mu.Unlock()
-	if len(pending) == 0 && !reset {
+	if len(pending) == 0 && len(forgotten) == 0 && !reset {
 		return nil
 	}
-	if err := h.store.Append(ctx, pending, h.clock.Now().Add(-h.cooldown)); err != nil {
+	if err := h.store.Update(ctx, pending, forgotten, h.clock.Now().Add(-h.cooldown)); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Only the writer appends to them meanwhile: what was written is
+	// their start.
 	h.pending = h.pending[len(pending):]
+	h.forgotten = h.forgotten[len(forgotten):]
 	h.reset = false
 	h.lastFlush = h.clock.Now()
 	return nil
+}
+
+// moveKey identifies a move: a write retried after a timeout may find it
+// stored already, and Forget names it.
+type moveKey struct {
+	owner, to, plan string
+	at              int64
+}
+
+func (m Move) key() moveKey { return moveKey{string(m.Owner), m.To, m.Plan, m.At.UnixNano()} }
+
+// keys is the set of the moves' keys.
+func keys(moves []Move) map[moveKey]bool {
+	out := make(map[moveKey]bool, len(moves))
+	for _, m := range moves {
+		out[m.key()] = true
+	}
+	return out
 }
 
 // maxSkew is how far in the future a stored move may be, written by a

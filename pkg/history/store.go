@@ -116,6 +116,13 @@ func (s *Store) decode(cm *v1.ConfigMap) ([]Move, []string, error) {
 // before cooled. It creates the ConfigMap if it does not exist and replaces
 // a stored history that cannot be decoded.
 func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) error {
+	return s.Update(ctx, moves, nil, cooled)
+}
+
+// Update is Append that also removes the moves of remove (the same owner,
+// node, plan and time) from the stored history, and from moves: an
+// eviction recorded ahead that did not happen.
+func (s *Store) Update(ctx context.Context, moves, remove []Move, cooled time.Time) error {
 	retriable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	err := retry.OnError(retry.DefaultRetry, retriable, func() error {
 		cm, err := s.configMaps.Get(ctx, s.name, metav1.GetOptions{})
@@ -137,7 +144,7 @@ func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) erro
 		case err != nil:
 			stored = nil // Load reported it; the fresh history replaces it
 		}
-		data, dropped := encodeBounded(merge(stored, moves, cooled))
+		data, dropped := encodeBounded(merge(stored, moves, remove, cooled))
 		if dropped > 0 {
 			klog.FromContext(ctx).Info("The move history is full: forgot its oldest moves before their cooldown ended", "configmap", s.String(), "forgotten", dropped)
 		}
@@ -160,18 +167,14 @@ func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) erro
 	return nil
 }
 
-// merge returns the stored and the new moves made after cooled, oldest
-// first, each once: a write retried after a timeout may find its moves
-// stored already.
-func merge(stored, moves []Move, cooled time.Time) []Move {
-	type key struct {
-		owner, to, plan string
-		at              int64
-	}
-	seen := map[key]bool{}
+// merge returns the stored and the new moves made after cooled, less
+// those of remove, oldest first, each once: a write retried after a
+// timeout may find its moves stored already.
+func merge(stored, moves, remove []Move, cooled time.Time) []Move {
+	seen := keys(remove)
 	var out []Move
 	for _, m := range slices.Concat(stored, moves) {
-		k := key{string(m.Owner), m.To, m.Plan, m.At.UnixNano()}
+		k := m.key()
 		if seen[k] || !m.At.After(cooled) {
 			continue
 		}

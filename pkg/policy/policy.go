@@ -45,6 +45,9 @@ import (
 // (the file is read once); its messages about metricsProviders get
 // the field they are about. Every error is one line starting with path.
 //
+// The policy returned treats rebalancer's drain taint as no violation
+// (ExcludeDrainTaint), whatever the file says.
+//
 // registry must be pluginregistry.PluginRegistry or a subset of it, filled by
 // descheduler.SetupPlugins: the descheduler's decoder looks args types up in
 // that global registry whatever registry it is given. client resolves
@@ -65,6 +68,7 @@ func Load(path string, client clientset.Interface, registry pluginregistry.Regis
 	if err := checkResources(p); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	ExcludeDrainTaint(p)
 	return p, nil
 }
 

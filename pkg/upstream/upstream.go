@@ -116,7 +116,11 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	// minutes on a large cluster: when ctx ends, Run returns at once and
 	// leaves the cycle to end by itself on the fake clientset it owns.
 	done := make(chan error, 1)
-	go func() { done <- runCycle(runCtx, rs, policy.DeepCopy(), evictionGroupVersion) }()
+	// On a copy: rebalancer's drain taint is no violation here either (a
+	// policy from rbpolicy.Load has it so already).
+	run := policy.DeepCopy()
+	rbpolicy.ExcludeDrainTaint(run)
+	go func() { done <- runCycle(runCtx, rs, run, evictionGroupVersion) }()
 	select {
 	case err := <-done:
 		if err != nil {

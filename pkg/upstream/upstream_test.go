@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -21,8 +22,10 @@ import (
 	"sigs.k8s.io/descheduler/cmd/descheduler/app/options"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/removepodsviolatingnodetaints"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -390,5 +393,44 @@ func TestPolicyLeavesOutRebalancersPlugins(t *testing.T) {
 	}
 	if len(pol.Profiles[0].Plugins.Balance.Enabled) != 3 {
 		t.Error("the input policy was modified")
+	}
+}
+
+// TestDrainTaintIsNoViolation: a node carrying rebalancer's drain taint (a
+// plan's, or one left by a run that died mid-plan) is no reason for
+// RemovePodsViolatingNodeTaints to evict its pods, in the policy as loaded
+// and in one whose args were built otherwise (excludedTaints set, or none);
+// another taint on the same node still is.
+func TestDrainTaintIsNoViolation(t *testing.T) {
+	drain := plan.DrainTaint("crashed-plan")
+	loaded := load(t, taintsPolicy)
+	withArgs := func(args *removepodsviolatingnodetaints.RemovePodsViolatingNodeTaintsArgs) *api.DeschedulerPolicy {
+		p := load(t, taintsPolicy)
+		for i, pc := range p.Profiles[0].PluginConfigs {
+			if pc.Name == removepodsviolatingnodetaints.PluginName {
+				p.Profiles[0].PluginConfigs[i].Args = args
+			}
+		}
+		return p
+	}
+	excluding := withArgs(&removepodsviolatingnodetaints.RemovePodsViolatingNodeTaintsArgs{ExcludedTaints: []string{"example.com/other"}})
+	bare := withArgs(&removepodsviolatingnodetaints.RemovePodsViolatingNodeTaintsArgs{})
+	for name, p := range map[string]*api.DeschedulerPolicy{"loaded": loaded, "excludedTaints": excluding, "built": bare} {
+		t.Run(name, func(t *testing.T) {
+			before := p.DeepCopy()
+			c := newCluster()
+			c.node("drained", drain)
+			c.node("both", drain, noSchedule)
+			c.node("free")
+			c.pod("on-drained", "drained", nil)
+			c.pod("on-both", "both", nil)
+			c.pod("on-free", "free", nil)
+			if got := names(run(t, p, c)); !slices.Equal(got, []string{"on-both"}) {
+				t.Errorf("evicted %v, want on-both only (its node has another taint too)", got)
+			}
+			if !reflect.DeepEqual(p, before) {
+				t.Error("Run changed the policy it was given")
+			}
+		})
 	}
 }
