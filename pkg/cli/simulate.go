@@ -143,16 +143,16 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		Steering: opened.Placement,
 		Progress: func(strategy string, i int, r result.Round) {
 			if i == 0 {
-				progress("%s: round 0 (the snapshot): %d nodes in use, lower bound %d", strategy, r.NodesInUse, r.LowerBound)
+				progress("%s: round 0 (the snapshot): %d nodes in use, lower bound %d (by node class %d)", strategy, r.NodesInUse, r.LowerBound, r.ClassLowerBound)
 				return
 			}
 			skips := ""
 			if strategy == rounds.Rebalancer { // the baseline does not say why
 				skips = "; top skips: " + r.TopSkips(3)
 			}
-			round(fmt.Sprintf("%s: %d nodes in use (lower bound %d)", strategy, r.NodesInUse, r.LowerBound),
-				fmt.Sprintf("%s: round %d of %d: %d evictions, %d nodes in use (lower bound %d)%s",
-					strategy, i, o.rounds, r.Evictions, r.NodesInUse, r.LowerBound, skips))
+			round(fmt.Sprintf("%s: %d nodes in use (lower bound %d, by node class %d)", strategy, r.NodesInUse, r.LowerBound, r.ClassLowerBound),
+				fmt.Sprintf("%s: round %d of %d: %d evictions, %d nodes in use (lower bound %d, by node class %d)%s",
+					strategy, i, o.rounds, r.Evictions, r.NodesInUse, r.LowerBound, r.ClassLowerBound, skips))
 		},
 	}
 	var c result.Comparison

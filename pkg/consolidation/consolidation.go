@@ -135,6 +135,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	for _, cand := range candidates {
 		if pod, why, detail := c.pinnedBy(cand.node.Name); pod != nil {
 			pinned[cand.node.Name] = true
+			c.sim.Consider(cand.node.Name, why)
 			c.sim.Pin(pod, why, detail)
 			c.sim.Skip(pod, why, fmt.Sprintf("%s, so node %s cannot be emptied", detail, cand.node.Name))
 			logger.V(3).Info("Node not consolidated: it holds a pod that may not move", "node", cand.node.Name, "pod", klog.KObj(pod), "why", why)
@@ -165,21 +166,45 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		return a.node.Name < b.node.Name
 	})
 	affordable := c.affordable(candidates)
+	tried := map[string]bool{}
 
+	// What became of each node, for the plan to say (plan.NodeOutcomes):
+	// the nodes not tried are kept by the packing, or left for
+	// maxNodesPerCycle or the policy's limits.
+	defer func() {
+		for _, cand := range candidates {
+			switch name := cand.node.Name; {
+			case pinned[name] || tried[name]:
+			case keep[name]:
+				c.sim.Consider(name, plan.NodeKept)
+			default:
+				c.sim.Consider(name, plan.ReasonLimit)
+			}
+		}
+	}()
 	emptied := 0
 	for _, cand := range candidates {
 		if emptied >= int(c.args.MaxNodesPerCycle) {
 			break
 		}
 		name := cand.node.Name
-		if pinned[name] || !affordable(cand, logger) {
+		if pinned[name] {
+			continue
+		}
+		if !affordable(cand, logger) {
+			tried[name] = true
+			c.sim.Consider(name, plan.ReasonCost)
 			continue
 		}
 		movable, _, ok := c.movablePods(name)
 		if !ok {
-			continue // it took pods from a node emptied before it
+			if !keep[name] {
+				tried[name] = true
+				c.sim.Consider(name, plan.ReasonTarget) // it took pods from a node emptied before it
+			}
+			continue
 		}
-		ok, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
+		ok, why, err := c.empty(ctx, name, movable, func(target string, pod *v1.Pod) bool {
 			return !allowed[target] || !inUse[target] || target == name || c.overCeiling(target, pod)
 		}, pk)
 		if err != nil {
@@ -189,6 +214,8 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			}
 			return &frameworktypes.Status{Err: err}
 		}
+		tried[name] = true
+		c.sim.Consider(name, why)
 		if ok {
 			emptied++
 			inUse[name] = false // nothing may move onto a node being emptied
@@ -220,6 +247,8 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			emptied += len(moved)
 			for _, n := range moved {
 				inUse[n] = false
+				tried[n] = true
+				c.sim.Consider(n, plan.NodeEmptied)
 			}
 			inUse[target] = true
 			kept := sources[:0]
@@ -404,8 +433,9 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 // packing left room on for pods of its shape, else onto a node it keeps,
 // where one is allowed (simulator.PredictOptions.Prefer, PreferElse). It
 // reports false, with the moves taken back, when one of them has no
-// acceptable target.
-func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, pk *packing) (bool, error) {
+// acceptable target, and why: the skip reason of that move
+// (plan.NodeEmptied when it empties the node).
+func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, exclude func(target string, pod *v1.Pod) bool, pk *packing) (ok bool, why string, err error) {
 	tx := c.sim.Begin()
 	type taken struct {
 		node string
@@ -432,19 +462,19 @@ func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, 
 			continue
 		}
 		if rbErr := tx.Rollback(); rbErr != nil {
-			return false, rbErr
+			return false, "", rbErr
 		}
 		for _, t := range took {
 			pk.giveBack(t.node, t.s)
 		}
 		var total *evictions.EvictionTotalLimitError
 		if errors.As(err, &total) {
-			return false, err
+			return false, plan.ReasonLimit, err
 		}
-		return false, nil
+		return false, simhandle.Why(err), nil
 	}
 	tx.Commit()
-	return true, nil
+	return true, plan.NodeEmptied, nil
 }
 
 // overCeiling says whether placing pod on node takes any counted resource

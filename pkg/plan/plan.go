@@ -5,7 +5,11 @@
 package plan
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -241,17 +245,60 @@ type Summary struct {
 	// NodesLowerBound is the fewest nodes the pods' requests fit on, by
 	// resources alone: no plan goes below it.
 	NodesLowerBound int `json:"nodesLowerBound"`
+	// NodesClassLowerBound is the fewest nodes that could hold the pods
+	// counting where each may go (node classes: capacity, labels, taints),
+	// never less than NodesLowerBound: on a fleet of mixed node classes,
+	// the figure to judge a packing by.
+	NodesClassLowerBound int `json:"nodesClassLowerBound"`
 	// EvictionsInFlight counts the pods being evicted in the background
 	// by their owners (ReasonEvicting), which the policy's limits count.
 	EvictionsInFlight int `json:"evictionsInFlight,omitempty"`
 	// Pinned are the nodes a packing plugin found it cannot empty, each for
 	// a pod that may not move: the floor the plan packs around.
 	Pinned []PinnedNode `json:"pinned,omitempty"`
+	// Consolidation is what the Consolidation plugin did with the nodes
+	// in use it could empty; nil when the policy does not run it.
+	Consolidation *NodeOutcomes `json:"consolidation,omitempty"`
 	// Drains are the nodes the plan empties (in use before, not after),
 	// by name, each with what emptying it costs: Consolidation's and
 	// HighNodeUtilization's, and any node a plan's moves leave empty.
 	Drains  []Drain     `json:"drains,omitempty"`
 	PerNode []NodeUsage `json:"perNode"`
+}
+
+// NodeOutcomes counts the nodes a packing plugin considered (the nodes in
+// use of its nodeSelector) by what became of them: emptied by the plan,
+// kept by its packing to take the others' pods, or neither, and why (a
+// skip reason: cooldown, opt-out, pdb, protected, sticky and gang for a
+// pod that may not move; cost; target for a node the plan moves pods
+// onto; limit for maxNodesPerCycle or the policy's limits; no-fit for a
+// pod that fits on no node it may go to; or the reason the plan's replay
+// dropped the node's drain). It is the first thing to read when packing
+// stops.
+type NodeOutcomes struct {
+	Considered int            `json:"considered"`
+	Emptied    int            `json:"emptied"`
+	Kept       int            `json:"kept"`
+	Refused    map[string]int `json:"refused,omitempty"`
+}
+
+// What a packing plugin did with a node besides refusing it
+// (NodeOutcomes).
+const (
+	NodeEmptied = "emptied"
+	NodeKept    = "kept"
+)
+
+// String says it in one line: "12 considered: 3 emptied, 5 kept, cooldown 4".
+func (o *NodeOutcomes) String() string {
+	if o == nil {
+		return "-"
+	}
+	parts := []string{fmt.Sprintf("%d emptied", o.Emptied), fmt.Sprintf("%d kept", o.Kept)}
+	for _, r := range slices.Sorted(maps.Keys(o.Refused)) {
+		parts = append(parts, fmt.Sprintf("%s %d", r, o.Refused[r]))
+	}
+	return fmt.Sprintf("%d considered: %s", o.Considered, strings.Join(parts, ", "))
 }
 
 // PinnedNode is a node kept in use by a pod that may not move, and why

@@ -61,7 +61,7 @@ func TestPrint(t *testing.T) {
 	if err := p.Print(&table, "table"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"POD", "STRATEGY", "SOURCE → TARGET", "b/web-2", "n2 → n1", "2 moves; nodes in use 3 → 1 of 3 (lower bound 0)", "Skipped 3: pdb 1, no-fit 2."} {
+	for _, want := range []string{"POD", "STRATEGY", "SOURCE → TARGET", "b/web-2", "n2 → n1", "2 moves; nodes in use 3 → 1 of 3 (lower bound 0, by node class 0)", "Skipped 3: pdb 1, no-fit 2."} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

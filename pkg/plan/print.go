@@ -74,7 +74,7 @@ func (p *Plan) printTable(w io.Writer) error {
 		return err
 	}
 	s := p.Summary
-	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.Pods)
+	fmt.Fprintf(w, "\n%d moves; nodes in use %d → %d of %d (lower bound %d, by node class %d); %d pods.\n", s.Moves, s.NodesInUseBefore, s.NodesInUseAfter, s.Nodes, s.NodesLowerBound, s.NodesClassLowerBound, s.Pods)
 	if s.EvictionsInFlight > 0 {
 		fmt.Fprintf(w, "Evictions in the background still running: %d (counted against the policy's limits).\n", s.EvictionsInFlight)
 	}
@@ -100,6 +100,9 @@ func (p *Plan) printTable(w io.Writer) error {
 			}
 		}
 		fmt.Fprintf(w, "Skipped %d: %s.\n", len(p.Skipped), strings.Join(parts, ", "))
+	}
+	if s.Consolidation != nil {
+		fmt.Fprintf(w, "Consolidation: %s.\n", s.Consolidation)
 	}
 	if len(s.Pinned) > 0 {
 		parts := make([]string, len(s.Pinned))

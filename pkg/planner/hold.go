@@ -318,6 +318,12 @@ func (p *planner) drop(failed map[int]string, reason string) {
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,
 			Scheduler: m.Scheduler, Reason: r, Detail: why})
 		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
+		if p.dropped == nil {
+			p.dropped = map[string]string{}
+		}
+		if _, ok := p.dropped[m.Source]; !ok {
+			p.dropped[m.Source] = r
+		}
 		p.sources[m.Source]-- // read again by the next replay's checks
 	}
 	p.out.Moves, p.applied = p.out.Moves[:keep], p.applied[:keep]

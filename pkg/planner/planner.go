@@ -116,6 +116,12 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	if err != nil {
 		return nil, err
 	}
+	p.emptyBefore = sets.New[string]()
+	for _, u := range before {
+		if !u.InUse {
+			p.emptyBefore.Insert(u.Node)
+		}
+	}
 	held, err := p.holdEmpty(before, used)
 	if err != nil {
 		return nil, err
@@ -149,10 +155,13 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	for _, n := range slices.Sorted(maps.Keys(p.pinned)) {
 		p.out.Summary.Pinned = append(p.out.Summary.Pinned, p.pinned[n])
 	}
+	p.out.Summary.Consolidation = p.consolidationOutcomes()
 	p.prometheus.annotate(&p.out.Summary)
-	if p.out.Summary.NodesLowerBound, err = sim.LowerBound(); err != nil {
+	bound, err := sim.ClassBound()
+	if err != nil {
 		return nil, err
 	}
+	p.out.Summary.NodesLowerBound, p.out.Summary.NodesClassLowerBound = bound.PerResource, bound.Nodes
 	p.out.Finish()
 	return p.out, nil
 }
@@ -246,6 +255,12 @@ type planner struct {
 	holding bool
 	// pinned are the nodes a packing plugin cannot empty (Summary.Pinned).
 	pinned map[string]plan.PinnedNode
+	// considered is what Consolidation did with each node it could empty
+	// (Summary.Consolidation); dropped, the reason the replay dropped a
+	// move off a node.
+	considered, dropped map[string]string
+	// emptyBefore are the nodes no pod kept in use when the plan began.
+	emptyBefore sets.Set[string]
 
 	moved        sets.Set[types.UID] // pods the plan moves
 	replacements sets.Set[types.UID] // their simulated replacements
@@ -511,7 +526,16 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 			return err
 		}
 	}
-	return j.move(ctx, pod, opts, simulator.PredictOptions{}, "")
+	var simOpts simulator.PredictOptions
+	if conflict.Packs(j.strategy) {
+		// A packing plugin of the descheduler's empties a node for the
+		// scheduler to place its pods: onto nodes in use, never onto an
+		// empty one, which would take a node into use for the one it frees
+		// (a profile scoring by requested share ranks a small empty node
+		// above a large one in use).
+		simOpts.Exclude = j.p.emptyBefore.Has
+	}
+	return j.move(ctx, pod, opts, simOpts, "")
 }
 
 // move judges an eviction the plugin asked for; a gang's member's as the
@@ -532,8 +556,12 @@ func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.si
 
 func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
 	p := h.evictor.p
-	planned := len(p.out.Moves)
+	planned, skipped := len(p.out.Moves), len(p.out.Skipped)
 	if err := h.evictor.move(ctx, pod, eo, opts, ""); err != nil {
+		if len(p.out.Skipped) > skipped {
+			s := p.out.Skipped[len(p.out.Skipped)-1]
+			return "", &simhandle.Refusal{Reason: s.Reason, Detail: s.Detail, Err: err}
+		}
 		return "", err
 	}
 	for _, m := range p.out.Moves[planned:] { // a gang's moves with it
@@ -572,6 +600,48 @@ func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
 }
 
 func (h *judgingHandle) MustStay(pod *v1.Pod) (why, detail string) { return h.evictor.p.mustStay(pod) }
+
+func (h *judgingHandle) Consider(node, outcome string) {
+	p := h.evictor.p
+	if p.considered == nil {
+		p.considered = map[string]string{}
+	}
+	p.considered[node] = outcome
+}
+
+// consolidationOutcomes counts what became of the nodes Consolidation
+// considered, in the final plan: a drain the replay dropped counts by the
+// reason it was dropped.
+func (p *planner) consolidationOutcomes() *plan.NodeOutcomes {
+	if p.considered == nil {
+		return nil
+	}
+	drained := sets.New[string]()
+	for _, d := range p.out.Summary.Drains {
+		drained.Insert(d.Node)
+	}
+	out := &plan.NodeOutcomes{Considered: len(p.considered)}
+	for node, outcome := range p.considered {
+		if outcome == plan.NodeEmptied && !drained.Has(node) {
+			outcome = p.dropped[node]
+			if outcome == "" {
+				outcome = plan.ReasonTargetChanged
+			}
+		}
+		switch outcome {
+		case plan.NodeEmptied:
+			out.Emptied++
+		case plan.NodeKept:
+			out.Kept++
+		default:
+			if out.Refused == nil {
+				out.Refused = map[string]int{}
+			}
+			out.Refused[outcome]++
+		}
+	}
+	return out
+}
 
 func (h *judgingHandle) Pin(pod *v1.Pod, why, detail string) {
 	p := h.evictor.p

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -846,5 +847,108 @@ func TestPackingFreesNodes(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestHighNodeUtilizationPacksOntoNodesInUse: a packing plugin of the
+// descheduler's (HighNodeUtilization) empties a thin node onto the nodes in
+// use, never onto empty ones, even where the profile (MostAllocated) ranks
+// a small empty node above a large node in use: that would take a node
+// into use for each pod, and a plan that frees one node by filling two
+// others only moves pods. The Consolidation figures of the plan say what
+// became of the nodes.
+func TestHighNodeUtilizationPacksOntoNodesInUse(t *testing.T) {
+	const gpu = v1.ResourceName("nvidia.com/gpu")
+	c := newCluster()
+	withGPUs := func(n *v1.Node, count string) {
+		for _, l := range []v1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
+			l[gpu] = resource.MustParse(count)
+		}
+	}
+	gpuPod := func(app, node, cpu, memory, gpus string) {
+		p := c.pod("team-a", app, "ReplicaSet", node, cpu, memory)
+		p.Spec.Containers[0].Resources.Requests[gpu] = resource.MustParse(gpus)
+	}
+	withGPUs(c.node("thin", "96", "512Gi"), "8")
+	gpuPod("train-a", "thin", "4", "8Gi", "1")
+	gpuPod("train-b", "thin", "4", "8Gi", "1")
+	withGPUs(c.node("busy", "32", "128Gi"), "4")
+	gpuPod("infer", "busy", "24", "64Gi", "2")
+	for _, n := range []string{"spare-a", "spare-b", "spare-c"} {
+		withGPUs(c.node(n, "4", "16Gi"), "1")
+	}
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, []byte(`apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: packing
+  pluginConfig:
+  - name: HighNodeUtilization
+    args:
+      thresholds: {cpu: 50, memory: 50}
+  plugins:
+    balance:
+      enabled: [HighNodeUtilization]
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(file, fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prof := loadPair(t, "binpacking")
+	_, ctx := ktesting.NewTestContext(t)
+	p, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkInvariants(t, c, pol, p)
+	if len(p.Moves) != 2 {
+		t.Fatalf("planned %d moves, want thin's 2 onto busy; skipped %+v", len(p.Moves), p.Skipped)
+	}
+	for _, m := range p.Moves {
+		if m.Source != "thin" || m.Target != "busy" {
+			t.Errorf("move %s %s -> %s, want thin -> busy", m.Pod, m.Source, m.Target)
+		}
+	}
+	if p.Summary.NodesInUseBefore != 2 || p.Summary.NodesInUseAfter != 1 {
+		t.Errorf("nodes in use %d -> %d, want 2 -> 1", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+}
+
+// TestConsolidationSaysWhatBecameOfEachNode: the plan counts the nodes
+// Consolidation considered by outcome: emptied, kept by its packing, or
+// refused and why (a pod in its cooldown pins its node; a node beyond
+// maxNodesPerCycle waits for the next cycle).
+func TestConsolidationSaysWhatBecameOfEachNode(t *testing.T) {
+	c := thinCluster(12)
+	moves := history.New(nil, time.Hour)
+	pinned := c.snap.Pods[len(c.snap.Pods)-1]
+	moves.Record(history.Move{Owner: metav1.GetControllerOf(pinned).UID, To: pinned.Spec.NodeName})
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
+	o := p.Summary.Consolidation
+	if o == nil {
+		t.Fatal("the plan has no Consolidation figures")
+	}
+	t.Logf("Consolidation: %s; nodes in use %d -> %d", o, p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	refused := 0
+	for _, n := range o.Refused {
+		refused += n
+	}
+	if o.Considered != p.Summary.NodesInUseBefore || o.Emptied+o.Kept+refused != o.Considered {
+		t.Errorf("%s: want every one of the %d nodes in use counted once", o, p.Summary.NodesInUseBefore)
+	}
+	if o.Emptied != len(p.Summary.Drains) || o.Emptied == 0 {
+		t.Errorf("%s: %d nodes emptied by the plan", o, len(p.Summary.Drains))
+	}
+	if o.Refused[plan.ReasonCooldown] != 1 {
+		t.Errorf("%s: want the node of the pod in its cooldown refused for it", o)
+	}
+	var out strings.Builder
+	if err := p.Print(&out, "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Consolidation: "+o.String()+".") {
+		t.Errorf("the printed plan does not say %q", o)
 	}
 }

@@ -132,8 +132,8 @@ func nodesInUseChart(ss []series) lineChart {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
 		for _, r := range s.Rounds {
-			lo = min(lo, float64(r.NodesInUse), float64(r.LowerBound))
-			hi = max(hi, float64(r.NodesInUse), float64(r.LowerBound))
+			lo = min(lo, float64(r.NodesInUse), float64(r.ClassLowerBound))
+			hi = max(hi, float64(r.NodesInUse), float64(r.ClassLowerBound))
 		}
 	}
 	if lo > hi {
@@ -155,13 +155,13 @@ func nodesInUseChart(ss []series) lineChart {
 			}
 			fmt.Fprintf(&d, "%s%v,%v", cmd, x, y)
 			l.Points = append(l.Points, point{X: x, Y: y,
-				Title: fmt.Sprintf("%s, round %d: %d nodes in use (lower bound %d)", s.Name, r.Round, r.NodesInUse, r.LowerBound)})
+				Title: fmt.Sprintf("%s, round %d: %d nodes in use (lower bound %d, by node class %d)", s.Name, r.Round, r.NodesInUse, r.LowerBound, r.ClassLowerBound)})
 		}
 		l.D = d.String()
 		c.Lines = append(c.Lines, l)
 	}
 	if rounds := ss[0].Rounds; len(rounds) > 0 {
-		c.LowerBound = fmt.Sprintf("M%v,%vH%v", c.Left, px(ys.y(float64(rounds[0].LowerBound))), c.Right)
+		c.LowerBound = fmt.Sprintf("M%v,%vH%v", c.Left, px(ys.y(float64(rounds[0].ClassLowerBound))), c.Right)
 	}
 	return c
 }

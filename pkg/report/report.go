@@ -7,6 +7,7 @@ package report
 import (
 	_ "embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io"
 	"strconv"
@@ -130,7 +131,7 @@ func summarize(s series) summaryRow {
 		row.NodesLast = strconv.Itoa(last.NodesInUse) + " (round " + strconv.Itoa(last.Round) + ")"
 		// The snapshot's bound: later rounds lower it when pods are left
 		// without a node, which is no progress.
-		row.LowerBound = strconv.Itoa(first.LowerBound)
+		row.LowerBound = fmt.Sprintf("%d (by node class %d)", first.LowerBound, first.ClassLowerBound)
 		row.Unschedulable = strconv.Itoa(last.Unschedulable)
 	}
 	return row

@@ -196,11 +196,12 @@ func TestWriteNoRebalancer(t *testing.T) {
 func TestSummary(t *testing.T) {
 	c := sample()
 	c.Rebalancer.Rounds[1].Placed, c.Rebalancer.Rounds[2].Placed = 2, 1
+	c.Rebalancer.Rounds[0].ClassLowerBound = 8
 	got := summarize(seriesOf(c)[0])
 	want := summaryRow{
 		Role: "rebalancer", Name: "rebalancer",
 		Evictions: 5, PingPong: 1, Placed: 3,
-		NodesFirst: "12", NodesLast: "7 (round 3)", LowerBound: "6",
+		NodesFirst: "12", NodesLast: "7 (round 3)", LowerBound: "6 (by node class 8)",
 		ConvergedAt: "3", Unschedulable: "0",
 	}
 	if got != want {
@@ -211,7 +212,7 @@ func TestSummary(t *testing.T) {
 		t.Errorf("baseline summary %+v", got)
 	}
 	doc := render(t, "x", c)
-	if !bytes.Contains(doc, []byte(`<tr data-strategy="rebalancer"><th><span class="swatch rebalancer"></span>rebalancer</th><td>5</td><td>1</td><td>12</td><td>7 (round 3)</td><td>6</td><td>3</td><td>0</td><td>3</td></tr>`)) {
+	if !bytes.Contains(doc, []byte(`<tr data-strategy="rebalancer"><th><span class="swatch rebalancer"></span>rebalancer</th><td>5</td><td>1</td><td>12</td><td>7 (round 3)</td><td>6 (by node class 8)</td><td>3</td><td>0</td><td>3</td></tr>`)) {
 		t.Error("the summary table lacks rebalancer's row")
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -100,6 +101,9 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// testHookRound, set by tests, is given the cluster after each round.
+var testHookRound func(round int, state *snapshot.Snapshot)
 
 // eviction is one pod a round evicts, and where rebalancer's plan expects
 // the replacement ("" for the upstream baseline, which does not say).
@@ -186,6 +190,9 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		}
 		res.Rounds = append(res.Rounds, round)
 		res.NodesAfter = nodes
+		if testHookRound != nil {
+			testHookRound(i, r.sim.State())
+		}
 		// Converged from the first round of the last run of rounds that
 		// evict nothing: a round can evict nothing while every candidate
 		// waits out its cooldown, and the next evict again.
@@ -227,7 +234,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			waiting.Insert(p.UID)
 		}
 	}
-	evictions, heldEmpty, skipped, err := r.plan(ctx, i)
+	evictions, heldEmpty, summary, err := r.plan(ctx, i)
 	if err != nil {
 		return result.Round{}, nil, err
 	}
@@ -303,7 +310,9 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	}
 	round.Arrived, round.Placed = arrived, placed
 	round.Replays, round.ReplaysHeld = replays, replaysHeld
-	round.Skipped = skipped
+	if summary != nil {
+		round.Skipped, round.Consolidation = summary.SkippedByReason, summary.Consolidation
+	}
 	if r.o.Strategy == Rebalancer {
 		round.PlanAccuracy = result.Accuracy(held, len(evictions))
 	}
@@ -403,9 +412,10 @@ func (r *run) replays(ctx context.Context, i int, replay []simulator.Eviction, e
 }
 
 // plan asks the strategy which pods to evict this round, which empty nodes
-// to hold meanwhile (plan.Plan.HeldEmpty), and why it did not move more (its
-// skips by reason); the simulation is left as it was.
-func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, map[string]int, error) {
+// to hold meanwhile (plan.Plan.HeldEmpty), and its plan's summary (nil for
+// the baseline), which says why it did not move more; the simulation is
+// left as it was.
+func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, *plan.Summary, error) {
 	state := r.sim.State()
 	byUID := make(map[types.UID]*v1.Pod, len(state.Pods))
 	for _, p := range state.Pods {
@@ -448,7 +458,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, map[string
 		// the plan keeps (see planner's hold).
 		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Drain && !m.Steered, drain: m.Drain})
 	}
-	return out, p.HeldEmpty, p.Summary.SkippedByReason, nil
+	return out, p.HeldEmpty, &p.Summary, nil
 }
 
 func (r *run) root(uid types.UID) types.UID {
@@ -506,7 +516,8 @@ func (r *run) measure(i int) (result.Round, []result.NodeUtil, error) {
 	round.CPUUtilMean, round.CPUUtilStddev = meanStddev(cpu)
 	round.MemUtilMean, round.MemUtilStddev = meanStddev(mem)
 	round.Unschedulable = len(r.sim.Pending())
-	round.LowerBound, err = r.sim.LowerBound()
+	bound, err := r.sim.ClassBound()
+	round.LowerBound, round.ClassLowerBound = bound.PerResource, bound.Nodes
 	return round, nodes, err
 }
 

@@ -7,12 +7,14 @@ package simhandle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -43,6 +45,31 @@ type Handle interface {
 	MustStay(pod *v1.Pod) (why, detail string)
 	// Pin records that pod keeps its node in use, for the plan to show.
 	Pin(pod *v1.Pod, why, detail string)
+	// Consider records what a packing plugin did with a node it could
+	// empty (plan.NodeOutcomes): plan.NodeEmptied, plan.NodeKept, or the
+	// skip reason it was neither; the last word on a node stands.
+	Consider(node, outcome string)
+}
+
+// Refusal is the error of a Move the planner refused, with the skip it
+// recorded; it wraps the planner's own error (a descheduler limit error,
+// which plugins test for).
+type Refusal struct {
+	Reason, Detail string
+	Err            error
+}
+
+func (r *Refusal) Error() string { return r.Reason + ": " + r.Detail }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// Why is the skip reason behind a Move's error: the Refusal's, else
+// plan.ReasonNoFit.
+func Why(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) && r.Reason != "" {
+		return r.Reason
+	}
+	return plan.ReasonNoFit
 }
 
 // Transaction is a group of moves: Rollback takes them all back.

@@ -29,14 +29,14 @@ func (c *Comparison) printTable(w io.Writer) error {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\n", strings.ToUpper(res.Strategy))
-		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND\tARRIVED\tPLACED\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)\tTOP SKIPS")
+		fmt.Fprintln(tw, "ROUND\tEVICTIONS\tPING-PONG\tPLAN HELD\tNODES IN USE\tLOWER BOUND (BY CLASS)\tARRIVED\tPLACED\tUNSCHEDULABLE\tCPU % (MEAN±SD)\tMEMORY % (MEAN±SD)\tTOP SKIPS\tCONSOLIDATION (NODES)")
 		for _, r := range res.Rounds {
-			skips := r.TopSkips(3)
+			skips, nodes := r.TopSkips(3), r.Consolidation.String()
 			if r.Round == 0 {
-				skips = "" // the snapshot as it is: nothing planned
+				skips, nodes = "", "" // the snapshot as it is: nothing planned
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\t%s\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
-				r.LowerBound, r.Arrived, r.Placed, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev, skips)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%.1f±%.1f\t%.1f±%.1f\t%s\t%s\n", r.Round, r.Evictions, r.PingPong, percent(r.PlanAccuracy), r.NodesInUse,
+				fmt.Sprintf("%d (%d)", r.LowerBound, r.ClassLowerBound), r.Arrived, r.Placed, r.Unschedulable, r.CPUUtilMean, r.CPUUtilStddev, r.MemUtilMean, r.MemUtilStddev, skips, nodes)
 		}
 		if res.Interrupted {
 			fmt.Fprintf(tw, "INTERRUPTED after round %d: the rounds above are the ones finished\n", len(res.Rounds)-1)

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
 // Result is what a simulation measured, round by round.
@@ -64,6 +66,9 @@ type Round struct {
 	// LowerBound is the fewest nodes whose allocatable can hold the total
 	// requests, per resource, largest nodes first; the max over resources.
 	LowerBound int `json:"lowerBound"`
+	// ClassLowerBound is the fewest nodes counting where each pod may go
+	// (plan.Summary.NodesClassLowerBound), never less than LowerBound.
+	ClassLowerBound int `json:"classLowerBound"`
 	// Unschedulable counts pods without a node after the round.
 	Unschedulable int `json:"unschedulable"`
 	// Arrived counts the pods let in before the round's plan
@@ -77,6 +82,10 @@ type Round struct {
 	// (plan.Summary.SkippedByReason): why it did not move more. The
 	// baseline's plans give none.
 	Skipped map[string]int `json:"skippedByReason,omitempty"`
+	// Consolidation is what the round's plan did with the nodes
+	// Consolidation could empty (plan.Summary.Consolidation): emptied,
+	// kept, or refused and why.
+	Consolidation *plan.NodeOutcomes `json:"consolidation,omitempty"`
 	// Utilization of requested CPU and memory, percent of allocatable, over
 	// the nodes in use.
 	CPUUtilMean   float64 `json:"cpuUtilMean"`
