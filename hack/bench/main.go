@@ -33,6 +33,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/gogc"
 	"github.com/rebalancer-dev/rebalancer/pkg/cli"
+	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
@@ -97,9 +98,10 @@ type Results struct {
 	// Consolidation is the full consolidation of a fragmented cluster:
 	// Consolidation alone, no node cap, no eviction limits.
 	Consolidation ConsolidationResult `json:"consolidation_5000"`
-	Openb         OpenbResult         `json:"openb"`
-	Commands      map[string]string   `json:"commands"`
-	Machine       string              `json:"machine"`
+	// Openb is one result per pod list of the openb trace found.
+	Openb    []OpenbResult     `json:"openb"`
+	Commands map[string]string `json:"commands"`
+	Machine  string            `json:"machine"`
 	// Commit and Go name what was measured, so that two result files can
 	// be compared.
 	Commit string   `json:"commit"`
@@ -143,19 +145,22 @@ type ConsolidationResult struct {
 
 // OpenbResult compares 10 simulated rounds on the openb trace.
 type OpenbResult struct {
-	Pods                int `json:"pods"`
-	NodesBefore         int `json:"nodes_before"`
-	NodesInUse          int `json:"nodes_in_use"`
-	LowerBound          int `json:"lower_bound"`
-	NodesOverLowerBound int `json:"nodes_over_lower_bound"`
-	EvictionsOurs       int `json:"evictions_ours"`
-	EvictionsUpstream   int `json:"evictions_upstream"`
-	NodesInUseUpstream  int `json:"nodes_in_use_upstream"`
-	PingPong            int `json:"ping_pong"`
-	PingPongUpstream    int `json:"ping_pong_upstream"`
-	ConvergedAt         int `json:"converged_at"`
-	UnschedulableOurs   int `json:"unschedulable_ours"`
-	UnschedulableUp     int `json:"unschedulable_upstream"`
+	// List is the pod list's kind: openb_pod_list_<list>.csv.
+	List                string `json:"list"`
+	Pods                int    `json:"pods"`
+	NodesBefore         int    `json:"nodes_before"`
+	NodesInUse          int    `json:"nodes_in_use"`
+	LowerBound          int    `json:"lower_bound"`
+	ClassLowerBound     int    `json:"class_lower_bound"`
+	NodesOverLowerBound int    `json:"nodes_over_lower_bound"`
+	EvictionsOurs       int    `json:"evictions_ours"`
+	EvictionsUpstream   int    `json:"evictions_upstream"`
+	NodesInUseUpstream  int    `json:"nodes_in_use_upstream"`
+	PingPong            int    `json:"ping_pong"`
+	PingPongUpstream    int    `json:"ping_pong_upstream"`
+	ConvergedAt         int    `json:"converged_at"`
+	UnschedulableOurs   int    `json:"unschedulable_ours"`
+	UnschedulableUp     int    `json:"unschedulable_upstream"`
 }
 
 // measurement is what a child prints.
@@ -245,17 +250,24 @@ func parent(out, openbDir string, sizes []string) error {
 	}
 	res.Consolidation = *m.Consolidation
 	res.Consolidation.Seconds, res.Consolidation.RSSMiB = round(m.Seconds, 2), round(m.RSSMiB, 0)
-	m, err = run("openb", "openb", "--dir", openbDir, "--rounds", "10")
+	lists, err := filepath.Glob(filepath.Join(openbDir, "openb_pod_list_*.csv"))
 	if err != nil {
 		return err
 	}
-	res.Openb = *m.Openb
+	for _, file := range lists {
+		list := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), "openb_pod_list_"), ".csv")
+		m, err = run("openb."+list, "openb", "--dir", openbDir, "--list", list, "--rounds", "10")
+		if err != nil {
+			return err
+		}
+		res.Openb = append(res.Openb, *m.Openb)
+	}
 	res.Notes = []string{
 		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
 		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic -o cluster.yaml writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak. plan_file_json_5000: the same cluster written as snapshot synthetic -o cluster.json writes it.",
 		"consolidation_5000: a plan of Consolidation alone (maxNodesPerCycle 5000, no eviction limits, the shipped bin-packing profile) on the synthetic cluster of 5,000 nodes and 100,000 pods (snapshot synthetic --nodes 5000 --pods 100000 --seed 1); the time covers building the simulation and planning, not generating the cluster.",
-		"openb: the default pod list replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair.",
+		"openb: each pod list of the trace in the directory (the default one, and the GPU-sharing, GPU-model, multi-GPU and CPU kinds where present) replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair, Consolidation at maxNodesPerCycle 10. Bounds: per resource, and by node class (what each pod may take).",
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
@@ -315,15 +327,11 @@ func printTable(r Results) {
 	fmt.Fprintf(tw, "estimator MaxAvailableReplicas at 5000 nodes\tp99 %.2f ms\tmean %.2f ms\n", r.EstimatorReplicas.P99Ms, r.EstimatorReplicas.MeanMs)
 	c := r.Consolidation
 	fmt.Fprintf(tw, "full consolidation, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\t%d -> %d nodes in use (lower bound %d)\n", c.Seconds, c.RSSMiB, c.Moves, c.NodesBefore, c.NodesAfter, c.LowerBound)
-	o := r.Openb
-	fmt.Fprintf(tw, "\nOPENB (10 ROUNDS)\tREBALANCER\tUPSTREAM\n")
-	fmt.Fprintf(tw, "nodes in use before\t%d\t%d\n", o.NodesBefore, o.NodesBefore)
-	fmt.Fprintf(tw, "nodes in use after\t%d\t%d\n", o.NodesInUse, o.NodesInUseUpstream)
-	fmt.Fprintf(tw, "lower bound\t%d\t%d\n", o.LowerBound, o.LowerBound)
-	fmt.Fprintf(tw, "evictions\t%d\t%d\n", o.EvictionsOurs, o.EvictionsUpstream)
-	fmt.Fprintf(tw, "ping-pong\t%d\t%d\n", o.PingPong, o.PingPongUpstream)
-	fmt.Fprintf(tw, "unschedulable after\t%d\t%d\n", o.UnschedulableOurs, o.UnschedulableUp)
-	fmt.Fprintf(tw, "converged at round\t%d\t\n", o.ConvergedAt)
+	fmt.Fprintf(tw, "\nOPENB LIST (10 ROUNDS)\tPODS\tNODES IN USE BEFORE\tREBALANCER AFTER\tUPSTREAM AFTER\tLOWER BOUND (BY CLASS)\tEVICTIONS (UPSTREAM)\tPING-PONG (UPSTREAM)\tCONVERGED AT\n")
+	for _, o := range r.Openb {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d (%d)\t%d (%d)\t%d (%d)\t%d\n", o.List, o.Pods, o.NodesBefore, o.NodesInUse, o.NodesInUseUpstream,
+			o.LowerBound, o.ClassLowerBound, o.EvictionsOurs, o.EvictionsUpstream, o.PingPong, o.PingPongUpstream, o.ConvergedAt)
+	}
 	tw.Flush()
 }
 
@@ -382,6 +390,7 @@ func child(sub string, args []string) error {
 	impl := fs.String("impl", "ours", "ours or upstream")
 	count := fs.Int("count", 300, "predictions, or calls")
 	dir := fs.String("dir", "", "openb trace directory")
+	list := fs.String("list", "default", "openb pod list: openb_pod_list_<list>.csv")
 	rounds := fs.Int("rounds", 10, "rounds")
 	out := fs.String("out", "", "snapshot file to write")
 	file := fs.String("snapshot", "", "snapshot file to plan")
@@ -422,7 +431,7 @@ func child(sub string, args []string) error {
 	case "consolidate":
 		m, err = benchConsolidate(ctx, *nodes)
 	case "openb":
-		m, err = benchOpenb(ctx, *dir, *rounds)
+		m, err = benchOpenb(ctx, *dir, *list, *rounds)
 	default:
 		err = fmt.Errorf("unknown subcommand %q", sub)
 	}
@@ -682,14 +691,14 @@ func benchHint(ctx context.Context, nodes, count int) (measurement, error) {
 	return measurement{Seconds: best[0].Seconds(), Count: count, Value: pct(best[1]), Value2: pct(best[2])}, nil
 }
 
-func benchOpenb(ctx context.Context, dir string, n int) (measurement, error) {
+func benchOpenb(ctx context.Context, dir, list string, n int) (measurement, error) {
 	read := func(name string) (*os.File, error) { return os.Open(filepath.Join(dir, name)) }
 	nf, err := read("openb_node_list_all_node.csv")
 	if err != nil {
 		return measurement{}, err
 	}
 	defer nf.Close()
-	pf, err := read("openb_pod_list_default.csv")
+	pf, err := read("openb_pod_list_" + list + ".csv")
 	if err != nil {
 		return measurement{}, err
 	}
@@ -716,6 +725,14 @@ func benchOpenb(ctx context.Context, dir string, n int) (measurement, error) {
 	for _, p := range snap.Pods {
 		p.Spec.SchedulerName = prof.SchedulerName
 	}
+	// At most 10 nodes emptied a cycle, as a cautious team runs it.
+	for _, pr := range pol.Profiles {
+		for _, pc := range pr.PluginConfigs {
+			if args, ok := pc.Args.(*consolidation.Args); ok {
+				args.MaxNodesPerCycle = 10
+			}
+		}
+	}
 	opts := rounds.Options{Strategy: rounds.Rebalancer, Rounds: n,
 		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
 	ours, err := rounds.Run(ctx, pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
@@ -732,6 +749,7 @@ func benchOpenb(ctx context.Context, dir string, n int) (measurement, error) {
 	}
 	o, u := ours.Totals(), up.Totals()
 	return measurement{Openb: &OpenbResult{
+		List: list, ClassLowerBound: ours.Rounds[0].ClassLowerBound,
 		Pods: len(snap.Pods), NodesBefore: ours.Rounds[0].NodesInUse, NodesInUse: o.NodesInUse, LowerBound: o.LowerBound,
 		NodesOverLowerBound: o.NodesInUse - o.LowerBound, EvictionsOurs: o.Evictions, EvictionsUpstream: u.Evictions,
 		NodesInUseUpstream: u.NodesInUse, PingPong: o.PingPong, PingPongUpstream: u.PingPong, ConvergedAt: ours.ConvergedAt,
