@@ -27,7 +27,7 @@ type Args struct {
 	// pod. Default 3.
 	MaxMovesPerPod int32 `json:"maxMovesPerPod,omitempty"`
 	// MaxPodsPerCycle is the most pending pods one plan makes room for.
-	// Default 5.
+	// Default 5, at most 1000.
 	MaxPodsPerCycle int32 `json:"maxPodsPerCycle,omitempty"`
 }
 
@@ -69,8 +69,8 @@ func ValidateArgs(obj runtime.Object) error {
 	if n := a.MaxMovesPerPod; n < 0 || n > maxMoves {
 		return fmt.Errorf("%s args: maxMovesPerPod: invalid value %d: must be between 1 and %d", Name, n, maxMoves)
 	}
-	if n := a.MaxPodsPerCycle; n < 0 {
-		return fmt.Errorf("%s args: maxPodsPerCycle: invalid value %d: must be positive", Name, n)
+	if n := a.MaxPodsPerCycle; n < 0 || n > maxPodsPerCycle {
+		return fmt.Errorf("%s args: maxPodsPerCycle: invalid value %d: must be between 1 and %d", Name, n, maxPodsPerCycle)
 	}
 	return nil
 }
@@ -78,3 +78,14 @@ func ValidateArgs(obj runtime.Object) error {
 // maxMoves bounds maxMovesPerPod: making room by moving more pods than
 // that disrupts more than one pending pod is worth.
 const maxMoves = 20
+
+// maxPodsPerCycle bounds maxPodsPerCycle. A plan searches for room for at
+// most maxExamined times as many pending pods (those of a shape that an
+// earlier pod of the queue got no room for are not searched; see
+// Balance), each search simulating at most maxTries sets of moves: the
+// bound is what keeps a plan's time finite when room can rarely be made,
+// and 2^31-1 made it none (10,000 pending pods then took minutes). At 1000
+// a plan makes room for 200 times the default, up to 1000 ×
+// maxMovesPerPod evictions in one cycle, more than a cluster should take
+// at once; pods left over get room in the next cycles.
+const maxPodsPerCycle = 1000

@@ -40,6 +40,8 @@ func TestArgsValidation(t *testing.T) {
 		"negative moves":     {makeroom.Args{MaxMovesPerPod: -1}, "maxMovesPerPod"},
 		"too many moves":     {makeroom.Args{MaxMovesPerPod: 21}, "maxMovesPerPod"},
 		"negative pod count": {makeroom.Args{MaxPodsPerCycle: -2}, "maxPodsPerCycle"},
+		"too many pods":      {makeroom.Args{MaxPodsPerCycle: 1001}, "maxPodsPerCycle: invalid value 1001: must be between 1 and 1000"},
+		"int32's most pods":  {makeroom.Args{MaxPodsPerCycle: 2147483647}, "maxPodsPerCycle: invalid value 2147483647: must be between 1 and 1000"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -50,6 +52,11 @@ func TestArgsValidation(t *testing.T) {
 				t.Fatalf("err = %v, want it to name %s", err, tc.want)
 			}
 		})
+	}
+	most := makeroom.Args{MaxMovesPerPod: 20, MaxPodsPerCycle: 1000}
+	makeroom.SetDefaults(&most)
+	if err := makeroom.ValidateArgs(&most); err != nil {
+		t.Errorf("the most moves and pods: %v", err)
 	}
 	if err := makeroom.ValidateArgs(&v1.Pod{}); err == nil {
 		t.Fatal("accepted args of another type")
@@ -93,6 +100,10 @@ profiles:
 	path := write("      maxMovesPerPod: 100\n")
 	if _, err := policy.Load(path, fake.NewClientset(), policy.Registry()); err == nil || !strings.Contains(err.Error(), "maxMovesPerPod") {
 		t.Fatalf("err = %v, want it to name maxMovesPerPod", err)
+	}
+	path = write("      maxPodsPerCycle: 2147483647\n")
+	if _, err := policy.Load(path, fake.NewClientset(), policy.Registry()); err == nil || !strings.Contains(err.Error(), "maxPodsPerCycle: invalid value 2147483647: must be between 1 and 1000") {
+		t.Fatalf("err = %v, want it to name maxPodsPerCycle and its maximum", err)
 	}
 	path = write("      maxMovesPerPods: 2\n")
 	if _, err := policy.Load(path, fake.NewClientset(), policy.Registry()); err == nil || !strings.Contains(err.Error(), "maxMovesPerPods") {

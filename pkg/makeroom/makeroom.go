@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -29,7 +28,6 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
@@ -40,13 +38,19 @@ import (
 // Name is the plugin's name in a DeschedulerPolicy.
 const Name = "MakeRoom"
 
-// maxTries bounds the nodes simulated for one pending pod (the candidates
-// come cheapest first), and maxExamined times maxPodsPerCycle the pending
-// pods one plan looks at: together they bound a plan's simulations when
-// room can rarely be made.
+// The search for one pending pod simulates at most maxTries sets of moves
+// (each up to maxMovesPerPod moves, a check of the pods ahead of it in the
+// scheduler's queue and a placement), at most maxTriesPerNode of them on
+// one node; keeping the maxSetsPerNode best sets of each node, it looks at
+// most at maxVisits combinations of a node's pods. maxExamined times
+// maxPodsPerCycle bounds the pending pods one plan searches for. Together
+// they bound a plan's simulations when room can rarely be made.
 const (
-	maxTries    = 8
-	maxExamined = 10
+	maxTries        = 16
+	maxTriesPerNode = 4
+	maxSetsPerNode  = 2 * maxTriesPerNode
+	maxVisits       = 4096
+	maxExamined     = 10
 )
 
 // MakeRoom is a descheduler BalancePlugin.
@@ -54,13 +58,21 @@ type MakeRoom struct {
 	handle frameworktypes.Handle
 	sim    simhandle.Handle
 	args   *Args
-	// stuck are the pods whose move the planner refused in this Balance:
-	// they are not chosen again (rooms made since only take room away).
+	// stuck are the pods whose move the planner refused in this Balance
+	// as the first move of a try, so whatever the other moves: they are
+	// not chosen again (rooms made since only take room away from the
+	// nodes they could go to).
 	stuck sets.Set[types.UID]
 	// requests are the pods' requests in this Balance, by object (a pod
 	// is not changed; a moved one is a new object): each pod is looked at
-	// for every pending pod.
+	// for every pending pod. shapes are their shapes (shapeOf).
 	requests map[*v1.Pod]v1.ResourceList
+	shapes   map[*v1.Pod]string
+	// noRoom is, by shape, the pending pod that came first in the
+	// scheduler's queue of those this Balance found no room for; arrival
+	// is each pending pod's place in the order they arrived.
+	noRoom  map[string]*v1.Pod
+	arrival map[types.UID]int
 }
 
 var _ frameworktypes.BalancePlugin = &MakeRoom{}
@@ -83,23 +95,47 @@ func (m *MakeRoom) Name() string { return Name }
 
 // Balance makes room on the given nodes for the pods unschedulable longer
 // than unschedulableFor, highest priority first, then longest waiting.
+//
+// A pod of the same shape (shapeOf: its requests and everything that
+// decides where it fits) as one that comes before it in the scheduler's
+// queue and got no room in this plan is not searched for: it gets none
+// either. Any room made for it is one the earlier pod fits in too, and
+// that pod, still pending, would take it first, so the search would end
+// in the same refusal (see ahead). That holds whatever the plan does in
+// between, rooms made for other pods included, so nothing invalidates the
+// memo within a plan; a new plan starts afresh. A pod of the same shape
+// that comes first in the queue itself (waiting longer is not always
+// arriving first) is searched for as any other.
 func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
 	sim := m.sim.Simulator()
 	m.stuck = sets.New[types.UID]()
 	m.requests = map[*v1.Pod]v1.ResourceList{}
+	m.shapes = map[*v1.Pod]string{}
+	m.noRoom = map[string]*v1.Pod{}
+	m.arrival = map[types.UID]int{}
+	for i, p := range sim.Pending() { // in the order they arrived
+		m.arrival[p.UID] = i
+	}
 	waiting := m.waiting(sim)
 	logger.V(2).Info("Pending pods room may be made for", "pods", len(waiting), "pending", len(sim.Pending()))
 	allowed := sets.New[string]() // the policy's nodes
 	for _, n := range nodes {
 		allowed.Insert(n.Name)
 	}
-	placed := 0
-	for i, pod := range waiting {
-		if placed >= int(m.args.MaxPodsPerCycle) || i >= maxExamined*int(m.args.MaxPodsPerCycle) {
+	placed, searched := 0, 0
+	for _, pod := range waiting {
+		if placed >= int(m.args.MaxPodsPerCycle) || searched >= maxExamined*int(m.args.MaxPodsPerCycle) {
 			break
 		}
-		ok, err := m.makeRoom(ctx, logger, pod, allowed)
+		shape := m.shapeOf(pod)
+		if first := m.noRoom[shape]; shape != "" && first != nil && m.arrival[first.UID] < m.arrival[pod.UID] {
+			m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("%s, a pod of the same requests and scheduling constraints ahead of it in the scheduler's queue, got no room: any room made for this one it would take first",
+				klog.KObj(first)))
+			continue
+		}
+		searched++
+		ok, none, err := m.makeRoom(ctx, logger, pod, allowed)
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
@@ -109,6 +145,8 @@ func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktype
 		}
 		if ok {
 			placed++
+		} else if first := m.noRoom[shape]; none && shape != "" && (first == nil || m.arrival[pod.UID] < m.arrival[first.UID]) {
+			m.noRoom[shape] = pod
 		}
 	}
 	return nil
@@ -136,101 +174,191 @@ func (m *MakeRoom) waiting(sim *simulator.Simulator) []*v1.Pod {
 	return out
 }
 
-// candidate is a node and the pods whose moves would make room there.
-type candidate struct {
-	node string
-	pods []*v1.Pod
-	cost float64
+// outcome is how a try ended.
+type outcome int
+
+const (
+	made     outcome = iota // the moves hold and the pod lands
+	refused                 // the planner refused one of the moves
+	rival                   // a pod ahead of it in the queue would take the room
+	stillOut                // it still fits nowhere
+)
+
+func (o outcome) String() string {
+	return [...]string{"made", "refused", "rival", "still out"}[o]
 }
 
-// makeRoom plans the moves that make room for pod on the cheapest node
-// where they all hold and the pod then fits, and places the pod there in
-// the simulation, so later rooms and plugins see it. It records a skip for
-// the pod when there is no such node.
-func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, allowed sets.Set[string]) (bool, error) {
+// makeRoom plans the moves that make room for pod and places the pod in
+// the simulation, so later rooms and plugins see it. It searches the sets
+// of at most maxMovesPerPod pods on one node that free enough there
+// (roomSets): the fewest moves first, then the cheapest, then those that
+// move the least, over all nodes. A set whose pods could not all go
+// elsewhere, by what the other nodes have free, is not simulated
+// (placeable). A set whose first move the planner refuses rules that pod,
+// and the pods of its shape on its node, out of the sets tried after it (it cannot move
+// whatever the others do); one refused at a later move is tried again
+// with that pod moved first, as the moves before it may have taken the
+// room it needed. A node where a pod ahead in the queue would take the
+// room, or where the pod still does not fit, is given up. The search
+// stops at the first set that makes room, or after maxTries sets
+// (maxTriesPerNode on a node). It records a skip for the pod when it
+// found no room (none). ok says it made room.
+func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, allowed sets.Set[string]) (ok, none bool, err error) {
 	sim := m.sim.Simulator()
 	// Only nodes the pod was refused by for what moving pods may resolve
 	// (resources, not a taint or an affinity), and that the policy covers.
 	fits, names, err := sim.Resolvable(ctx, pod)
 	switch {
 	case errors.Is(err, simulator.ErrUnknownScheduler):
-		return false, nil // the planner warns about schedulers it does not model
+		return false, false, nil // the planner warns about schedulers it does not model
 	case err != nil:
-		return false, err
+		return false, false, err
 	case fits:
 		logger.V(3).Info("Pending pod fits without moves: its scheduler will place it", "pod", klog.KObj(pod))
-		return false, nil
+		return false, false, nil
 	}
-	var resolvable []string
+	var cands []roomSet
 	for _, n := range names {
-		if allowed.Has(n) {
-			resolvable = append(resolvable, n)
+		if !allowed.Has(n) {
+			continue
 		}
-	}
-	// The cheapest node first; after a try fails, the candidates again
-	// without the pods the planner refused to move.
-	tried := sets.New[string]()
-	for tried.Len() < maxTries {
-		cands, err := m.candidates(pod, resolvable, tried)
+		ni, err := sim.Node(n)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		if len(cands) == 0 {
+		cands = append(cands, m.roomSets(ni, m.requestsOf(pod), m.movable(ni, corev1helpers.PodPriority(pod)))...)
+	}
+	slices.SortStableFunc(cands, func(a, b roomSet) int {
+		return cmp.Or(cmp.Compare(len(a.pods), len(b.pods)), cmp.Compare(a.cost, b.cost), cmp.Compare(a.moved, b.moved), cmp.Compare(a.node, b.node))
+	})
+	var free map[room]int // the nodes by their free room, once a set is to be tried
+	if len(cands) > 0 {
+		all, err := sim.Nodes()
+		if err != nil {
+			return false, false, err
+		}
+		free = rooms(all)
+	}
+
+	tries, perNode := 0, map[string]int{}
+	given := sets.New[string]() // nodes given up
+	var tried []string
+	cut := false                  // sets were left untried
+	nowhere := sets.New[string]() // nodes with sets whose pods have nowhere to go
+	for _, set := range cands {
+		if given.Has(set.node) || perNode[set.node] >= maxTriesPerNode || slices.ContainsFunc(set.pods, func(p *v1.Pod) bool { return m.stuck.Has(p.UID) }) {
+			continue
+		}
+		if !m.placeable(set.pods, set.free, free) {
+			nowhere.Insert(set.node)
+			continue
+		}
+		if tries >= maxTries {
+			cut = true
 			break
 		}
-		c := cands[0]
-		tried.Insert(c.node)
-		ok, err := m.try(ctx, pod, c)
-		if err != nil || ok {
-			if ok {
-				logger.V(2).Info("Room made for a pending pod", "pod", klog.KObj(pod), "node", c.node, "moves", len(c.pods))
+		seen := sets.New[types.UID]() // the pods moved first in a try
+		for order := set.pods; order != nil && perNode[set.node] < maxTriesPerNode && tries < maxTries; {
+			if perNode[set.node] == 0 {
+				tried = append(tried, set.node)
 			}
-			return ok, err
+			tries++
+			perNode[set.node]++
+			seen.Insert(order[0].UID)
+			how, at, err := m.try(ctx, pod, set.node, order)
+			if err != nil {
+				return false, false, err
+			}
+			logger.V(4).Info("Tried a set of moves", "pod", klog.KObj(pod), "node", set.node, "moves", len(order), "outcome", how, "refusedAt", at)
+			var next []*v1.Pod
+			switch {
+			case how == made:
+				logger.V(2).Info("Room made for a pending pod", "pod", klog.KObj(pod), "node", set.node, "moves", len(order), "tries", tries)
+				return true, false, nil
+			case how == rival || how == stillOut:
+				given.Insert(set.node)
+			case at == 0:
+				m.stuckWith(order[0], set.node)
+			case !seen.Has(order[at].UID):
+				// Moved first, it may find the room the others took.
+				next = append([]*v1.Pod{order[at]}, slices.Delete(slices.Clone(order), at, at+1)...)
+			}
+			order = next
 		}
 	}
-	if tried.Len() == 0 {
+	switch {
+	case len(tried) == 0 && nowhere.Len() > 0:
+		m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("moving at most %d pods of priority %d or lower that may move (maxMovesPerPod) would make room for it on %s, but no other nodes have room for them",
+			m.args.MaxMovesPerPod, corev1helpers.PodPriority(pod), plan.Abbreviate(sets.List(nowhere), 3)))
+		return false, true, nil
+	case len(tried) == 0:
 		m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("no node has room for it after moving at most %d pods of priority %d or lower that may move (maxMovesPerPod)",
 			m.args.MaxMovesPerPod, corev1helpers.PodPriority(pod)))
-		return false, nil
+		return false, true, nil
 	}
-	m.sim.Skip(pod, plan.ReasonNoRoom, fmt.Sprintf("the moves that would make room for it on %s do not all hold (see their skips), a pod ahead of it in the scheduler's queue would take the room, or it still does not fit there",
-		strings.Join(sets.List(tried), ", ")))
-	return false, nil
+	detail := fmt.Sprintf("the moves that would make room for it on %s do not all hold (see their skips), a pod ahead of it in the scheduler's queue would take the room, or it still does not fit there",
+		plan.Abbreviate(tried, 8))
+	if cut {
+		detail += fmt.Sprintf("; the search stopped after %d sets of moves, the most MakeRoom tries for one pod", tries)
+	}
+	m.sim.Skip(pod, plan.ReasonNoRoom, detail)
+	return false, true, nil
 }
 
-// try moves c's pods, steered off c.node, and places pod; it keeps the
-// moves and the placement only if every move holds and pod lands.
-func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, c candidate) (bool, error) {
+// stuckWith rules out p, whose move the planner refused whatever the
+// other moves, and the pods of its shape on its node: moved from there,
+// they would go where it would (the planner already refused those it
+// would refuse whatever the target; see movable).
+func (m *MakeRoom) stuckWith(p *v1.Pod, node string) {
+	m.stuck.Insert(p.UID)
+	shape := m.shapeOf(p)
+	if shape == "" {
+		return
+	}
+	ni, err := m.sim.Simulator().Node(node)
+	if err != nil {
+		return
+	}
+	for _, pi := range ni.GetPods() {
+		if q := pi.GetPod(); m.shapeOf(q) == shape {
+			m.stuck.Insert(q.UID)
+		}
+	}
+}
+
+// try moves pods, in that order, steered off node, and places pod; it
+// keeps the moves and the placement only if every move holds and pod
+// lands. at is the move the planner refused.
+func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, node string, pods []*v1.Pod) (how outcome, at int, err error) {
 	tx := m.sim.Begin()
-	eo := evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("making room on %s for pending pod %s/%s", c.node, pod.Namespace, pod.Name)}
-	for _, p := range c.pods {
+	eo := evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("making room on %s for pending pod %s/%s", node, pod.Namespace, pod.Name)}
+	for i, p := range pods {
 		if err := m.sim.MoveFor(ctx, p, pod, eo); err != nil {
-			m.stuck.Insert(p.UID)
 			if rbErr := tx.Rollback(); rbErr != nil {
-				return false, rbErr
+				return refused, i, rbErr
 			}
 			var total *evictions.EvictionTotalLimitError
 			if errors.As(err, &total) {
-				return false, err
+				return refused, i, err
 			}
-			return false, nil
+			return refused, i, nil
 		}
 	}
 	// The scheduler gives the room to the first pod of its queue that fits
 	// there: a room a pod ahead of this one would take is no room for it.
-	rival, err := m.ahead(ctx, pod, c.node)
-	if err != nil || rival != nil {
-		return false, errors.Join(err, tx.Rollback())
+	q, err := m.ahead(ctx, pod, node)
+	if err != nil || q != nil {
+		return rival, 0, errors.Join(err, tx.Rollback())
 	}
-	node, err := m.sim.Place(ctx, pod)
+	landed, err := m.sim.Place(ctx, pod)
 	if err != nil {
-		return false, errors.Join(err, tx.Rollback())
+		return stillOut, 0, errors.Join(err, tx.Rollback())
 	}
-	if node == "" {
-		return false, tx.Rollback()
+	if landed == "" {
+		return stillOut, 0, tx.Rollback()
 	}
 	tx.Commit()
-	return true, nil
+	return made, 0, nil
 }
 
 // ahead returns a pending pod that comes before pod in kube-scheduler's
@@ -267,55 +395,6 @@ func (m *MakeRoom) ahead(ctx context.Context, pod *v1.Pod, node string) (*v1.Pod
 	return nil, nil
 }
 
-// candidates lists the nodes, of those given, where moving at most
-// maxMovesPerPod pods frees enough of every resource pod asks for, with the
-// fewest pods (biggest first) that do; fewest moves first, then the
-// cheapest, then by name. try then places the pod with its own profile.
-func (m *MakeRoom) candidates(pod *v1.Pod, nodes []string, tried sets.Set[string]) ([]candidate, error) {
-	sim := m.sim.Simulator()
-	need := requests.Of(pod)
-	priority := corev1helpers.PodPriority(pod)
-	var out []candidate
-	for _, n := range nodes {
-		if tried.Has(n) {
-			continue
-		}
-		ni, err := sim.Node(n)
-		if err != nil {
-			return nil, err
-		}
-		movable := m.movable(ni, priority)
-		requests.BiggestFirst(movable, m.requestsOf)
-		var chosen []*v1.Pod
-		freed := v1.ResourceList{}
-		for !fits(ni, need, freed, len(chosen)) {
-			if len(chosen) == len(movable) || len(chosen) == int(m.args.MaxMovesPerPod) {
-				chosen = nil
-				break
-			}
-			p := movable[len(chosen)]
-			chosen = append(chosen, p)
-			for r, q := range m.requestsOf(p) {
-				sum := freed[r]
-				sum.Add(q)
-				freed[r] = sum
-			}
-		}
-		if len(chosen) == 0 {
-			continue // nothing to move there, or not enough
-		}
-		c := candidate{node: n, pods: chosen}
-		for _, p := range chosen {
-			c.cost += disruption.Cost(p)
-		}
-		out = append(out, c)
-	}
-	slices.SortStableFunc(out, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(len(a.pods), len(b.pods)), cmp.Compare(a.cost, b.cost), cmp.Compare(a.node, b.node))
-	})
-	return out, nil
-}
-
 // requestsOf is requests.Of(pod), computed once a Balance.
 func (m *MakeRoom) requestsOf(pod *v1.Pod) v1.ResourceList {
 	r, ok := m.requests[pod]
@@ -324,6 +403,16 @@ func (m *MakeRoom) requestsOf(pod *v1.Pod) v1.ResourceList {
 		m.requests[pod] = r
 	}
 	return r
+}
+
+// shapeOf is shapeOf(pod), computed once a Balance.
+func (m *MakeRoom) shapeOf(pod *v1.Pod) string {
+	s, ok := m.shapes[pod]
+	if !ok {
+		s = shapeOf(pod, m.requestsOf(pod))
+		m.shapes[pod] = s
+	}
+	return s
 }
 
 // movable are the pods on a node MakeRoom may move for a pod of priority:

@@ -90,7 +90,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	if m.Balance && hint.IsSticky(pod) {
 		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, m.Source)
 	}
-	opts := simulator.PredictOptions{LeaveSource: m.Drain || m.Gang != "", Drained: r.drained}
+	opts := simulator.PredictOptions{LeaveSource: m.Drain || m.Gang != "" || m.Room != "", Drained: r.drained}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
 		// passes the filters.
