@@ -59,7 +59,9 @@ func TestLeadRunsBeforeTheFirstCycle(t *testing.T) {
 			return false
 		})
 		stopB()
-		<-doneB
+		if err := <-doneB; err != nil {
+			t.Fatal(err)
+		}
 		got := seen()
 		first := func(s string) int {
 			for i, c := range got {
