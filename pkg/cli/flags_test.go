@@ -76,6 +76,7 @@ var accepted = map[string]string{
 	"simulate --replays=0":          "no replays (the default)",
 	"run --interval=0s":             "no interval (the default; --once here)",
 	"snapshot synthetic --pods=0":   "an empty cluster",
+	"snapshot synthetic --gang=0":   "no gang",
 	"snapshot synthetic --seed=-1":  "any seed",
 	"snapshot synthetic --seed=0":   "any seed",
 	"snapshot openb --at=-1":        "the peak (the default)",

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
@@ -56,16 +57,25 @@ func newSyntheticCommand() *cobra.Command {
 			if o.Pods < 0 || o.Pods > synthetic.MaxPods {
 				errs = append(errs, fmt.Errorf("--pods %d: want 0 to %d", o.Pods, synthetic.MaxPods))
 			}
+			if o.Gang < 0 || o.Gang > o.Pods {
+				errs = append(errs, fmt.Errorf("--gang %d: want 0 to --pods (%d)", o.Gang, o.Pods))
+			}
 			if err := errors.Join(errs...); err != nil {
 				return err
 			}
-			klog.FromContext(cmd.Context()).Info("Generating the cluster", "nodes", o.Nodes, "pods", o.Pods, "seed", o.Seed)
-			snap, err := synthetic.Generate(o)
+			ctx := cmd.Context()
+			klog.FromContext(ctx).Info("Generating the cluster", "nodes", o.Nodes, "pods", o.Pods, "gang", o.Gang, "seed", o.Seed)
+			// SIGTERM ends generation (GenerateContext) and writing
+			// (writeSnapshot) alike, leaving no file behind.
+			snap, err := synthetic.GenerateContext(ctx, o)
 			if err != nil {
 				return err
 			}
 			if usage {
 				synthetic.Usage(snap, o.Seed, synthetic.SampledAt)
+			}
+			if err := ctx.Err(); err != nil {
+				return context.Cause(ctx)
 			}
 			return writeSnapshot(cmd, out, snap)
 		},
@@ -73,6 +83,7 @@ func newSyntheticCommand() *cobra.Command {
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "number of nodes (at most 5000)")
 	cmd.Flags().IntVar(&o.Pods, "pods", 3000, "number of pods (at most 150000)")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "random seed; the same seed gives the same cluster")
+	cmd.Flags().IntVar(&o.Gang, "gang", 0, "pods of one gang (a Job in namespace ml-training labelled "+gang.PodGroupLabel+"=training), which moves whole or not at all; counted in --pods")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "snapshot file to write (- for stdout); a name ending in .json is written in JSON, which loads faster, any other in YAML")
 	return cmd
@@ -289,13 +300,28 @@ func newCaptureCommand() *cobra.Command {
 // or interrupted write never leaves a truncated snapshot behind; in the
 // format its name asks for (snapshot.EncodeAs), stdout in YAML.
 func writeSnapshot(cmd *cobra.Command, path string, snap *snapshot.Snapshot) error {
+	ctx := cmd.Context()
 	if path == "-" {
-		return snap.Encode(cmd.OutOrStdout())
+		return snap.Encode(ctxWriter{ctx, cmd.OutOrStdout()})
 	}
-	encode := func(w io.Writer) error { return snap.EncodeAs(path, w) }
+	encode := func(w io.Writer) error { return snap.EncodeAs(path, ctxWriter{ctx, w}) }
 	return writeAtomically(path, encode, func() {
 		klog.FromContext(cmd.Context()).Info("Wrote snapshot", "file", path, "snapshot", snap.String())
 	})
+}
+
+// ctxWriter fails every write once ctx ends, with its cause: the
+// encoder stops at the first, and a file being written is removed.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(b []byte) (int, error) {
+	if c.ctx != nil && c.ctx.Err() != nil {
+		return 0, context.Cause(c.ctx)
+	}
+	return c.w.Write(b)
 }
 
 func writeAtomically(path string, write func(io.Writer) error, done func()) error {

@@ -71,7 +71,7 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 	case f.Cluster != nil:
 		in.Snapshot, source = f.Cluster, "the cluster given in memory"
 	case f.Snapshot != "":
-		snap, err := snapshot.Load(f.Snapshot)
+		snap, err := snapshot.LoadContext(ctx, f.Snapshot)
 		if err != nil {
 			return nil, err
 		}

@@ -57,6 +57,46 @@ func (p *planner) gangMembers(pod *v1.Pod) []*v1.Pod {
 	return p.gangs[gangKey(pod)]
 }
 
+// gangStayer is the first member of a gang, in gangMembers' order, that
+// must stay (mustStayAlone) and why; member nil when none must.
+type gangStayer struct {
+	spent       uint64 // planner.spent when found
+	member      *v1.Pod
+	why, detail string
+}
+
+// gangMustStay is mustStay of pod, a gang's member: it must stay when any
+// member must, with its own reason when it is the first member that must
+// stay, else as gang naming that member. Whether a member must stay
+// changes only with the budgets the plan spends (the cooldown, opt-outs,
+// claims and stickiness hold for the whole plan), so the first such member
+// is found once per gang and budget state, not once per member asked
+// about: asking of every member of a gang of n costs n, not n².
+func (p *planner) gangMustStay(pod *v1.Pod) (why, detail string) {
+	k := gangKey(pod)
+	s, ok := p.stayers[k]
+	if !ok || s.spent != p.spent {
+		s = gangStayer{spent: p.spent}
+		for _, m := range p.gangMembers(pod) {
+			if why, detail := p.mustStayAlone(m); why != "" {
+				s.member, s.why, s.detail = m, why, detail
+				break
+			}
+		}
+		if p.stayers == nil {
+			p.stayers = map[string]gangStayer{}
+		}
+		p.stayers[k] = s
+	}
+	switch {
+	case s.member == nil:
+		return "", ""
+	case s.member.UID == pod.UID:
+		return s.why, s.detail
+	}
+	return plan.ReasonGang, gangRefusal(pod, s.member, s.why, s.detail)
+}
+
 // moveGang judges the eviction a plugin asked for of pod, a gang's member,
 // as the move of its whole gang: pod first, with the plugin's intent, then
 // each other member, which must leave its node for one its scheduler is
@@ -66,6 +106,7 @@ func (p *planner) gangMembers(pod *v1.Pod) []*v1.Pod {
 func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, filter func(*v1.Pod) bool) error {
 	g := &gangMove{name: gang.Name(pod), asked: pod.UID}
 	members := p.gangMembers(pod)
+	p.logger.V(2).Info("Moving a gang whole", "pod", klog.KObj(pod), "gang", gang.Of(pod), "members", len(members))
 	tx := p.begin()
 	p.group = g
 	err := p.judge(ctx, profile, strategy, pod, opts, simOpts, "")
@@ -75,6 +116,11 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 	others.LeaveSource = true
 	for _, m := range members {
 		if err != nil {
+			break
+		}
+		// A gang of thousands takes as many predictions: stop between
+		// them when the plan is interrupted.
+		if err = interrupted(ctx); err != nil {
 			break
 		}
 		if m.UID == pod.UID {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,9 +9,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
@@ -226,6 +229,41 @@ func TestConsolidationDrainsGangsWhole(t *testing.T) {
 			if !found {
 				t.Errorf("member %s not skipped as %s naming %s member %s: %+v", members[0].Name, plan.ReasonGang, tc.why, members[3].Name, p.Skipped)
 			}
+		})
+	}
+}
+
+// BenchmarkGangPlan measures one plan of the shipped bin-packing pair on a
+// generated cluster of 500 nodes holding one gang of a given size (the
+// snapshot is generated before the timer starts): plan time must grow
+// about linearly with the gang, not with its square.
+//
+//	go test ./pkg/planner/ -run '^$' -bench GangPlan -benchtime 1x
+func BenchmarkGangPlan(b *testing.B) {
+	for _, members := range []int{1000, 3000, 10000} {
+		b.Run(fmt.Sprintf("members=%d", members), func(b *testing.B) {
+			snap, err := synthetic.Generate(synthetic.Options{Nodes: 500, Pods: 30*500 + members, Seed: 1, Gang: members})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pol, prof := loadPair(b, "binpacking")
+			_, ctx := ktesting.NewTestContext(b)
+			b.ResetTimer()
+			var moves, gangSkips int
+			for i := 0; i < b.N; i++ {
+				p, err := planOn(ctx, pol, prof, snap, Options{MinScoreGain: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				moves, gangSkips = len(p.Moves), 0
+				for _, s := range p.Skipped {
+					if s.Reason == plan.ReasonGang {
+						gangSkips++
+					}
+				}
+			}
+			b.ReportMetric(float64(moves), "moves")
+			b.ReportMetric(float64(gangSkips), "gang-skips")
 		})
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
 // countdown is a context that ends on the n-th time anything asks it
@@ -88,4 +91,67 @@ func TestInterruptedPlanIsNoPlan(t *testing.T) {
 		t.Errorf("interrupted only %d plans: the countdown reaches too few steps", interrupted)
 	}
 	t.Logf("%d plans interrupted at successive steps", interrupted)
+}
+
+// inGang is a context that ends on the n-th time anything asks it whether
+// it has from within a gang's move (moveGang): the plan is interrupted
+// while it judges a gang's members.
+type inGang struct {
+	context.Context
+	left, asked atomic.Int64 // asked: checks from within moveGang
+	cancel      context.CancelFunc
+}
+
+func (c *inGang) tick() {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ".(*planner).moveGang") {
+			c.asked.Add(1)
+			if c.left.Add(-1) == 0 {
+				c.cancel()
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+func (c *inGang) Done() <-chan struct{} { c.tick(); return c.Context.Done() }
+func (c *inGang) Err() error            { c.tick(); return c.Context.Err() }
+
+// TestInterruptedGangIsNoPlan: a plan interrupted while it moves a gang of
+// hundreds whole (at its first check, or deep among the members) returns
+// an error wrapping the context's, never a plan. Timing is
+// BenchmarkGangPlan's business: the plan checks its context between the
+// members it judges, so the error comes a member's prediction later.
+func TestInterruptedGangIsNoPlan(t *testing.T) {
+	snap, err := synthetic.Generate(synthetic.Options{Nodes: 60, Pods: 1800 + 400, Seed: 1, Gang: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, prof := loadPair(t, "binpacking")
+	for _, n := range []int64{1, 2, 50, 300} {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := &inGang{Context: ctx, cancel: cancel}
+		c.left.Store(n)
+		sim, err := simulator.New(context.Background(), []*config.KubeSchedulerProfile{prof}, snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(c, sim, pol, Options{MinScoreGain: 1})
+		cancel()
+		if c.asked.Load() < n {
+			t.Fatalf("the plan checked its context %d times within gang moves, fewer than %d: the test shows nothing", c.asked.Load(), n)
+		}
+		if err == nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("interrupted at the %d-th check within a gang's move: %v, want an error wrapping context.Canceled", n, err)
+		}
+		if p != nil {
+			t.Errorf("interrupted at the %d-th check within a gang's move: a plan of %d moves", n, len(p.Moves))
+		}
+	}
 }

@@ -220,16 +220,7 @@ func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
 	if gangKey(pod) == "" {
 		return p.mustStayAlone(pod)
 	}
-	for _, m := range p.gangMembers(pod) {
-		switch why, detail := p.mustStayAlone(m); {
-		case why == "":
-		case m.UID == pod.UID:
-			return why, detail
-		default:
-			return plan.ReasonGang, gangRefusal(pod, m, why, detail)
-		}
-	}
-	return "", ""
+	return p.gangMustStay(pod)
 }
 
 // mustStayAlone is mustStay of pod, its gang (moved whole) aside.

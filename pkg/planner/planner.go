@@ -113,6 +113,9 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	p.ownerPods = countOwnerPods(state)
 	inFlight := p.countInFlight(state)
 	before, err := sim.Usage()
+	if err == nil {
+		err = interrupted(ctx) // the passes above take seconds at 150,000 pods
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +126,20 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		}
 	}
 	held, err := p.holdEmpty(before, used)
+	if err == nil {
+		err = interrupted(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer sim.Hold(nil)
 	fork := sim.Fork()
 	err = p.run(ctx, state)
+	if err != nil && ctx.Err() != nil {
+		// A plugin failed because the plan was interrupted (the
+		// descheduler's status keeps only the message): say so.
+		err = interrupted(ctx)
+	}
 	if rerr := sim.Revert(fork); rerr != nil && err == nil {
 		err = rerr
 	}
@@ -302,6 +313,10 @@ type planner struct {
 	// first gang's move; group is the gang being moved whole, if any.
 	gangs map[string][]*v1.Pod
 	group *gangMove
+	// stayers memoizes gangMustStay per gang, valid while spent (the
+	// budget spendings and refunds counted) is unchanged.
+	stayers map[string]gangStayer
+	spent   uint64
 }
 
 type profileRunner struct {
@@ -315,6 +330,9 @@ type profileRunner struct {
 // balance plugins, as the descheduler does.
 func (p *planner) run(ctx context.Context, state *snapshot.Snapshot) error {
 	client, factory, err := simulator.Sandbox(state)
+	if err == nil {
+		err = interrupted(ctx)
+	}
 	if err != nil {
 		return err
 	}

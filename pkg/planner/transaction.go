@@ -47,6 +47,9 @@ func (p *planner) count(a applied, delta int) {
 	if a.owner != "" {
 		p.perOwner[a.owner] += delta
 	}
+	if a.pdb != nil {
+		p.spent++ // gangMustStay's memo is stale
+	}
 	if delta > 0 {
 		disruption.Spend(a.pdb, a.podName)
 	} else {

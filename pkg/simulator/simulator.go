@@ -440,7 +440,10 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 	for _, n := range snap.Nodes {
 		s.cache.AddNode(logger, n)
 	}
-	for _, pod := range snap.Pods {
+	for i, pod := range snap.Pods {
+		if i%4096 == 0 && ctx.Err() != nil {
+			return nil, context.Cause(ctx) // 150,000 pods take seconds
+		}
 		if err := s.admit(pod); err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -311,6 +312,12 @@ func tooLarge(v float64) bool { return v*1000 >= math.MaxInt64 }
 // (a generated or replayed cluster), as Decode does for a file: the
 // objects then read as kube-apiserver would have stored them.
 func (s *Snapshot) Admit() error {
+	return s.AdmitContext(context.Background())
+}
+
+// AdmitContext is Admit, which gives up with ctx's cause when ctx ends
+// (a large snapshot takes seconds), leaving objects defaulted or not.
+func (s *Snapshot) AdmitContext(ctx context.Context) error {
 	type admitted struct {
 		kind kind
 		obj  object
@@ -325,10 +332,21 @@ func (s *Snapshot) Admit() error {
 	// Objects built in code may share parts (one workload's requests), so
 	// they are defaulted one after another; validation only reads them,
 	// and runs on every core.
-	for _, a := range all {
+	for i, a := range all {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		scheme.Default(a.obj)
 	}
-	inParallel(len(all), func(i int) { all[i].errs = check(all[i].obj) })
+	inParallel(len(all), func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		all[i].errs = check(all[i].obj)
+	})
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	for _, a := range all {
 		if len(a.errs) > 0 {
 			return fmt.Errorf("%s: %s", ident{kind: a.kind.gvk.Kind, namespace: a.obj.GetNamespace(), name: a.obj.GetName()}, fieldErrors(a.errs))

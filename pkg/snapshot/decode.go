@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,11 @@ import (
 
 // Decode is Load on bytes; name is used in error messages (the file name).
 func Decode(name string, data []byte) (*Snapshot, error) {
+	return DecodeContext(context.Background(), name, data)
+}
+
+// DecodeContext is Decode, which gives up with ctx's cause when ctx ends.
+func DecodeContext(ctx context.Context, name string, data []byte) (*Snapshot, error) {
 	data, err := utf8Text(name, data)
 	if err != nil {
 		return nil, err
@@ -44,11 +50,18 @@ func Decode(name string, data []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	b := builder{
 		s:    &Snapshot{Ignored: map[string]int{}},
 		seen: map[string]location{},
 	}
-	for i, r := range decodeAll(items) {
+	results := decodeAll(ctx, items)
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	for i, r := range results {
 		if err := b.add(items[i].at, r); err != nil {
 			return nil, err
 		}
@@ -482,9 +495,14 @@ type result struct {
 
 // decodeAll decodes items on every CPU, since converting YAML takes most of
 // the time of decoding a large snapshot. Results keep the order of items.
-func decodeAll(items []item) []result {
+// Once ctx ends, the items left are not decoded.
+func decodeAll(ctx context.Context, items []item) []result {
 	results := make([]result, len(items))
-	inParallel(len(items), func(i int) { results[i] = decodeItem(items[i]) })
+	inParallel(len(items), func(i int) {
+		if ctx.Err() == nil {
+			results[i] = decodeItem(items[i])
+		}
+	})
 	return results
 }
 

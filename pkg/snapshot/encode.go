@@ -30,15 +30,17 @@ func (s *Snapshot) Encode(w io.Writer) error {
 	} else {
 		bw.WriteString("items:\n")
 	}
-	if err := s.encodeItems(yaml.Marshal, func(y []byte) { writeEntry(bw, y) }); err != nil {
+	if err := s.encodeItems(yaml.Marshal, bw, func(y []byte) { writeEntry(bw, y) }); err != nil {
 		return err
 	}
 	bw.WriteString("kind: List\nmetadata:\n  resourceVersion: \"\"\n")
 	return bw.Flush()
 }
 
-// encodeItems marshals every object, kind by kind, and hands each to write.
-func (s *Snapshot) encodeItems(marshal func(any) ([]byte, error), write func([]byte)) error {
+// encodeItems marshals every object, kind by kind, and hands each to write,
+// which writes to bw: it stops at bw's first write error (an interrupted
+// writer), rather than marshal the rest for nothing.
+func (s *Snapshot) encodeItems(marshal func(any) ([]byte, error), bw *bufio.Writer, write func([]byte)) error {
 	for _, k := range kinds {
 		err := k.each(s, func(o object) error {
 			b, err := marshal(o)
@@ -46,7 +48,8 @@ func (s *Snapshot) encodeItems(marshal func(any) ([]byte, error), write func([]b
 				return fmt.Errorf("encoding %s: %w", ident{kind: k.gvk.Kind, namespace: o.GetNamespace(), name: o.GetName()}, err)
 			}
 			write(b)
-			return nil
+			_, err = bw.Write(nil) // its first error, if any
+			return err
 		})
 		if err != nil {
 			return err
@@ -87,7 +90,7 @@ func (s *Snapshot) EncodeJSON(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(`{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""},"items":[`)
 	sep := "\n"
-	err := s.encodeItems(json.Marshal, func(j []byte) {
+	err := s.encodeItems(json.Marshal, bw, func(j []byte) {
 		bw.WriteString(sep)
 		bw.Write(j)
 		sep = ",\n"

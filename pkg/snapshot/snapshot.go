@@ -13,6 +13,7 @@
 package snapshot
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -73,11 +74,17 @@ type Snapshot struct {
 // pod bound to a node the snapshot lacks, or no nodes at all. path "-" reads
 // standard input; a file is read up to readfile.SnapshotLimit.
 func Load(path string) (*Snapshot, error) {
+	return LoadContext(context.Background(), path)
+}
+
+// LoadContext is Load, which gives up with ctx's cause when ctx ends: a
+// snapshot of 150,000 pods takes seconds to decode.
+func LoadContext(ctx context.Context, path string) (*Snapshot, error) {
 	data, err := readfile.Read(path, readfile.SnapshotLimit)
 	if err != nil {
 		return nil, err
 	}
-	return Decode(readfile.Name(path), data)
+	return DecodeContext(ctx, readfile.Name(path), data)
 }
 
 // Objects returns every object of the snapshot that the core Kubernetes API

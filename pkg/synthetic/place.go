@@ -83,8 +83,14 @@ func (g *generator) place(groups []*group) error {
 	// Pods that are hard to place go first, while there is room for them
 	// anywhere; each still goes to a lightly used node, so all end up spread.
 	slices.SortStableFunc(rest, func(a, b *group) int { return cmp.Compare(share(b), share(a)) })
+	placed := 0
 	for _, gr := range rest {
 		for j := range gr.replicas {
+			if placed++; placed%4096 == 0 {
+				if err := g.ended(); err != nil {
+					return err
+				}
+			}
 			pod := &g.parts[gr.first+j].pod
 			n := p.pick(gr.cpu, gr.mem)
 			if n == nil {

@@ -12,6 +12,7 @@
 package synthetic
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -39,6 +40,11 @@ type Options struct {
 	// 0..150000, and at most 110 per node on average.
 	Pods int
 	Seed int64 // the same Options and Seed give the same snapshot
+	// Gang, when not 0, spends that many of the pods on one gang: the
+	// pods of a Job in namespace ml-training, labelled
+	// scheduling.x-k8s.io/pod-group=training, which move whole or not
+	// at all. 0 adds none, and leaves the snapshot as without it.
+	Gang int
 }
 
 func (o Options) validate() error {
@@ -47,6 +53,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("synthetic: Options.Nodes is %d, want 1 to %d", o.Nodes, MaxNodes)
 	case o.Pods < 0 || o.Pods > MaxPods:
 		return fmt.Errorf("synthetic: Options.Pods is %d, want 0 to %d", o.Pods, MaxPods)
+	case o.Gang < 0 || o.Gang > o.Pods:
+		return fmt.Errorf("synthetic: Options.Gang is %d, want 0 to Options.Pods (%d)", o.Gang, o.Pods)
 	case o.Pods > maxPodsPerNode*o.Nodes:
 		return fmt.Errorf("synthetic: Options.Pods is %d, more than %d per node on %d nodes (at most %d)",
 			o.Pods, maxPodsPerNode, o.Nodes, maxPodsPerNode*o.Nodes)
@@ -67,28 +75,57 @@ func (o Options) validate() error {
 // snapshot as read-only, as objects from an informer, or deep-copy a pod
 // before changing either.
 func Generate(o Options) (*snapshot.Snapshot, error) {
+	return GenerateContext(context.Background(), o)
+}
+
+// GenerateContext is Generate, which gives up with ctx's error when ctx
+// ends: it is checked between the steps and every few thousand pods.
+func GenerateContext(ctx context.Context, o Options) (*snapshot.Snapshot, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
 	g := newGenerator(o)
+	g.ctx = ctx
 	g.addNodes()
 	g.addPriorityClasses()
 	groups := g.plan()
+	if err := g.ended(); err != nil {
+		return nil, err
+	}
 	g.addPods(groups)
+	if err := g.ended(); err != nil {
+		return nil, err
+	}
 	if err := g.place(groups); err != nil {
 		return nil, err
 	}
 	g.addPDBs(groups)
 	g.addNamespaces()
+	if err := g.ended(); err != nil {
+		return nil, err
+	}
 	// As kube-apiserver would have stored them: defaulted and valid.
-	if err := g.snap.Admit(); err != nil {
+	if err := g.snap.AdmitContext(ctx); err != nil {
+		if err := g.ended(); err != nil {
+			return nil, err
+		}
 		return nil, err
 	}
 	return g.snap, nil
 }
 
+// ended is the error of a generation whose context ended, nil while it
+// has not.
+func (g *generator) ended() error {
+	if err := g.ctx.Err(); err != nil {
+		return fmt.Errorf("synthetic: generation interrupted: %w", context.Cause(g.ctx))
+	}
+	return nil
+}
+
 // generator holds the state of one Generate call.
 type generator struct {
+	ctx  context.Context
 	o    Options
 	rng  *rand.Rand
 	snap *snapshot.Snapshot
@@ -119,6 +156,7 @@ type podParts struct {
 func newGenerator(o Options) *generator {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x7265_6261_6c61_6e63))
 	g := &generator{
+		ctx:     context.Background(),
 		o:       o,
 		rng:     rng,
 		snap:    &snapshot.Snapshot{},

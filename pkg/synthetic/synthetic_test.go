@@ -2,6 +2,8 @@ package synthetic
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/gang"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -403,4 +406,39 @@ func ExampleGenerate() {
 	fmt.Println(s)
 	// Output:
 	// 20 nodes, 600 pods, 17 PDBs, 23 namespaces, 4 priority classes
+}
+
+// TestGang: Options.Gang spends that many pods on one gang, in one
+// namespace under one name, each placed; more than Pods is invalid.
+func TestGang(t *testing.T) {
+	s := generate(t, Options{Nodes: 20, Pods: 700, Seed: 1, Gang: 100})
+	if len(s.Pods) != 700 {
+		t.Fatalf("%d pods, want 700", len(s.Pods))
+	}
+	members := 0
+	for _, p := range s.Pods {
+		if gang.Name(p) == "" {
+			continue
+		}
+		members++
+		if p.Namespace != "ml-training" || gang.Name(p) != "training" || p.Spec.NodeName == "" {
+			t.Errorf("member %s/%s of gang %q on %q: want ml-training's gang training, placed", p.Namespace, p.Name, gang.Name(p), p.Spec.NodeName)
+		}
+	}
+	if members != 100 {
+		t.Errorf("%d gang members, want 100", members)
+	}
+	if _, err := Generate(Options{Nodes: 1, Pods: 10, Gang: 11}); err == nil {
+		t.Error("a gang larger than Pods: no error")
+	}
+}
+
+// TestGenerateContextEnds: an ended context ends generation with its error.
+func TestGenerateContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s, err := GenerateContext(ctx, Options{Nodes: 100, Pods: 3000, Seed: 1})
+	if !errors.Is(err, context.Canceled) || s != nil {
+		t.Errorf("GenerateContext with an ended context: %v and %v, want context.Canceled and no snapshot", s, err)
+	}
 }
