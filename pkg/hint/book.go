@@ -76,6 +76,11 @@ type Entry struct {
 	// Sticky: a sticky pod left without a hint; Target is the node it ran
 	// on, and there is no Source to avoid.
 	Sticky bool
+	// Rollout: a sticky entry recorded for a pod that still runs, because
+	// its Deployment started rolling (Added); Leaving clears it once the
+	// pod goes. Until then the pod may still hold its node's room, so a
+	// replacement placed elsewhere leaves the entry to a later one (Take).
+	Rollout bool
 	// Requests are those of the pod that left: what its replacement needs
 	// on Target.
 	Requests v1.ResourceList
@@ -101,6 +106,18 @@ type Book struct {
 	rooms map[string]*Room
 	// expiry is no later than the first entry expires (pruneLocked).
 	expiry time.Time
+	// running are the bound sticky pods of each Deployment (by OwnerKey)
+	// that are not leaving and not yet recorded: when a pod of another
+	// pod-template-hash of the same Deployment appears, a rollout has begun
+	// and their nodes are recorded for the new pods (Added).
+	running map[types.UID]map[types.UID]runningPod
+}
+
+// runningPod is what the book keeps of a bound sticky pod of a Deployment.
+type runningPod struct {
+	name, node, hash string
+	created          time.Time
+	requests         v1.ResourceList
 }
 
 // Room is the room a book promises on one node: the summed requests of the
@@ -139,7 +156,7 @@ func (b *Book) count(e *Entry, sign int64) {
 // is seen leaving; a hint written longer than ttl before that is stale (its
 // eviction failed and the pod left later for another reason).
 func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
-	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}, rooms: map[string]*Room{}}
+	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}, rooms: map[string]*Room{}, running: map[types.UID]map[types.UID]runningPod{}}
 }
 
 // Leaving records the hint of a pod that is going away, if it carries one,
@@ -147,6 +164,7 @@ func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
 // Other pods are ignored; a malformed hint or a pod without a controller is
 // logged and ignored. It returns whether a hint was recorded.
 func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
+	b.untrack(pod)
 	owner := metav1.GetControllerOf(pod)
 	key, _ := OwnerKey(pod)
 	h, found, err := FromPod(pod)
@@ -189,6 +207,9 @@ func (b *Book) Updated(logger klog.Logger, old, pod *v1.Pod) bool {
 	if old.DeletionTimestamp == nil && pod.DeletionTimestamp != nil {
 		return b.Leaving(logger, pod)
 	}
+	if old.Spec.NodeName == "" && pod.Spec.NodeName != "" {
+		b.track(pod)
+	}
 	was, hadHint, _ := FromPod(old)
 	now, hasHint, err := FromPod(pod)
 	switch {
@@ -217,7 +238,7 @@ func (b *Book) announce(owner types.UID, pod *v1.Pod, h Hint) bool {
 	for _, e := range b.byOwner[owner] {
 		if e.Pod == pod.UID && !e.Consumed && e.Hint != h {
 			b.count(e, -1)
-			e.Hint, e.ClaimedBy, e.Sticky = h, "", false
+			e.Hint, e.ClaimedBy, e.Sticky, e.Rollout = h, "", false, false
 			e.Expires = b.clock.Now().Add(b.ttl)
 			b.count(e, 1)
 			b.mu.Unlock()
@@ -258,6 +279,23 @@ func (b *Book) record(owner types.UID, pod *v1.Pod, h Hint, sticky bool) bool {
 	b.pruneLocked(now)
 	for _, e := range b.byOwner[owner] {
 		if e.Pod == pod.UID {
+			switch {
+			case !e.Rollout:
+			case sticky:
+				// Recorded when its Deployment started rolling; now it
+				// leaves, and its node's room with it: the entry steers
+				// for a TTL from now, as any sticky pod's.
+				e.Rollout = false
+				e.Expires = now.Add(b.ttl)
+			case !e.Consumed:
+				// rebalancer evicts a pod its rollout recorded, which no
+				// new pod took yet: the plan's move wins.
+				b.count(e, -1)
+				e.Hint, e.ClaimedBy, e.Sticky, e.Rollout = h, "", false, false
+				e.Expires = now.Add(b.ttl)
+				b.count(e, 1)
+				return true
+			}
 			return false
 		}
 	}

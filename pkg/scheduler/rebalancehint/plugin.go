@@ -119,8 +119,15 @@ func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.Pa
 	}
 	pl := &Plugin{book: hint.NewBook(c, args.HintTTL.Duration), arrivals: arrivals, nodes: h.SnapshotSharedLister()}
 	_, err = h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		// A sticky Deployment's pods are followed from their bind, and a
+		// new ReplicaSet's first pod records the nodes of the old ones
+		// still running (hint.Book.Added): a rolling update creates new
+		// pods before the old ones leave.
 		AddFunc: func(obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
+				if n := pl.book.Added(logger, pod); n > 0 {
+					hintsRecorded.Add(float64(n))
+				}
 				pl.arrivals.Seen(pod)
 			}
 		},
@@ -317,19 +324,36 @@ type cycleState struct {
 	owner    types.UID // hint.OwnerKey
 	entry    hint.Entry
 	reserved bool
+	// consumed is the entry Reserve consumed (hint.Book.Take), for
+	// Unreserve to give back.
+	consumed types.UID
 }
 
 func (s *cycleState) Clone() fwk.StateData { c := *s; return &c }
 
 // PreScore looks up a hint for the pod's owner; without one the plugin skips
-// Score, leaving the pod to the profile's own scoring.
-func (pl *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+// Score, leaving the pod to the profile's own scoring. Of its owner's sticky
+// nodes it takes the oldest the pod passed the filters on: in a rolling
+// update an old pod may still hold the node it was recorded for, while
+// another old pod's node has room.
+func (pl *Plugin) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	pl.catchUp(ctx, pod)
 	owner, ok := hint.OwnerKey(pod)
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	e, ok := pl.book.Next(owner)
+	var feasible map[string]bool
+	e, ok := pl.book.NextOn(owner, func(node string) bool {
+		if feasible == nil {
+			feasible = make(map[string]bool, len(nodes))
+			for _, ni := range nodes {
+				if n := ni.Node(); n != nil {
+					feasible[n.Name] = true
+				}
+			}
+		}
+		return feasible[node]
+	})
 	if !ok {
 		return fwk.NewStatus(fwk.Skip)
 	}
@@ -354,7 +378,10 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // scoring (kube-scheduler skips PreScore and Score when one node is
 // feasible) takes its owner's next hint all the same: left unconsumed, it
 // would steer a later pod and hold room for a replacement already placed.
-func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+// A sticky pod placed off its entry's node takes the entry of the node it
+// got, if its owner has one, and leaves a rolling update's entry whose old
+// pod still runs to the next new pod (hint.Book.Take).
+func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s, err := readState(state)
 	if err != nil {
 		pl.catchUp(ctx, pod)
@@ -369,8 +396,11 @@ func (pl *Plugin) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 		s = &cycleState{owner: owner, entry: e}
 		state.Write(stateKey, s)
 	}
-	pl.book.SetConsumed(s.owner, s.entry.Pod, true)
-	s.reserved = true
+	consumed, ok := pl.book.Take(s.owner, s.entry.Pod, nodeName)
+	if !ok {
+		return nil
+	}
+	s.consumed, s.reserved = consumed, true
 	hintsConsumed.Inc()
 	return nil
 }
@@ -381,7 +411,7 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 	if err != nil || !s.reserved {
 		return
 	}
-	pl.book.SetConsumed(s.owner, s.entry.Pod, false)
+	pl.book.SetConsumed(s.owner, s.consumed, false)
 	s.reserved = false
 }
 

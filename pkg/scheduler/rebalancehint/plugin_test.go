@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -631,4 +633,52 @@ func promised(book *hint.Book) map[string]hint.Room {
 	out := map[string]hint.Room{}
 	book.Promised("", "", func(node string, r hint.Room) { out[node] = r })
 	return out
+}
+
+// TestStickyThroughARollingUpdate: the first pod of a sticky Deployment's
+// new ReplicaSet records the nodes of the old pods still running. A new pod
+// that does not fit beside the old pod on the oldest recorded node goes to
+// the next recorded node it fits on, not where the profile prefers; one
+// that fits on no recorded node goes where the profile puts it and leaves
+// the entry, which the next new pod takes once the old pod has left.
+func TestStickyThroughARollingUpdate(t *testing.T) {
+	e := newEnv(t, "")
+	logger := klogger(t)
+	of := func(name, hash, node string) *v1.Pod {
+		rs := testutil.ControllerRef("ReplicaSet", "web-"+hash, types.UID("rs-"+hash))
+		p := sticky(pod(name, node, "2", &rs))
+		p.Labels = map[string]string{"pod-template-hash": hash}
+		return p
+	}
+	nodes := []*v1.Node{node("a", "3"), node("b", "8"), node("full", "8")}
+	oldA, oldB := of("old-a", "aaa", "a"), of("old-b", "aaa", "b")
+	oldA.CreationTimestamp = metav1.NewTime(t0)
+	oldB.CreationTimestamp = metav1.NewTime(t0.Add(time.Second))
+	pods := []*v1.Pod{oldA, oldB, pod("filler", "full", "5", &api)}
+	for _, p := range pods[:2] {
+		e.pl.book.Added(logger, p)
+	}
+	first := of("new-1", "bbb", "")
+	if n := e.pl.book.Added(logger, first); n != 2 {
+		t.Fatalf("the rollout's first pod recorded %d nodes, want 2", n)
+	}
+	// a has no room beside old-a: b, the other old pod's node.
+	if got := e.schedule(t, nodes, pods, first); got != "b" {
+		t.Fatalf("the first new pod placed on %q, want b (a is full until old-a leaves)", got)
+	}
+	pods = append(pods, of("new-1", "bbb", "b"))
+	// Neither recorded node has the room now: the profile's node, and a
+	// is left to the next pod.
+	if got := e.schedule(t, nodes, pods, of("new-2", "bbb", "")); got != "full" {
+		t.Fatalf("the second new pod placed on %q, want the profile's full", got)
+	}
+	pods = append(pods, of("new-2", "bbb", "full"))
+	// old-a leaves: the third new pod takes a.
+	gone := oldA.DeepCopy()
+	gone.DeletionTimestamp = &metav1.Time{Time: t0}
+	e.pl.book.Updated(logger, oldA, gone)
+	pods = slices.DeleteFunc(pods, func(p *v1.Pod) bool { return p.Name == "old-a" })
+	if got := e.schedule(t, nodes, pods, of("new-3", "bbb", "")); got != "a" {
+		t.Fatalf("the third new pod placed on %q, want a, which old-a left", got)
+	}
 }

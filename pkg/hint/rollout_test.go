@@ -1,0 +1,256 @@
+package hint
+
+import (
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
+)
+
+// webPod is a pod of Deployment web's ReplicaSet web-<hash>, bound to node
+// ("" pending), sticky or not.
+func webPod(uid, hash, node string, sticky bool, created int) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-" + hash + "-" + uid, UID: types.UID(uid),
+			CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(created) * time.Second)),
+			Labels:            map[string]string{"pod-template-hash": hash},
+			OwnerReferences:   []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-" + hash, UID: types.UID("rs-" + hash), Controller: new(true)}}},
+		Spec: v1.PodSpec{NodeName: node},
+	}
+	if sticky {
+		p.Annotations = map[string]string{wellknown.StickyAnnotation: "true"}
+	}
+	return p
+}
+
+const webKey = types.UID("Deployment/shop/web")
+
+func all(string) bool { return true }
+
+// TestRollingUpdateRecordsOldNodes: the first pod of a sticky Deployment's
+// new ReplicaSet records the node of every old pod still running, one
+// entry each, oldest pod first; the new pods take one each, two on a node
+// only where two old pods ran. The old pods leaving later record nothing
+// more.
+func TestRollingUpdateRecordsOldNodes(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	olds := []*v1.Pod{
+		webPod("o3", "aaa", "node-b", true, 3),
+		webPod("o1", "aaa", "node-a", true, 1),
+		webPod("o2", "aaa", "node-a", true, 2),
+	}
+	for _, p := range olds {
+		if n := b.Added(logger, p); n != 0 {
+			t.Fatalf("a bound pod recorded %d nodes", n)
+		}
+	}
+	if got := b.Running(); got != 3 {
+		t.Fatalf("following %d sticky pods, want 3", got)
+	}
+	// A scale-up of the same ReplicaSet is no rollout.
+	if n := b.Added(logger, webPod("s1", "aaa", "", true, 4)); n != 0 || b.Len() != 0 {
+		t.Fatalf("a scale-up recorded %d nodes (book %d)", n, b.Len())
+	}
+	if n := b.Added(logger, webPod("n1", "bbb", "", true, 5)); n != 3 {
+		t.Fatalf("the rollout's first pod recorded %d nodes, want 3", n)
+	}
+	if b.Running() != 0 {
+		t.Errorf("still following %d pods once recorded", b.Running())
+	}
+	// The next new pod records nothing more.
+	if n := b.Added(logger, webPod("n2", "bbb", "", true, 6)); n != 0 {
+		t.Errorf("the rollout's second pod recorded %d nodes", n)
+	}
+	var got []string
+	for _, uid := range []types.UID{"n1", "n2", "n3"} {
+		e, ok := b.NextOn(webKey, all)
+		if !ok {
+			t.Fatalf("no entry for %s", uid)
+		}
+		if !e.Sticky || !e.Rollout {
+			t.Errorf("entry %+v is not a rollout's sticky entry", e)
+		}
+		if _, ok := b.Take(webKey, e.Pod, e.Target); !ok {
+			t.Fatalf("%s took nothing on %s", uid, e.Target)
+		}
+		got = append(got, e.Target)
+	}
+	if want := []string{"node-a", "node-a", "node-b"}; !equal(got, want) {
+		t.Errorf("the new pods took %v, want %v (oldest old pod first)", got, want)
+	}
+	if _, ok := b.NextOn(webKey, all); ok {
+		t.Error("a fourth new pod has a node: one per old pod")
+	}
+	// The old pods leave: recorded already.
+	for _, p := range olds {
+		gone := p.DeepCopy()
+		gone.DeletionTimestamp = &metav1.Time{Time: t0}
+		if b.Updated(logger, p, gone) {
+			t.Errorf("old pod %s recorded again as it leaves", p.Name)
+		}
+	}
+	if b.Len() != 3 {
+		t.Errorf("book holds %d entries, want the 3 consumed", b.Len())
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRollingUpdateSurge: a new pod that does not fit beside the old pod
+// still on its entry's node takes the next recorded node it fits on; one
+// placed on no recorded node leaves the entry to a later new pod, which
+// takes it once the old pod has left.
+func TestRollingUpdateSurge(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	clk := testingclock.NewFakePassiveClock(t0)
+	b := NewBook(clk, 10*time.Minute)
+	a := webPod("o1", "aaa", "node-a", true, 1)
+	b.Added(logger, a)
+	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
+	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+
+	// node-a is full: the first new pod is steered to node-b.
+	notA := func(n string) bool { return n != "node-a" }
+	e, ok := b.NextOn(webKey, notA)
+	if !ok || e.Target != "node-b" {
+		t.Fatalf("the first new pod got %+v, %v, want node-b", e, ok)
+	}
+	if took, _ := b.Take(webKey, e.Pod, "node-b"); took != "o2" {
+		t.Fatalf("took %q, want node-b's entry o2", took)
+	}
+	// Neither recorded node fits the second one: Next's entry, node-a,
+	// which it does not get; the entry stays.
+	e, ok = b.NextOn(webKey, func(string) bool { return false })
+	if !ok || e.Target != "node-a" {
+		t.Fatalf("the second new pod got %+v, %v, want node-a's entry", e, ok)
+	}
+	if took, ok := b.Take(webKey, e.Pod, "node-c"); ok {
+		t.Fatalf("a pod placed on node-c took %q; node-a's old pod still runs", took)
+	}
+	// The old pod on node-a leaves, ten minutes on: the entry steers for
+	// another TTL, and the third new pod takes it.
+	clk.SetTime(t0.Add(9 * time.Minute))
+	gone := a.DeepCopy()
+	gone.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
+	b.Updated(logger, a, gone)
+	clk.SetTime(t0.Add(15 * time.Minute))
+	e, ok = b.NextOn(webKey, all)
+	if !ok || e.Target != "node-a" || e.Rollout {
+		t.Fatalf("the third new pod got %+v, %v, want node-a's entry, its pod gone", e, ok)
+	}
+	// Placed elsewhere now, it consumes it as any sticky entry.
+	if took, ok := b.Take(webKey, e.Pod, "node-c"); !ok || took != "o1" {
+		t.Fatalf("took %q, %v, want o1", took, ok)
+	}
+}
+
+// TestTakeMatchesTheNodeGot: a pod scored with one sticky entry that lands
+// on another entry's node takes that one, so no two pods take one node.
+func TestTakeMatchesTheNodeGot(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
+	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
+	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	e, _ := b.NextOn(webKey, all)
+	if took, _ := b.Take(webKey, e.Pod, "node-b"); took != "o2" {
+		t.Fatalf("a pod scored for %s landing on node-b took %q, want o2", e.Target, took)
+	}
+	if e, ok := b.NextOn(webKey, all); !ok || e.Target != "node-a" {
+		t.Fatalf("the next pod got %+v, %v, want node-a", e, ok)
+	}
+}
+
+// TestRolloutIgnores: pods that are not sticky, not of a Deployment or
+// leaving are not followed; a pod that leaves is forgotten; an old
+// ReplicaSet's pod created in the middle of a rollout starts none.
+func TestRolloutIgnores(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	plain := webPod("p", "aaa", "node-a", false, 1)
+	orphan := webPod("x", "aaa", "node-a", true, 1)
+	orphan.OwnerReferences = nil
+	ss := webPod("s", "aaa", "node-a", true, 1)
+	ss.OwnerReferences[0].Kind = "StatefulSet"
+	leaving := webPod("l", "aaa", "node-a", true, 1)
+	leaving.DeletionTimestamp = &metav1.Time{Time: t0}
+	for _, p := range []*v1.Pod{plain, orphan, ss, leaving} {
+		b.Added(logger, p)
+	}
+	if b.Running() != 0 {
+		t.Fatalf("following %d pods, want none", b.Running())
+	}
+	// Followed from its bind, forgotten as it is deleted.
+	pending := webPod("o1", "aaa", "", true, 1)
+	bound := webPod("o1", "aaa", "node-a", true, 1)
+	b.Added(logger, pending)
+	b.Updated(logger, pending, bound)
+	if b.Running() != 1 {
+		t.Fatalf("following %d pods after a bind, want 1", b.Running())
+	}
+	b.Leaving(logger, bound)
+	if b.Running() != 0 {
+		t.Fatalf("following %d pods after a delete, want 0", b.Running())
+	}
+	b.Leaving(logger, bound) // the delete after the deletion mark
+	// Mid-rollout, both ReplicaSets have pods: the old one replacing a pod
+	// is no new rollout.
+	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
+	b.Added(logger, webPod("n1", "bbb", "node-c", true, 3))
+	before := b.Len()
+	if n := b.Added(logger, webPod("o3", "aaa", "", true, 4)); n != 0 || b.Len() != before {
+		t.Errorf("an old ReplicaSet's pod recorded %d nodes mid-rollout", n)
+	}
+}
+
+// TestRebalanceHintOnARolloutsPod: rebalancer evicting an old pod whose
+// node its rollout recorded and no new pod took: the hint replaces the
+// sticky entry, and promises room on its target.
+func TestRebalanceHintOnARolloutsPod(t *testing.T) {
+	for _, announced := range []bool{false, true} {
+		logger, _ := ktesting.NewTestContext(t)
+		b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+		old := webPod("o1", "aaa", "node-a", true, 1)
+		b.Added(logger, old)
+		b.Added(logger, webPod("n1", "bbb", "", true, 2))
+		h := Hint{Source: "node-a", Target: "node-b", PlanID: "p", Time: t0}
+		evicted := old.DeepCopy()
+		evicted.Annotations = h.Annotations()
+		evicted.Annotations[wellknown.StickyAnnotation] = "true"
+		var recorded bool
+		if announced {
+			recorded = b.Updated(logger, old, evicted)
+		} else {
+			recorded = b.Leaving(logger, evicted)
+		}
+		if !recorded {
+			t.Fatalf("announced %v: the hint was not recorded", announced)
+		}
+		e, ok := b.NextOn(webKey, all)
+		if !ok || e.Sticky || e.Rollout || e.Target != "node-b" || b.Len() != 1 {
+			t.Errorf("announced %v: next %+v, %v (book %d), want the hint to node-b alone", announced, e, ok, b.Len())
+		}
+		rooms := 0
+		b.Promised("", "", func(string, Room) { rooms++ })
+		if rooms != 1 {
+			t.Errorf("announced %v: %d nodes promised, want node-b", announced, rooms)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
+)
+
+// TestStickyThroughARollingUpdate: `kubectl rollout restart` of a sticky
+// Deployment of 6 replicas, spread 2 a node over 3 nodes, under the default
+// RollingUpdate strategy (maxSurge and maxUnavailable 25%): the new pods
+// are created while the old ones still run, or before they are marked for
+// deletion. rebalancer-scheduler runs bin-packing, which prefers a fourth,
+// fuller node; the new pods go back to the nodes the old ones leave, one
+// new pod per old pod. roomy: each node has room for its old pods and new
+// ones side by side. tight: each has room for one surge pod beside its two
+// old pods, so a node's second new pod fits only once an old pod left
+// there, and meanwhile another old pod's node is taken.
+func TestStickyThroughARollingUpdate(t *testing.T) {
+	for _, tc := range []struct {
+		name, homeCPU string
+	}{
+		{"roomy", "8"},
+		{"tight", "3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			needScheduler(t)
+			e := newTestEnv(t)
+			nodes := e.nodeNames("rolling", 4)
+			homes, full := nodes[:3], nodes[3]
+			const onEach, replicas = 2, 6
+			// Two pods a node: each node joins alone, the ones before it
+			// cordoned, and the Deployment grows by two.
+			deployments := client.AppsV1().Deployments(e.ns)
+			for i, home := range homes {
+				e.addNodes(tc.homeCPU, home)
+				n := int32((i + 1) * onEach)
+				if i == 0 {
+					e.addDeploymentOf(schedulerName, "cache", n, resources("1", "1Gi"), map[string]string{wellknown.StickyAnnotation: "true"})
+				} else {
+					patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+					if _, err := deployments.Patch(e.ctx, "cache", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.boundPods("cache", int(n))
+				e.cordon(home, true)
+			}
+			for _, home := range homes {
+				e.cordon(home, false)
+			}
+			old := e.boundPods("cache", replicas)
+			oldNodes, oldDesc := perNode(old)
+			for _, home := range homes {
+				if oldNodes[home] != onEach {
+					t.Fatalf("old pods %s, want %d on each of %v", oldDesc, onEach, homes)
+				}
+			}
+			// The node bin-packing prefers for any new pod.
+			e.addNodes("8", full)
+			e.fragmentedReplicaSet("filler", resources("5", "1Gi"), []string{full})
+			e.boundPods("filler", 1)
+
+			// kubectl rollout restart.
+			restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+			if _, err := deployments.Patch(e.ctx, "cache", types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			oldHash := old[0].Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+			var rolled []v1.Pod
+			e.poll("the rolling update", func() (bool, error) {
+				list, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=cache"})
+				if err != nil {
+					return false, err
+				}
+				rolled = rolled[:0]
+				for _, p := range list.Items {
+					if p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == oldHash || p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+						return false, nil
+					}
+					rolled = append(rolled, p)
+				}
+				return len(rolled) == replicas, nil
+			})
+			newNodes, newDesc := perNode(rolled)
+			back := 0
+			for node, n := range newNodes {
+				back += min(n, oldNodes[node])
+			}
+			t.Logf("old pods %s; new pods %s: %d of %d on an old pod's node", oldDesc, newDesc, back, replicas)
+			if back < replicas-1 {
+				t.Errorf("%d of %d new pods on a node an old pod left (old %s, new %s), want at least %d", back, replicas, oldDesc, newDesc, replicas-1)
+			}
+		})
+	}
+}
+
+// cordon marks a node unschedulable, or schedulable again.
+func (e *testEnv) cordon(name string, unschedulable bool) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Unschedulable = unschedulable
+		_, err = client.CoreV1().Nodes().Update(e.ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
