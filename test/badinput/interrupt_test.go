@@ -142,7 +142,7 @@ func TestInterruptedSimulationPrintsItsRounds(t *testing.T) {
 // of its stderr that contains at ("" right away, after delay either way),
 // and returns its stdout, stderr, error and how long it took to end after
 // the signal; the test fails if it is still running limit later.
-func interruptAt(t *testing.T, args []string, at string, delay, limit time.Duration) (stdout, stderr string, err error, took time.Duration) {
+func interruptAt(t *testing.T, args []string, at string, delay, limit time.Duration) (stdout, stderr string, took time.Duration, err error) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir, cmd.Env = root, env
@@ -180,7 +180,7 @@ func interruptAt(t *testing.T, args []string, at string, delay, limit time.Durat
 		_ = cmd.Process.Kill()
 		t.Fatalf("%v: SIGTERM %s after %q: still running %s later", args, delay, at, limit)
 	}
-	return out.String(), lines.String() + <-rest, err, time.Since(start)
+	return out.String(), lines.String() + <-rest, time.Since(start), err
 }
 
 // TestInterruptedGangPlanIsNoPlan: SIGTERM while the planner moves a gang
@@ -198,7 +198,7 @@ func TestInterruptedGangPlanIsNoPlan(t *testing.T) {
 	}
 	args := planArgs(map[string]string{"--snapshot": snap}, "-o", "json", "-v", "2")
 	for _, delay := range []time.Duration{0, 500 * time.Millisecond, 2 * time.Second} {
-		stdout, stderr, err, took := interruptAt(t, args, "Moving a gang whole", delay, 30*time.Second)
+		stdout, stderr, took, err := interruptAt(t, args, "Moving a gang whole", delay, 30*time.Second)
 		var exit *exec.ExitError
 		switch {
 		case err == nil:
@@ -244,7 +244,7 @@ func TestInterruptedSyntheticLeavesNoFile(t *testing.T) {
 		interrupted := 0
 		for i := 1; i <= 4; i++ {
 			delay := whole * time.Duration(i) / 5
-			_, stderr, err, took := interruptAt(t, args, "", delay, 30*time.Second)
+			_, stderr, took, err := interruptAt(t, args, "", delay, 30*time.Second)
 			var exit *exec.ExitError
 			switch {
 			case err == nil:
@@ -313,7 +313,7 @@ func TestInterruptedLargePlanEveryPhase(t *testing.T) {
 		{"Building the simulation", 0}, {"Building the simulation", 700 * time.Millisecond},
 		{"Planning", 0}, {"Moving a gang whole", 0}, {"Moving a gang whole", 3 * time.Second},
 	} {
-		stdout, stderr, err, took := interruptAt(t, args, at.line, at.delay, 30*time.Second)
+		stdout, stderr, took, err := interruptAt(t, args, at.line, at.delay, 30*time.Second)
 		var exit *exec.ExitError
 		switch {
 		case err == nil:
