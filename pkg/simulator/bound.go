@@ -6,15 +6,11 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/utils/ptr"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/claims"
 	"github.com/rebalancer-dev/rebalancer/pkg/lowerbound"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
@@ -99,7 +95,7 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 		eachRequest(pod, asks, func(r v1.ResourceName, v int64) {
 			d = append(d, int64(at(r)), v)
 		})
-		for r, n := range s.localDevicesOf(pod, local, counted, shared) {
+		for r, n := range s.devicesOf(pod, local, counted, shared) {
 			if n > 0 {
 				d = append(d, int64(at(r)), n)
 			}
@@ -286,17 +282,7 @@ func eachRequest(pod *v1.Pod, asks fwk.Resource, f func(v1.ResourceName, int64))
 // writeNodeKey writes what of n tells a pod's placing apart, but its
 // capacity: its labels but the hostname, and its placing taints.
 func writeNodeKey(b *strings.Builder, n *v1.Node) {
-	labels := make([]string, 0, len(n.Labels))
-	for k, v := range n.Labels {
-		if k != nodeNameLabel {
-			labels = append(labels, k+"="+v)
-		}
-	}
-	slices.Sort(labels)
-	for _, l := range labels {
-		b.WriteString(l)
-		b.WriteByte(0)
-	}
+	writeLabels(b, n)
 	b.WriteByte(1)
 	taints := make([]string, 0, len(n.Spec.Taints))
 	for _, t := range placingTaints(n) {
@@ -417,34 +403,6 @@ func (s *Simulator) localDevices() sets.Set[structured.DeviceID] {
 		}
 		for _, d := range sl.Spec.Devices {
 			out.Insert(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, d.Name))
-		}
-	}
-	return out
-}
-
-// localDevicesOf is devicesOf counting only the devices of local: a device
-// not on one node does not count against a node's.
-func (s *Simulator) localDevicesOf(pod *v1.Pod, local sets.Set[structured.DeviceID], counted sets.Set[string], shared map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity) map[v1.ResourceName]int64 {
-	if s.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
-		return nil
-	}
-	out := map[v1.ResourceName]int64{}
-	for _, entry := range pod.Spec.ResourceClaims {
-		name := claims.Generated(pod, entry.Name)
-		if entry.ResourceClaimName != nil {
-			name = *entry.ResourceClaimName
-		}
-		key := claimKey(pod.Namespace, name)
-		if name == "" || counted.Has(key) {
-			continue
-		}
-		counted.Insert(key)
-		if c := s.Claim(pod.Namespace, name); c != nil && c.Status.Allocation != nil {
-			for _, r := range c.Status.Allocation.Devices.Results {
-				if !ptr.Deref(r.AdminAccess, false) && local.Has(structured.MakeDeviceID(r.Driver, r.Pool, r.Device)) {
-					out[deviceResource(r.Driver)] += deviceShare(r, shared)
-				}
-			}
 		}
 	}
 	return out

@@ -106,9 +106,9 @@ func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
 	return id
 }
 
-func classKey(ni fwk.NodeInfo) string {
-	var b strings.Builder
-	n := ni.Node()
+// writeLabels writes n's labels but the hostname (nodeNameLabel), sorted,
+// each ended by a NUL.
+func writeLabels(b *strings.Builder, n *v1.Node) {
 	labels := make([]string, 0, len(n.Labels))
 	for k, v := range n.Labels {
 		if k != nodeNameLabel {
@@ -120,6 +120,12 @@ func classKey(ni fwk.NodeInfo) string {
 		b.WriteString(l)
 		b.WriteByte(0)
 	}
+}
+
+func classKey(ni fwk.NodeInfo) string {
+	var b strings.Builder
+	n := ni.Node()
+	writeLabels(&b, n)
 	b.WriteByte(1)
 	for _, t := range n.Spec.Taints {
 		b.WriteString(t.Key + "=" + t.Value + ":" + string(t.Effect))

@@ -132,7 +132,7 @@ func (s *Simulator) LowerBound() (int, error) {
 		for r, q := range requests.Of(pod) {
 			demand[r] += value(r, q)
 		}
-		for r, n := range s.devicesOf(pod, counted, shared) {
+		for r, n := range s.devicesOf(pod, nil, counted, shared) {
 			demand[r] += n
 		}
 		demand[v1.ResourcePods]++
@@ -352,9 +352,11 @@ func deviceResource(driver string) v1.ResourceName { return v1.ResourceName("dev
 
 // devicesOf counts, by driver and in thousandths, the devices allocated to
 // pod's claims that counted does not hold yet (a claim several pods share
-// counts once), and adds them to counted. A claim not allocated yet counts
-// nothing: a lower bound may only err low.
-func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string], shared map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity) map[v1.ResourceName]int64 {
+// counts once), and adds them to counted; only the devices of only, or
+// every device when only is nil (ClassBound counts only the devices on one
+// node). A claim not allocated yet counts nothing: a lower bound may only
+// err low.
+func (s *Simulator) devicesOf(pod *v1.Pod, only sets.Set[structured.DeviceID], counted sets.Set[string], shared map[structured.DeviceID]map[resourceapi.QualifiedName]resource.Quantity) map[v1.ResourceName]int64 {
 	if s.dra == nil || len(pod.Spec.ResourceClaims) == 0 {
 		return nil
 	}
@@ -371,7 +373,7 @@ func (s *Simulator) devicesOf(pod *v1.Pod, counted sets.Set[string], shared map[
 		counted.Insert(key)
 		if c := s.Claim(pod.Namespace, name); c != nil && c.Status.Allocation != nil {
 			for _, r := range c.Status.Allocation.Devices.Results {
-				if !ptr.Deref(r.AdminAccess, false) {
+				if !ptr.Deref(r.AdminAccess, false) && (only == nil || only.Has(structured.MakeDeviceID(r.Driver, r.Pool, r.Device))) {
 					out[deviceResource(r.Driver)] += deviceShare(r, shared)
 				}
 			}
