@@ -207,8 +207,16 @@ func stopScheduler() {
 	}
 }
 
+// tail returns the last n lines of a log file, or says why there are none:
+// a failed test must not print an empty log as if the process wrote nothing.
 func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
+	b, err := os.ReadFile(path)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("(cannot read the log: %v)", err)
+	case len(b) == 0:
+		return "(the log is empty)"
+	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
