@@ -4,7 +4,7 @@
 // HighNodeUtilization only packs onto nodes already above its thresholds, so
 // on a uniformly thin cluster it does nothing; Consolidation reaches for the
 // lower bound instead. When no node in use has room, it empties several
-// nodes onto one empty node, a net saving (in clusters of mixed node sizes,
+// nodes onto fewer empty nodes, a net saving (in clusters of mixed node sizes,
 // pods stranded on small nodes fit together on a large one). It runs only
 // inside rebalancer's planner, which hands it the simulation.
 package consolidation
@@ -16,9 +16,11 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -223,8 +225,10 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 	}
 
-	// Then several nodes onto one empty node, while the budget allows two.
-	// Sources are tried smallest load first, so that as many as possible fit.
+	// Then several nodes onto fewer empty nodes, while the budget allows
+	// a saving. Sources are tried smallest load first, so that as many as
+	// possible fit; their pods may also take the room left on the nodes in
+	// use that stay.
 	var sources []candidate
 	replacing := int(c.args.MaxNodesPerCycle)-emptied >= 2 && len(empties) > 0
 	for _, cand := range candidates {
@@ -234,15 +238,30 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 	}
 	sort.SliceStable(sources, func(i, j int) bool { return sources[i].load < sources[j].load })
 	sort.SliceStable(empties, func(i, j int) bool { return larger(empties[i], empties[j]) })
+	open := func(n string) bool { return allowed[n] && inUse[n] }
 	for tries := 0; tries < maxReplaceTargets && tries < len(empties); tries++ {
-		budget := int(c.args.MaxNodesPerCycle) - emptied
-		if budget < 2 {
-			break
+		var moved, used []string
+		var err error
+		// One empty node for two or more, else two for three or more.
+		for k := 1; k <= maxReplaceTogether; k++ {
+			budget := int(c.args.MaxNodesPerCycle) - emptied
+			if budget <= k {
+				break
+			}
+			var targets []string // the next k nodes still empty
+			for _, n := range empties[tries:] {
+				if len(targets) < k && !inUse[n.Name] {
+					targets = append(targets, n.Name)
+				}
+			}
+			if len(targets) < k {
+				break
+			}
+			moved, used, err = c.replace(ctx, targets, sources, budget, open)
+			if len(moved) > 0 || err != nil {
+				break
+			}
 		}
-		target := empties[tries].Name
-		moved, err := c.replace(ctx, target, sources, budget, func(n string, pod *v1.Pod) bool {
-			return n != target || c.overCeiling(n, pod)
-		})
 		if len(moved) > 0 {
 			emptied += len(moved)
 			for _, n := range moved {
@@ -250,7 +269,9 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 				tried[n] = true
 				c.sim.Consider(n, plan.NodeEmptied)
 			}
-			inUse[target] = true
+			for _, n := range used {
+				inUse[n] = true
+			}
 			kept := sources[:0]
 			for _, s := range sources {
 				if inUse[s.node.Name] {
@@ -258,7 +279,7 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 				}
 			}
 			sources = kept
-			logger.V(2).Info("Nodes consolidated onto an empty node", "nodes", moved, "target", target)
+			logger.V(2).Info("Nodes consolidated onto empty nodes", "nodes", moved, "targets", used)
 		}
 		if err != nil {
 			var total *evictions.EvictionTotalLimitError
@@ -303,12 +324,14 @@ func (c *Consolidation) costliest(node string) *v1.Pod {
 	return disruption.Costliest(pods)
 }
 
-// maxReplaceTargets bounds the empty nodes one plan tries to fill, and
-// maxReplaceSources the nodes tried as sources for each: together they bound
-// the simulations spent on a cluster with no such saving to find.
+// maxReplaceTargets bounds the empty nodes one plan starts from,
+// maxReplaceTogether the empty nodes filled at once, and maxReplaceSources
+// the nodes tried as sources for each: together they bound the simulations
+// spent on a cluster with no such saving to find.
 const (
-	maxReplaceTargets = 3
-	maxReplaceSources = 16
+	maxReplaceTargets  = 3
+	maxReplaceTogether = 2
+	maxReplaceSources  = 16
 )
 
 // larger orders empty nodes largest first (CPU, then memory), then by name.
@@ -324,25 +347,45 @@ func larger(a, b *v1.Node) bool {
 	return a.Name < b.Name
 }
 
-// replace moves every pod of as many source nodes as fit (up to budget, in
-// the order given) onto the empty node target, each source all or
-// nothing. The moves stay only if at least two sources are emptied: one
-// node in use instead of two or more. It returns the emptied sources.
-func (c *Consolidation) replace(ctx context.Context, target string, sources []candidate, budget int, exclude func(target string, pod *v1.Pod) bool) ([]string, error) {
+// replace empties as many source nodes as fit (up to budget, in the order
+// given, each all or nothing) onto the empty nodes targets and the room on
+// the nodes in use that stay (open says which are in use). The moves stay
+// only if they empty more nodes than they take into use. It returns the
+// emptied sources and the targets taken into use.
+func (c *Consolidation) replace(ctx context.Context, targets []string, sources []candidate, budget int, open func(node string) bool) ([]string, []string, error) {
 	tx := c.sim.Begin()
-	var emptied []string
+	isTarget := sets.New(targets...)
+	gone := sets.New[string]() // the sources emptied here, and the one being emptied
+	// saves returns the targets the moves took into use, and whether the
+	// moves empty more nodes than that.
+	saves := func(emptied []string) ([]string, bool) {
+		var in []string
+		for _, t := range targets {
+			if ni, err := c.sim.Simulator().Node(t); err == nil && simulator.InUse(ni) {
+				in = append(in, t)
+			}
+		}
+		return in, len(emptied) > len(in)
+	}
+	var out []string
 	for i, src := range sources {
-		if len(emptied) == budget || i == maxReplaceSources {
+		if len(out) == budget || i == maxReplaceSources {
 			break
 		}
 		movable, blocker, ok := c.movablePods(src.node.Name)
 		if !ok || blocker != nil || len(movable) == 0 {
 			continue
 		}
+		gone.Insert(src.node.Name)
 		node := c.sim.Begin() // this source, all or nothing
 		for _, p := range movable {
-			opts := simulator.PredictOptions{LeaveSource: true, Exclude: func(n string) bool { return exclude(n, p) }}
-			_, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s onto %s", src.node.Name, target)})
+			// The empty nodes first: room taken on a node in use may be
+			// room a later source needed, or make that node's own pods
+			// unable to leave it.
+			opts := simulator.PredictOptions{LeaveSource: true, Prefer: isTarget.Has, Exclude: func(n string) bool {
+				return !(isTarget.Has(n) || open(n) && !gone.Has(n)) || c.overCeiling(n, p)
+			}}
+			_, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s, several onto empty %s", src.node.Name, strings.Join(targets, ", "))})
 			if err == nil {
 				continue
 			}
@@ -351,33 +394,34 @@ func (c *Consolidation) replace(ctx context.Context, target string, sources []ca
 			if errors.As(err, &total) {
 				// The plan is full: keep what was emptied if it saves a node.
 				if uerr := node.Rollback(); uerr != nil {
-					return nil, uerr
+					return nil, nil, uerr
 				}
-				if len(emptied) >= 2 {
+				if in, ok := saves(out); ok {
 					tx.Commit()
-					return emptied, err
+					return out, in, err
 				}
 				if rbErr := tx.Rollback(); rbErr != nil {
-					return nil, rbErr
+					return nil, nil, rbErr
 				}
-				return nil, err
+				return nil, nil, err
 			}
 			break
 		}
 		if !ok {
+			gone.Delete(src.node.Name)
 			if err := node.Rollback(); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		node.Commit()
-		emptied = append(emptied, src.node.Name)
+		out = append(out, src.node.Name)
 	}
-	if len(emptied) < 2 {
-		return nil, tx.Rollback()
+	if in, ok := saves(out); ok {
+		tx.Commit()
+		return out, in, nil
 	}
-	tx.Commit()
-	return emptied, nil
+	return nil, nil, tx.Rollback()
 }
 
 // pinnedBy returns the first pod that keeps node in use whatever the plan

@@ -773,6 +773,33 @@ func TestConsolidationOntoEmptyNodeNeedsANetSaving(t *testing.T) {
 	}
 }
 
+// TestConsolidationOntoTwoEmptyNodes: three small nodes run 9 CPU each
+// (pods of 5 and 4) and no node in use has room for any of them; two large
+// nodes of 16 CPU are empty. One large node holds only one small node's
+// pods, so no single empty node saves anything; the two together take all
+// three: one node fewer in use.
+func TestConsolidationOntoTwoEmptyNodes(t *testing.T) {
+	c := newCluster()
+	for _, n := range []string{"small-a", "small-b", "small-c"} {
+		c.node(n, "10", "64Gi")
+		c.pod("team-a", "big-"+n, "ReplicaSet", n, "5", "4Gi")
+		c.pod("team-a", "mid-"+n, "ReplicaSet", n, "4", "4Gi")
+	}
+	c.node("large-a", "16", "64Gi")
+	c.node("large-b", "16", "64Gi")
+	pol, _ := loadPair(t, "binpacking")
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	checkInvariants(t, c, pol, p)
+	for _, m := range p.Moves {
+		if !strings.HasPrefix(m.Target, "large-") || m.Strategy != "Consolidation" {
+			t.Errorf("move %s %s -> %s (%s), want it onto a large node by Consolidation", m.Pod, m.Source, m.Target, m.Strategy)
+		}
+	}
+	if s := p.Summary; len(p.Moves) != 6 || s.NodesInUseBefore != 3 || s.NodesInUseAfter != 2 {
+		t.Errorf("%d moves, nodes in use %d -> %d, want 6 moves, 3 -> 2", len(p.Moves), s.NodesInUseBefore, s.NodesInUseAfter)
+	}
+}
+
 // gpuShaped builds a random cluster shaped like a GPU fleet: nodes of 8
 // GPUs, pods asking 1 to 8 of them with CPU and memory in proportion, and a
 // few CPU-only pods, thinly spread.
