@@ -93,7 +93,7 @@ func benchEstimate(ctx context.Context, nodes, count int) (measurement, error) {
 	if err := est.Update(ctx, snap); err != nil {
 		return measurement{}, err
 	}
-	srv := estimator.NewServer(klog.FromContext(ctx), est, estimator.DefaultBudget, nil)
+	srv := estimator.NewServer(klog.FromContext(ctx), est, estimator.DefaultBudget, "", nil)
 	var objects []string
 	for _, pod := range snap.Pods {
 		if deployment, ok := hint.DeploymentOf(pod); ok && len(objects) < 50 {

@@ -27,6 +27,7 @@ type estimatorOptions struct {
 	schedulerName   string
 	snapshot        string
 	maxReplicas     int32
+	clusterName     string
 	budget, resync  time.Duration
 	grpc            estimator.GRPCOptions
 	serving         serving.Options
@@ -63,7 +64,7 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 			if err != nil {
 				return err
 			}
-			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, GRPC: o.grpc, Serving: o.serving}
+			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, ClusterName: o.clusterName, GRPC: o.grpc, Serving: o.serving}
 			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}
 			if err := opts.Validate(profiles); err != nil {
 				if len(o.schedulerConfig) == 0 {
@@ -100,6 +101,7 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 	f.StringVar(&o.policy, "policy", "", "the DeschedulerPolicy the cluster's rebalancer runs: a pending pod its plan makes room for (MakeRoom) is not counted unschedulable (default: none)")
 	f.StringVar(&o.schedulerName, "scheduler-name", v1.DefaultSchedulerName, "the scheduler of replicas built from a request (a workload this cluster has no pod of yet)")
 	f.StringVar(&o.snapshot, "snapshot", "", "answer for this snapshot file, read once, instead of the live cluster")
+	f.StringVar(&o.clusterName, "cluster-name", "", "this member cluster's name in Karmada: questions about another cluster are refused, as Karmada's own estimator refuses them (default: answer every question)")
 	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
 	f.DurationVar(&o.budget, "answer-timeout", estimator.DefaultBudget, "longest time an answer may take; past it the answer is -1 (Karmada's scheduler waits 3s)")
 	f.DurationVar(&o.resync, "resync", 30*time.Second, "how often the live cluster is simulated afresh")
@@ -130,6 +132,11 @@ func (o *estimatorOptions) validate() error {
 	}
 	if err := o.serving.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if o.clusterName != "" {
+		for _, msg := range validation.IsDNS1123Label(o.clusterName) {
+			errs = append(errs, fmt.Errorf("--cluster-name %q: %s", o.clusterName, msg))
+		}
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
 		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))

@@ -43,6 +43,7 @@ var stringMistakes = map[string][]string{
 	"--context":                         {"no-such-context"},
 	"--scheduler-name":                  {"Bad_Name!", "-scheduler"},
 	"--pod-scheduler-name":              {"Bad_Name!", "-scheduler"},
+	"--cluster-name":                    {"Bad_Name!", "member.one", "-member"},
 	"--history-configmap":               {"Bad_Name!", "rebalancer-system/", "/rebalancer-history", "ns/Bad_Name"},
 	"--webhook-configuration":           {"Bad_Name!", "rebalancer-webhook/x"},
 	"--leader-elect-resource-name":      {"Bad_Name!", ""},

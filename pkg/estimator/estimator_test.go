@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -285,12 +287,12 @@ func TestUnschedulableReplicasThatStillFitNowhere(t *testing.T) {
 // request that does not decode, a scheduler not modelled, no time left.
 func TestTroubleIsNoOpinion(t *testing.T) {
 	logger, ctx := testutil.Context(t)
-	notRead := NewServer(logger, New(Options{MaxReplicas: 10}, defaultProfiles(t)), time.Second, nil)
+	notRead := NewServer(logger, New(Options{MaxReplicas: 10}, defaultProfiles(t)), time.Second, "", nil)
 	if res, err := notRead.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != NoOpinion {
 		t.Errorf("before the cluster is read: %d (%v), want -1", res.GetMaxReplicas(), err)
 	}
 	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}, 1000)
-	srv := NewServer(logger, e, time.Second, nil)
+	srv := NewServer(logger, e, time.Second, "", nil)
 	bad := request(t, "1", "1Gi")
 	bad.ReplicaRequirements.ResourceRequestBytes["cpu"] = []byte{0xff}
 	if res, err := srv.MaxAvailableReplicas(ctx, bad); err != nil || res.GetMaxReplicas() != NoOpinion {
@@ -299,7 +301,7 @@ func TestTroubleIsNoOpinion(t *testing.T) {
 	if _, err := e.MaxAvailableReplicas(ctx, "", bad); err == nil || !strings.Contains(err.Error(), "replicaRequirements.resourceRequestBytes[cpu]") {
 		t.Errorf("the error names the field: %v", err)
 	}
-	late := NewServer(logger, e, time.Nanosecond, nil)
+	late := NewServer(logger, e, time.Nanosecond, "", nil)
 	if res, err := late.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != NoOpinion {
 		t.Errorf("past the budget: %d (%v), want -1", res.GetMaxReplicas(), err)
 	}
@@ -312,6 +314,37 @@ func TestTroubleIsNoOpinion(t *testing.T) {
 	}
 	if _, err := other.MaxAvailableReplicas(ctx, "", request(t, "1", "1Gi")); err == nil {
 		t.Error("replicas of a scheduler not modelled: no error")
+	}
+}
+
+// A question about another cluster than --cluster-name is refused with an
+// error, each method alike, as Karmada's own estimator refuses it; the
+// cluster's own questions are answered.
+func TestQuestionsAboutAnotherClusterAreRefused(t *testing.T) {
+	logger, ctx := testutil.Context(t)
+	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}, 1000)
+	srv := NewServer(logger, e, time.Second, "member", nil)
+	if res, err := srv.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != 4 {
+		t.Errorf("this cluster's question: %d (%v), want 4", res.GetMaxReplicas(), err)
+	}
+	for _, asked := range []string{"member-that-is-not-this-one", ""} {
+		req := request(t, "1", "1Gi")
+		req.Cluster = asked
+		errs := map[string]error{}
+		_, errs["MaxAvailableReplicas"] = srv.MaxAvailableReplicas(ctx, req)
+		_, errs["MaxAvailableComponentSets"] = srv.MaxAvailableComponentSets(ctx, &pb.MaxAvailableComponentSetsRequest{Cluster: asked})
+		_, errs["GetUnschedulableReplicas"] = srv.GetUnschedulableReplicas(ctx, &pb.UnschedulableReplicasRequest{Cluster: asked})
+		for method, err := range errs {
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), fmt.Sprintf("asked about %q", asked)) {
+				t.Errorf("%s about %q: %v, want InvalidArgument naming the cluster asked about", method, asked, err)
+			}
+		}
+	}
+	anyCluster := NewServer(logger, e, time.Second, "", nil)
+	req := request(t, "1", "1Gi")
+	req.Cluster = "elsewhere"
+	if res, err := anyCluster.MaxAvailableReplicas(ctx, req); err != nil || res.GetMaxReplicas() != 4 {
+		t.Errorf("without a cluster name: %d (%v), want 4", res.GetMaxReplicas(), err)
 	}
 }
 

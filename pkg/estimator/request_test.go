@@ -52,7 +52,7 @@ func TestQuantitiesPastInt64AreRefused(t *testing.T) {
 	}
 	all := append(nodes(2, "8", "32Gi"), testutil.BuildTestNode("gpu-0", "8", "32Gi", gpu))
 	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: all}, 1000)
-	srv := NewServer(logger, e, 10*time.Second, nil)
+	srv := NewServer(logger, e, 10*time.Second, "", nil)
 	for _, tc := range []struct {
 		name string
 		req  *pb.ReplicaRequirements
@@ -109,7 +109,7 @@ func TestQuantitiesPastInt64AreRefused(t *testing.T) {
 func TestComponentSetsPastInt32AreRefused(t *testing.T) {
 	logger, ctx := testutil.Context(t)
 	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "8", "32Gi")}, 1000)
-	srv := NewServer(logger, e, 10*time.Second, nil)
+	srv := NewServer(logger, e, 10*time.Second, "", nil)
 	component := func(name string, replicas int32) *pb.Component {
 		return &pb.Component{Name: name, Replicas: replicas, ReplicaRequirements: &pb.ComponentReplicaRequirements{
 			ResourceRequestBytes: parsed(t, map[string]string{"cpu": "10m"})}}
@@ -138,7 +138,7 @@ func TestComponentSetsPastInt32AreRefused(t *testing.T) {
 func TestMalformedRequestsAreRefused(t *testing.T) {
 	logger, ctx := testutil.Context(t)
 	e := estimatorFor(t, ctx, &snapshot.Snapshot{Nodes: nodes(2, "8", "32Gi")}, 1000)
-	srv := NewServer(logger, e, 10*time.Second, nil)
+	srv := NewServer(logger, e, 10*time.Second, "", nil)
 	cpu := parsed(t, map[string]string{"cpu": "1"})
 	bogus := marshal(t, &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
 		{Key: "zone", Operator: "Bogus", Values: []string{"a"}}}}}})

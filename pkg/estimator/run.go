@@ -26,7 +26,10 @@ type RunOptions struct {
 	Resync time.Duration
 	// Budget bounds each answer.
 	Budget time.Duration
-	GRPC   GRPCOptions
+	// ClusterName is the member cluster's name in Karmada: questions about
+	// another are refused. "": every question is answered.
+	ClusterName string
+	GRPC        GRPCOptions
 	// Serving serves /healthz, /readyz and /metrics.
 	Serving serving.Options
 }
@@ -41,6 +44,9 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 		return err
 	}
 	logger := klog.FromContext(ctx).WithName("estimator")
+	if o.ClusterName == "" {
+		logger.Info("No --cluster-name: questions about any cluster are answered, a Service routed to the wrong member included")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	reg := prometheus.NewRegistry()
@@ -58,7 +64,7 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	grpcDone, setServing, err := serveGRPC(ctx, o.GRPC, NewServer(logger, est, o.Budget, reg))
+	grpcDone, setServing, err := serveGRPC(ctx, o.GRPC, NewServer(logger, est, o.Budget, o.ClusterName, reg))
 	if err != nil {
 		cancel()
 		return errors.Join(err, <-httpDone)

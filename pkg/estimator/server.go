@@ -10,10 +10,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
@@ -36,17 +38,34 @@ type Server struct {
 	service.UnimplementedEstimatorServer
 	est     *Estimator
 	budget  time.Duration
+	cluster string
 	logger  klog.Logger
 	metrics *metrics
 }
 
-// NewServer serves est's answers, each within budget.
-func NewServer(logger klog.Logger, est *Estimator, budget time.Duration, reg prometheus.Registerer) *Server {
-	return &Server{est: est, budget: budget, logger: logger, metrics: newMetrics(reg)}
+// NewServer serves est's answers, each within budget, to questions about
+// cluster ("": any).
+func NewServer(logger klog.Logger, est *Estimator, budget time.Duration, cluster string, reg prometheus.Registerer) *Server {
+	return &Server{est: est, budget: budget, cluster: cluster, logger: logger, metrics: newMetrics(reg)}
+}
+
+// refuse is the error for a question about another cluster, as Karmada's
+// own estimator refuses it: answered, it would give Karmada this cluster's
+// capacity for another (a Service routed to the wrong member).
+func (s *Server) refuse(method, asked string) error {
+	if s.cluster == "" || asked == s.cluster {
+		return nil
+	}
+	s.metrics.requests.WithLabelValues(method, "refused").Inc()
+	s.logger.Info("Refusing a question about another cluster", "method", method, "cluster", asked, "clusterName", s.cluster)
+	return status.Errorf(codes.InvalidArgument, "cluster name does not match: asked about %q, this estimator answers for %q (--cluster-name)", asked, s.cluster)
 }
 
 // MaxAvailableReplicas answers how many more replicas of the workload fit.
 func (s *Server) MaxAvailableReplicas(ctx context.Context, req *pb.MaxAvailableReplicasRequest) (*pb.MaxAvailableReplicasResponse, error) {
+	if err := s.refuse("MaxAvailableReplicas", req.GetCluster()); err != nil {
+		return nil, err
+	}
 	object := objectOf(ctx)
 	n := s.answer(ctx, "MaxAvailableReplicas", object, func(ctx context.Context) (int32, error) {
 		return s.est.MaxAvailableReplicas(ctx, object, req)
@@ -57,6 +76,9 @@ func (s *Server) MaxAvailableReplicas(ctx context.Context, req *pb.MaxAvailableR
 // MaxAvailableComponentSets answers how many whole sets of the components
 // fit.
 func (s *Server) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvailableComponentSetsRequest) (*pb.MaxAvailableComponentSetsResponse, error) {
+	if err := s.refuse("MaxAvailableComponentSets", req.GetCluster()); err != nil {
+		return nil, err
+	}
 	n := s.answer(ctx, "MaxAvailableComponentSets", objectOf(ctx), func(ctx context.Context) (int32, error) {
 		return s.est.MaxAvailableComponentSets(ctx, req)
 	})
@@ -66,6 +88,9 @@ func (s *Server) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvail
 // GetUnschedulableReplicas answers how many of the workload's pods stay
 // unschedulable.
 func (s *Server) GetUnschedulableReplicas(ctx context.Context, req *pb.UnschedulableReplicasRequest) (*pb.UnschedulableReplicasResponse, error) {
+	if err := s.refuse("GetUnschedulableReplicas", req.GetCluster()); err != nil {
+		return nil, err
+	}
 	n := s.answer(ctx, "GetUnschedulableReplicas", objectOf(ctx), func(ctx context.Context) (int32, error) {
 		return s.est.UnschedulableReplicas(ctx, req.GetResource(), time.Duration(req.GetUnschedulableThreshold()))
 	})
@@ -186,7 +211,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rebalancer_estimator_requests_total",
-			Help: "Questions the replica estimator answered, by method and answer (estimate, or no-opinion: -1, on trouble or past the budget).",
+			Help: "Questions the replica estimator answered, by method and answer (estimate; no-opinion: -1, on trouble or past the budget; refused: a question about another cluster than --cluster-name).",
 		}, []string{"method", "answer"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "rebalancer_estimator_request_duration_seconds",

@@ -61,7 +61,7 @@ var chartModes = []struct {
 	{[]string{"cronjob", "extender", "webhook", "monitoring"}, []string{"dryRun=false", "extender.enabled=true", "webhook.enabled=true", "dashboard.enabled=true", "prometheusRule.enabled=true"}},
 	{[]string{"cronjob", "extender-tls", "webhook-cert-manager"}, []string{"dryRun=false", "extender.enabled=true", "extender.tls.enabled=true", "webhook.enabled=true", "webhook.certManager=true"}},
 	{[]string{"deployment", "extender-cert-manager"}, []string{"dryRun=false", "mode=deployment", "extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true"}},
-	{[]string{"cronjob", "estimator"}, []string{"dryRun=false", "estimator.enabled=true"}},
+	{[]string{"cronjob", "estimator"}, []string{"dryRun=false", "estimator.enabled=true", "estimator.clusterName=member1"}},
 }
 
 // extenderCADir is where the chart mounts the extender's CA into the
@@ -323,7 +323,7 @@ func TestChartLintAndDryRun(t *testing.T) {
 	renders := [][]string{{"mode=cronjob"}, {"mode=job"}, {"mode=deployment", "pair=balancing"},
 		{"mode=deployment", "extender.enabled=true", "webhook.enabled=true"},
 		{"mode=deployment", "extender.enabled=true", "extender.tls.enabled=true"},
-		{"mode=cronjob", "pair=balancing", "estimator.enabled=true", "estimator.followPolicy=true"}}
+		{"mode=cronjob", "pair=balancing", "estimator.enabled=true", "estimator.clusterName=member1", "estimator.followPolicy=true"}}
 	for _, set := range renders {
 		t.Run(strings.Join(set, " "), func(t *testing.T) {
 			args := []string{"lint", chartDir, "--strict"}
@@ -537,7 +537,7 @@ func TestOperatorObjectsDryRun(t *testing.T) {
 	rendered := helm(t, "template", "rebalancer", chartDir, "--namespace", "rebalancer-system", "--set", "mode=deployment",
 		"--set", "extender.enabled=true", "--set", "extender.tls.enabled=true", "--set", "extender.tls.certManager=true",
 		"--set", "extender.tls.dnsNames={extender.example.com,*.extender.example.com}", "--set", "extender.tls.ipAddresses={10.96.0.20,fd00::20}",
-		"--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "estimator.enabled=true",
+		"--set", "webhook.enabled=true", "--set", "webhook.certManager=true", "--set", "estimator.enabled=true", "--set", "estimator.clusterName=member1",
 		"--set", "serviceMonitor.enabled=true", "--set", "dashboard.enabled=true", "--set", "prometheusRule.enabled=true")
 	path := filepath.Join(t.TempDir(), "rendered.yaml")
 	if err := os.WriteFile(path, []byte(rendered), 0o600); err != nil {

@@ -180,6 +180,7 @@ var badValues = []struct {
 	{[]string{"extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true", "extender.tls.ipAddresses={fd00::1::2}"}, "extender.tls.ipAddresses.0", "does not match pattern"},
 	{[]string{"extender.enabled=true", "extender.tls.enabled=true", "extender.tls.certManager=true", "extender.tls.dnsNames={Extender.Example.com}"}, "extender.tls.dnsNames.0", "does not match pattern"},
 	{[]string{"extender.tls.dnsNames={a.example.com,a.example.com}"}, "extender.tls.dnsNames", "items at 0 and 1 are equal"},
+	{[]string{"estimator.enabled=true", "estimator.clusterName=Member_1"}, "estimator.clusterName", "does not match pattern"},
 	{[]string{"policy=42"}, "policy", "want string"},
 	// Unknown and missing values.
 	{[]string{"rebalancer.replica=3"}, "rebalancer.replica", "additional properties"},
@@ -194,6 +195,7 @@ var badValues = []struct {
 	{[]string{"scheduler.replicas=1"}, "scheduler.podDisruptionBudget.minAvailable", "no pod could ever be evicted"},
 	{[]string{"extender.enabled=true", "extender.podDisruptionBudget.minAvailable=100%"}, "extender.podDisruptionBudget.minAvailable", "no pod could ever be evicted"},
 	{[]string{"webhook.enabled=true", "webhook.replicas=3", "webhook.podDisruptionBudget.minAvailable=5"}, "webhook.podDisruptionBudget.minAvailable", "no pod could ever be evicted"},
+	{[]string{"estimator.enabled=true"}, "estimator.clusterName", "this member cluster's name in Karmada"},
 	{[]string{"rebalancer.prometheusTokenSecret.name=token"}, "rebalancer.prometheusTokenSecret", "give both namespace and name"},
 	{[]string{"rebalancer.extraArgs={--max-per-workload=3}"}, "rebalancer.extraArgs", "--max-per-workload is set by rebalancer.maxPerWorkload"},
 	{[]string{"rebalancer.extraArgs={--cooldown=1h,--once}"}, "rebalancer.extraArgs", "--once is set by mode"},

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -131,7 +132,7 @@ func writeCluster(t *testing.T) string {
 func serve(t *testing.T, bin, snapshot string) int {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "estimator", "--snapshot", snapshot,
+	cmd := exec.CommandContext(ctx, bin, "estimator", "--snapshot", snapshot, "--cluster-name", "member1",
 		"--grpc-bind-address", "127.0.0.1:0", "--bind-address", "127.0.0.1:0", "-v", "2")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -188,18 +189,34 @@ func TestKarmadaSchedulerEstimatorClient(t *testing.T) {
 	// karmada-apiserver's view: the member's estimator is an ExternalName
 	// Service, karmada-scheduler-estimator-<cluster> in karmada-system,
 	// whose port 10352 targets the estimator's.
-	kube := fake.NewClientset(&corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "karmada-scheduler-estimator-member1", Namespace: "karmada-system"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "127.0.0.1",
-			Ports: []corev1.ServicePort{{Port: 10352, TargetPort: intstr.FromInt32(int32(port))}}},
-	})
+	// member2's Service is routed to member1's estimator by mistake.
+	var services []runtime.Object
+	for _, member := range []string{"member1", "member2"} {
+		services = append(services, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "karmada-scheduler-estimator-" + member, Namespace: "karmada-system"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "127.0.0.1",
+				Ports: []corev1.ServicePort{{Port: 10352, TargetPort: intstr.FromInt32(int32(port))}}},
+		})
+	}
+	kube := fake.NewClientset(services...)
 	cache := estimatorclient.NewSchedulerEstimatorCache()
-	info := estimatorclient.SchedulerEstimatorServiceInfo{Name: "member1", NamePrefix: "karmada-scheduler-estimator", Namespace: "karmada-system"}
-	if err := estimatorclient.EstablishConnection(kube, info, cache, &grpcconnection.ClientConfig{TargetPort: 10352}); err != nil {
-		t.Fatal(err)
+	for _, member := range []string{"member1", "member2"} {
+		info := estimatorclient.SchedulerEstimatorServiceInfo{Name: member, NamePrefix: "karmada-scheduler-estimator", Namespace: "karmada-system"}
+		if err := estimatorclient.EstablishConnection(kube, info, cache, &grpcconnection.ClientConfig{TargetPort: 10352}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	est := estimatorclient.NewSchedulerEstimator(cache, 3*time.Second)
 	clusters := []*clusterv1alpha1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "member1"}}}
+
+	// A question about member2 reaches member1's estimator, which refuses
+	// it as Karmada's own estimator does: no capacity of member1 is given
+	// for member2.
+	misrouted, err := est.MaxAvailableReplicas(context.Background(), []*clusterv1alpha1.Cluster{{ObjectMeta: metav1.ObjectMeta{Name: "member2"}}},
+		&workv1alpha2.ReplicaRequirements{ResourceRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Namespace: "shop"})
+	if err == nil || !strings.Contains(err.Error(), "cluster name does not match") {
+		t.Errorf("a question about member2 answered by member1's estimator: %+v (%v), want an error saying the cluster name does not match", misrouted, err)
+	}
 
 	oneCPU := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	gpuToleration := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
