@@ -185,6 +185,16 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 		}
 	}()
 	emptied := 0
+	var overLimit struct { // the lightest node the per-node limit refused
+		pods  int
+		limit string
+	}
+	defer func() {
+		if emptied == 0 && overLimit.pods > 0 {
+			c.sim.Warn(fmt.Sprintf("%s emptied no node: nodes it could empty run more pods than %s lets a plan evict from a node (the lightest, %d)",
+				Name, overLimit.limit, overLimit.pods))
+		}
+	}()
 	for _, cand := range candidates {
 		if emptied >= int(c.args.MaxNodesPerCycle) {
 			break
@@ -203,6 +213,18 @@ func (c *Consolidation) Balance(ctx context.Context, nodes []*v1.Node) *framewor
 			if !keep[name] {
 				tried[name] = true
 				c.sim.Consider(name, plan.ReasonTarget) // it took pods from a node emptied before it
+			}
+			continue
+		}
+		if left, limit := c.sim.EvictionsLeft(name); left >= 0 && len(movable) > left {
+			// Asked, the moves would be simulated one by one up to the
+			// limit, then taken back: on a fleet of nodes all above it,
+			// that is most of the plan's time, for nothing.
+			tried[name] = true
+			c.sim.Consider(name, plan.ReasonLimit)
+			c.sim.Skip(movable[left], plan.ReasonLimit, fmt.Sprintf("%s: emptying node %s takes %d evictions, %d left", limit, name, len(movable), left))
+			if overLimit.pods == 0 || len(movable) < overLimit.pods {
+				overLimit.pods, overLimit.limit = len(movable), limit
 			}
 			continue
 		}
@@ -374,6 +396,9 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 		}
 		movable, blocker, ok := c.movablePods(src.node.Name)
 		if !ok || blocker != nil || len(movable) == 0 {
+			continue
+		}
+		if left, _ := c.sim.EvictionsLeft(src.node.Name); left >= 0 && len(movable) > left {
 			continue
 		}
 		gone.Insert(src.node.Name)

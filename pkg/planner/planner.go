@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	promapi "github.com/prometheus/client_golang/api"
-
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
-	"sigs.k8s.io/descheduler/pkg/descheduler/metricscollector"
 	nodeutil "sigs.k8s.io/descheduler/pkg/descheduler/node"
 	podutil "sigs.k8s.io/descheduler/pkg/descheduler/pod"
 	"sigs.k8s.io/descheduler/pkg/features"
@@ -39,7 +36,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
-	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -467,6 +463,10 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 			j := &judge{Evictor: h.Evictor(), p: p, profile: prof.Name, strategy: name, ties: newTies(name), budget: newDrainBudget(p, name, prof)}
 			if j.ties != nil {
 				j.ties.full = p.full
+				j.ties.asks = func(node string) bool {
+					pods, _ := p.podsOnNode(node, func(pod *v1.Pod) bool { return !simulator.NodeBound(pod) && j.Filter(pod) })
+					return len(pods) > 0
+				}
 				if conflict.Packs(name) {
 					j.ties.cost = p.drainCost // its sources are emptied: the cheapest first
 				}
@@ -484,33 +484,6 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 		out[name] = u
 	}
 	return out
-}
-
-type judgingHandle struct {
-	frameworktypes.Handle
-	evictor *judge
-}
-
-func (h *judgingHandle) Evictor() frameworktypes.Evictor { return h.evictor }
-
-// MetricsCollector serves the simulation's usage, as it is when a plugin
-// asks (LowNodeUtilization asks at every Balance); nil when the policy
-// reads none, as the descheduler has no collector then.
-func (h *judgingHandle) MetricsCollector() *metricscollector.MetricsCollector {
-	if h.evictor.p.usage == nil {
-		return nil
-	}
-	return h.evictor.p.usage.collector(context.Background())
-}
-
-// PrometheusClient answers the policy's Prometheus queries as the
-// cluster's Prometheus did; nil when it asks none, as the descheduler has
-// no client then.
-func (h *judgingHandle) PrometheusClient() promapi.Client {
-	if h.evictor.p.prometheus == nil {
-		return nil
-	}
-	return h.evictor.p.prometheus
 }
 
 // judge keeps the profile's evictor filters and replaces its Evict.
@@ -564,109 +537,4 @@ func (j *judge) move(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptio
 		return j.p.moveGang(ctx, j.profile, j.strategy, pod, opts, simOpts, func(q *v1.Pod) bool { return j.Filter(q) && j.PreEvictionFilter(q) })
 	}
 	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simOpts, room)
-}
-
-// judgingHandle also gives rebalancer's own plugins (Consolidation, MakeRoom) the
-// simulation and grouped moves.
-var _ simhandle.Handle = &judgingHandle{}
-
-func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
-
-func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
-	p := h.evictor.p
-	planned, skipped := len(p.out.Moves), len(p.out.Skipped)
-	if err := h.evictor.move(ctx, pod, eo, opts, ""); err != nil {
-		if len(p.out.Skipped) > skipped {
-			s := p.out.Skipped[len(p.out.Skipped)-1]
-			return "", &simhandle.Refusal{Reason: s.Reason, Detail: s.Detail, Err: err}
-		}
-		return "", err
-	}
-	for _, m := range p.out.Moves[planned:] { // a gang's moves with it
-		if m.UID == string(pod.UID) {
-			return m.Target, nil
-		}
-	}
-	return "", nil
-}
-
-// MoveFor judges the eviction of pod to make room on its node for the
-// pending pod room (MakeRoom): its replacement may not come back there,
-// and its node is not drained (the pending pod goes there).
-func (h *judgingHandle) MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error {
-	return h.evictor.move(ctx, pod, eo, simulator.PredictOptions{LeaveSource: true}, key(room))
-}
-
-// Place places the pending pod where its scheduler would in the
-// simulation, for MakeRoom once it made room; the pod is then offered for
-// no eviction (it does not run yet). It returns the node, "" when the pod
-// still fits nowhere.
-func (h *judgingHandle) Place(ctx context.Context, pod *v1.Pod) (string, error) {
-	p := h.evictor.p
-	bound, _, err := p.sim.Place(ctx, pod)
-	if err != nil || bound == nil {
-		return "", err
-	}
-	p.arriving.Insert(bound.UID)
-	return bound.Spec.NodeName, nil
-}
-
-func (h *judgingHandle) Begin() simhandle.Transaction { return h.evictor.p.begin() }
-
-func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
-	h.evictor.p.skip(h.evictor.profile, h.evictor.strategy, pod, why, detail)
-}
-
-func (h *judgingHandle) MustStay(pod *v1.Pod) (why, detail string) { return h.evictor.p.mustStay(pod) }
-
-func (h *judgingHandle) Consider(node, outcome string) {
-	p := h.evictor.p
-	if p.considered == nil {
-		p.considered = map[string]string{}
-	}
-	p.considered[node] = outcome
-}
-
-// consolidationOutcomes counts what became of the nodes Consolidation
-// considered, in the final plan: a drain the replay dropped counts by the
-// reason it was dropped.
-func (p *planner) consolidationOutcomes() *plan.NodeOutcomes {
-	if p.considered == nil {
-		return nil
-	}
-	drained := sets.New[string]()
-	for _, d := range p.out.Summary.Drains {
-		drained.Insert(d.Node)
-	}
-	out := &plan.NodeOutcomes{Considered: len(p.considered)}
-	for node, outcome := range p.considered {
-		if outcome == plan.NodeEmptied && !drained.Has(node) {
-			outcome = p.dropped[node]
-			if outcome == "" {
-				outcome = plan.ReasonTargetChanged
-			}
-		}
-		switch outcome {
-		case plan.NodeEmptied:
-			out.Emptied++
-		case plan.NodeKept:
-			out.Kept++
-		default:
-			if out.Refused == nil {
-				out.Refused = map[string]int{}
-			}
-			out.Refused[outcome]++
-		}
-	}
-	return out
-}
-
-func (h *judgingHandle) Pin(pod *v1.Pod, why, detail string) {
-	p := h.evictor.p
-	if p.pinned == nil {
-		p.pinned = map[string]plan.PinnedNode{}
-	}
-	if _, ok := p.pinned[pod.Spec.NodeName]; !ok {
-		p.pinned[pod.Spec.NodeName] = plan.PinnedNode{Node: pod.Spec.NodeName, Pod: key(pod), Reason: why, Detail: detail}
-	}
 }

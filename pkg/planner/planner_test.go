@@ -6,6 +6,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -797,6 +798,64 @@ func TestConsolidationOntoTwoEmptyNodes(t *testing.T) {
 	}
 	if s := p.Summary; len(p.Moves) != 6 || s.NodesInUseBefore != 3 || s.NodesInUseAfter != 2 {
 		t.Errorf("%d moves, nodes in use %d -> %d, want 6 moves, 3 -> 2", len(p.Moves), s.NodesInUseBefore, s.NodesInUseAfter)
+	}
+}
+
+// TestConsolidationAboveThePerNodeLimit: nodes that run more movable pods
+// than maxNoOfPodsToEvictPerNode (10 in the shipped pair) cannot be
+// emptied: Consolidation refuses each up front, naming the limit, and when
+// it empties none the plan says why once. A node within the limit is
+// still emptied, and then there is no warning.
+func TestConsolidationAboveThePerNodeLimit(t *testing.T) {
+	fleet := func(light bool) *cluster {
+		c := newCluster()
+		for i := range 6 {
+			n := c.node(fmt.Sprintf("node-%02d", i), "32", "128Gi")
+			pods := 12 + i
+			if light && i == 0 {
+				pods = 4
+			}
+			for j := range pods {
+				c.pod("team-a", fmt.Sprintf("app%d", j), "ReplicaSet", n.Name, "250m", "512Mi")
+			}
+		}
+		return c
+	}
+	pol, _ := loadPair(t, "binpacking")
+	warning := "Consolidation emptied no node: nodes it could empty run more pods than maxNoOfPodsToEvictPerNode 10 lets a plan evict from a node (the lightest, 12)"
+
+	c := fleet(false)
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	checkInvariants(t, c, pol, p)
+	if len(p.Moves) != 0 {
+		t.Errorf("%d moves, want none", len(p.Moves))
+	}
+	if got := p.Summary.Consolidation; got == nil || got.Refused[plan.ReasonLimit] != 6 {
+		t.Errorf("consolidation outcomes %+v, want all 6 nodes refused for the limit", got)
+	}
+	if !slices.Contains(p.Warnings, warning) {
+		t.Errorf("warnings %q, want %q", p.Warnings, warning)
+	}
+	limited := 0
+	for _, s := range p.Skipped {
+		if s.Strategy == "Consolidation" && strings.HasPrefix(s.Detail, "maxNoOfPodsToEvictPerNode 10: emptying node ") {
+			limited++
+		}
+	}
+	if limited != 6 {
+		t.Errorf("%d Consolidation skips name the limit and the evictions a node takes, want one a node: %+v", limited, p.Skipped)
+	}
+
+	c = fleet(true)
+	p = runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	checkInvariants(t, c, pol, p)
+	if s := p.Summary; s.NodesInUseAfter != 5 {
+		t.Errorf("nodes in use %d -> %d, want the light node emptied", s.NodesInUseBefore, s.NodesInUseAfter)
+	}
+	for _, w := range p.Warnings {
+		if strings.Contains(w, "emptied no node") {
+			t.Errorf("a node was emptied, yet the plan warns %q", w)
+		}
 	}
 }
 

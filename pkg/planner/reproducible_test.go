@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
@@ -232,5 +234,81 @@ func TestTiedPlansAreReproducible(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenbPlansAreReproducible: the openb trace's default pod list
+// (1,523 nodes, most of them alike, hundreds holding one pod of one size),
+// run by rebalancer-scheduler, with the shipped bin-packing pair at
+// maxNodesPerCycle 10: the same plan in every run. HighNodeUtilization
+// walks those tied nodes in Go map order and stops when its destinations
+// are full, so which tied nodes it asked about first differs from run to
+// run; the order of turns must not follow it. Skipped where the trace is
+// not (OPENB_DIR, else ../shared/data/openb beside the repository).
+func TestOpenbPlansAreReproducible(t *testing.T) {
+	dir := os.Getenv("OPENB_DIR")
+	if dir == "" {
+		dir = "../../../shared/data/openb"
+	}
+	read := func(name string, parse func(string, io.Reader) error) {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Skipf("openb trace not available (set OPENB_DIR): %v", err)
+		}
+		defer f.Close()
+		if err := parse(f.Name(), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var nodes []openb.Node
+	var pods []openb.Pod
+	read("openb_node_list_all_node.csv", func(name string, r io.Reader) (err error) { nodes, err = openb.ReadNodes(name, r); return err })
+	read("openb_pod_list_default.csv", func(name string, r io.Reader) (err error) { pods, err = openb.ReadPods(name, r); return err })
+	snap, _, err := openb.Import(context.Background(), nodes, pods, openb.Options{At: openb.Peak, SchedulerName: "rebalancer-scheduler"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "policies", "binpacking-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(file, bytes.Replace(shipped, []byte("maxNodesPerCycle: 50"), []byte("maxNodesPerCycle: 10"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(file, fake.NewClientset(), policy.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prof := loadPair(t, "binpacking")
+	runs := 8
+	if testing.Short() {
+		runs = 3
+	}
+	var first []byte
+	for i := range runs {
+		p, err := planOn(context.Background(), pol, prof, snap, Options{ID: "same", MinScoreGain: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 && len(p.Moves) == 0 {
+			t.Fatal("no moves: the test shows nothing")
+		}
+		got, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = got
+			continue
+		}
+		if !bytes.Equal(got, first) {
+			n := 0
+			for n < len(got) && n < len(first) && got[n] == first[n] {
+				n++
+			}
+			lo := max(0, n-200)
+			t.Fatalf("run %d differs from run 0 at byte %d:\nrun 0: …%s\nrun %d: …%s", i, n, first[lo:min(len(first), n+200)], i, got[lo:min(len(got), n+200)])
+		}
 	}
 }

@@ -32,10 +32,13 @@ var sourceCategory = map[string]string{
 // sources tied at one usage only the first (the cheapest to empty for
 // HighNodeUtilization, which empties them; then by name) has its evictions
 // judged; the others' are refused unjudged (the plugin passes over a
-// refused pod and counts nothing for it), and they get their turn in the
-// next run, on the cluster as the earlier runs left it. Untied sources
-// keep the plugin's own order. The usage is the plugin's own, read from the
-// classification it logs.
+// refused pod and counts nothing for it), and they get their turn in a
+// later run, on the cluster as the earlier runs left it. Only sources the
+// plugin may ask to evict from take a turn (a pod on them passes the
+// evictor's filter): which of the others it asked about before it stopped
+// walking depends on its own order, so it must not decide the next turn.
+// Untied sources keep the plugin's own order. The usage is the plugin's
+// own, read from the classification it logs.
 type ties struct {
 	plugin   string
 	category string
@@ -46,18 +49,20 @@ type ties struct {
 	// done are the sources that had their turn.
 	done sets.Set[string]
 	// turn are the sources of the current run, chosen at its first
-	// eviction; nil before.
+	// eviction; nil before. left says whether other sources may ask
+	// after it: the runs go on while some do.
 	turn sets.Set[string]
-	// waiting are sources whose evictions were refused for a tied source
-	// that comes first by name; known is the same of the run before.
-	waiting, known sets.Set[string]
-	err            error
+	left bool
+	err  error
 	// full says whether the plan can take no more moves: later runs
 	// would only be refused (and how many there are depends on the ties).
 	full func() bool
 	// cost, for a plugin that empties its sources, is what emptying a
 	// node costs: of tied sources the cheapest goes first. nil: by name.
 	cost func(node string) float64
+	// asks says whether the plugin may ask to evict from node: a pod on it
+	// passes the profile's evictor filter.
+	asks func(node string) bool
 }
 
 // errNotItsTurn refuses an eviction from a tied source whose turn comes in
@@ -77,13 +82,13 @@ func (t *ties) logger(l logr.Logger) logr.Logger {
 	return logr.New(&classified{LogSink: l.GetSink(), t: t})
 }
 
-// run runs balance once per rank of a tie, until no source waits. Each
-// run has at least one source its turn, or asks for nothing: nodes bound
-// the runs.
+// run runs balance once per rank of a tie, while sources that may ask
+// have not had their turn. Each run has at least one source its turn, or
+// asks for nothing: nodes bound the runs.
 func (t *ties) run(nodes int, balance func() *frameworktypes.Status) *frameworktypes.Status {
-	t.done, t.known = sets.New[string](), nil
-	for runs := 0; runs == 0 || (len(t.known) > 0 && runs <= nodes); runs++ {
-		t.usage, t.turn, t.waiting = map[string]int64{}, nil, sets.New[string]()
+	t.done = sets.New[string]()
+	for runs := 0; runs <= nodes; runs++ {
+		t.usage, t.turn, t.left = map[string]int64{}, nil, false
 		st := balance()
 		if t.err != nil {
 			return &frameworktypes.Status{Err: t.err}
@@ -94,11 +99,10 @@ func (t *ties) run(nodes int, balance func() *frameworktypes.Status) *frameworkt
 		if t.turn == nil {
 			return st // no eviction asked for: nothing waits either
 		}
-		if t.full != nil && t.full() {
+		if (t.full != nil && t.full()) || !t.left {
 			return st
 		}
 		t.done = t.done.Union(t.turn)
-		t.known = t.waiting
 	}
 	return nil
 }
@@ -117,7 +121,6 @@ func (t *ties) admit(node string) error {
 		t.err = fmt.Errorf("%s asked to evict from node %s, which it did not classify as %s: the tie-break cannot order it", t.plugin, node, t.category)
 		return t.err
 	}
-	t.waiting.Insert(node)
 	return errNotItsTurn
 }
 
@@ -127,9 +130,9 @@ func (t *ties) classifiedSource(node string) bool {
 }
 
 // choose picks this run's sources: of each usage, the first among those
-// that have not had their turn (in a later run, among those that waited:
-// the others ask for nothing), the cheapest to empty first when the
-// plugin empties its sources, then by name.
+// that have not had their turn and may ask, the cheapest to empty first
+// when the plugin empties its sources, then by name. It records whether
+// other sources that may ask are left for later runs.
 func (t *ties) choose() sets.Set[string] {
 	costs := map[string]float64{} // of tied sources only, computed once a run
 	costOf := func(node string) float64 {
@@ -149,10 +152,12 @@ func (t *ties) choose() sets.Set[string] {
 		return a < b
 	}
 	first := map[int64]string{}
+	eligible := 0
 	for node, key := range t.usage {
-		if t.done.Has(node) || (t.known != nil && !t.known.Has(node)) {
+		if t.done.Has(node) || (t.asks != nil && !t.asks(node)) {
 			continue
 		}
+		eligible++
 		if f, ok := first[key]; !ok || before(node, f) {
 			first[key] = node
 		}
@@ -161,6 +166,7 @@ func (t *ties) choose() sets.Set[string] {
 	for _, node := range first {
 		turn.Insert(node)
 	}
+	t.left = eligible > len(turn)
 	return turn
 }
 

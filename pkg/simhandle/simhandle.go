@@ -45,6 +45,14 @@ type Handle interface {
 	MustStay(pod *v1.Pod) (why, detail string)
 	// Pin records that pod keeps its node in use, for the plan to show.
 	Pin(pod *v1.Pod, why, detail string)
+	// EvictionsLeft is how many more pods the policy's
+	// maxNoOfPodsToEvictPerNode lets the plan evict from node, and that
+	// limit in words; -1 without the limit. A plugin that must move every
+	// pod of a node asks first, instead of simulating moves it cannot make.
+	EvictionsLeft(node string) (n int, limit string)
+	// Warn adds a warning to the plan (once per text): something about
+	// the policy worth fixing.
+	Warn(text string)
 	// Consider records what a packing plugin did with a node it could
 	// empty (plan.NodeOutcomes): plan.NodeEmptied, plan.NodeKept, or the
 	// skip reason it was neither; the last word on a node stands.
