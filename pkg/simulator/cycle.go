@@ -2,21 +2,15 @@ package simulator
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
-	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // cycle is the outcome of one simulated scheduling cycle.
@@ -88,35 +82,6 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	return c, true, nil
 }
 
-// placeOf is the place of the node named in all, the snapshot's node
-// list; false when it is not in it. The places are indexed once per list,
-// and again when they no longer match it.
-func (s *Simulator) placeOf(all []fwk.NodeInfo, name string) (int, bool) {
-	if len(all) == 0 {
-		return 0, false
-	}
-	fresh := s.places == nil || s.placesOf.first != all[0] || s.placesOf.n != len(all)
-	if !fresh {
-		i, ok := s.places[name]
-		switch {
-		case ok && all[i].Node().Name == name:
-			return i, true
-		case !ok:
-			if _, err := s.snapshot.NodeInfos().Get(name); err != nil {
-				return 0, false // no such node
-			}
-		}
-		// The list changed under the same first node and length.
-	}
-	s.places = make(map[string]int, len(all))
-	for i, ni := range all {
-		s.places[ni.Node().Name] = i
-	}
-	s.placesOf.first, s.placesOf.n = all[0], len(all)
-	i, ok := s.places[name]
-	return i, ok
-}
-
 // schedule mirrors kube-scheduler's schedulePod with sc's profile:
 // PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
 // (with normalization) over the feasible nodes: all of them, or with random
@@ -133,154 +98,35 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		c.diagnosis = "no nodes"
 		return c, nil
 	}
-	fw := sc.framework
-	preRes, status, _ := fw.RunPreFilterPlugins(ctx, c.state, pod)
-	if !status.IsSuccess() {
-		if why, failed := failedCycle(status); failed { // this pod's cycle alone (dra.go)
-			c.diagnosis = why
-			return c, nil
-		}
-		if !status.IsRejected() {
-			return c, status.AsError()
-		}
-		c.diagnosis = status.Message()
-		return c, nil
+	f, done, err := s.preFilter(ctx, sc, pod, &c, all)
+	if done || err != nil {
+		return c, err
 	}
-	nodes := all
-	var slots []int // nodes[i] is all[slots[i]]; nil: nodes is all
-	if !preRes.AllNodes() {
-		nodes = make([]fwk.NodeInfo, 0, len(preRes.NodeNames))
-		for i, ni := range all { // in node list order, as kube-scheduler
-			if preRes.NodeNames.Has(ni.Node().Name) {
-				nodes = append(nodes, ni)
-				slots = append(slots, i)
-			}
-		}
-	}
-	slot := func(i int) int {
-		if slots == nil {
-			return i
-		}
-		return slots[i]
-	}
-	c.considered = len(nodes)
-	c.nodes = nodes
-
-	feasible := reuse(&s.cycleLists.feasible, len(nodes))
-	// Why each node was refused; read only when no node fits.
-	reasons := reuse(&s.cycleLists.reasons, len(nodes))
-	if s.keepCodes {
-		c.codes = make([]fwk.Code, len(nodes))
-	}
-	var firstErr error
-	var errOnce sync.Once
-	// The drained and held nodes, by place in nodes (nil: none): read for
-	// every node filtered, so a slice, not a map.
-	var tainted []bool
-	if len(drained) > 0 || len(s.held) > 0 {
-		drainTaint := plan.DrainTaint("")
-		if !corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
-			tainted = reuse(&s.cycleLists.tainted, len(nodes))
-			marked := false
-			for _, names := range []sets.Set[string]{drained, s.held} {
-				for name := range names {
-					i, ok := s.placeOf(all, name)
-					if ok && slots != nil {
-						j := sort.SearchInts(slots, i) // slots ascend
-						i, ok = j, j < len(slots) && slots[j] == i
-					}
-					if ok {
-						tainted[i], marked = true, true
-					}
-				}
-			}
-			if !marked {
-				tainted = nil
-			}
-		}
-	}
-	runFilters := sc.filterer(c.state, pod, len(all))
-	filter := func(i int) {
-		if tainted != nil && tainted[i] {
-			reasons[i] = drainTaintRefusal
-			if c.codes != nil {
-				c.codes[i] = fwk.UnschedulableAndUnresolvable
-			}
-			return
-		}
-		st := runFilters(ctx, nodes[i], slot(i))
-		switch {
-		case st.IsSuccess():
-			feasible[i] = nodes[i]
-		case st.IsRejected():
-			reasons[i] = st
-			if c.codes != nil {
-				c.codes[i] = st.Code()
-			}
-		default:
-			reasons[i] = st
-			errOnce.Do(func() { firstErr = st.AsError() })
-		}
-	}
-	n, want := len(nodes), sc.nodesToScore(len(nodes))
-	var cl *classes
-	if random == nil || want >= n || sc.filterAll {
-		if random == nil { // a replay's random search lists nodes in its own order
-			cl = s.byClass(sc, c.state, pod, nodes, tainted)
-		}
-		if cl != nil {
-			parallel(ctx, len(cl.reps), func(k int) { filter(cl.reps[k]) })
-			for i, first := range cl.first {
-				switch {
-				case first < 0:
-					filter(i) // the drain taint decides
-				case first != i:
-					reasons[i] = reasons[first]
-					if c.codes != nil {
-						c.codes[i] = c.codes[first]
-					}
-					if feasible[first] != nil {
-						feasible[i] = nodes[i]
-					}
-				}
-			}
-		} else {
-			parallel(ctx, n, filter)
-		}
-		for _, ni := range feasible {
-			if ni != nil {
-				c.feasible++
-			}
-		}
-	} else {
-		// kube-scheduler stops filtering once it has found the feasible
-		// nodes it scores, walking from where its last search stopped
-		// (sample then keeps the same nodes): chunk by chunk, in that order.
-		walked := 0
-		for walked < n && c.feasible < want && firstErr == nil && ctx.Err() == nil {
-			chunk := min(want, n-walked)
-			parallel(ctx, chunk, func(k int) { filter((sc.next + walked + k) % n) })
-			for k := range chunk {
-				if feasible[(sc.next+walked+k)%n] != nil {
-					c.feasible++
-				}
-			}
-			walked += chunk
-		}
-		c.partial = walked < n
-	}
-	if firstErr != nil {
-		if why, failed := failedFilters(reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
+	c.considered = len(f.nodes)
+	c.nodes = f.nodes
+	s.startFilters(sc, pod, &c, f, drained)
+	cl := s.filterNodes(ctx, sc, pod, &c, f, random)
+	if f.firstErr != nil {
+		if why, failed := failedFilters(f.reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
 			return cycle{state: c.state, considered: c.considered, nodes: c.nodes, diagnosis: why}, nil
 		}
-		return c, firstErr
+		return c, f.firstErr
 	}
 	if err := ctx.Err(); err != nil {
 		// Until stops at an ended context, leaving nodes unfiltered: no
 		// node found is then no answer, not "nothing fits".
 		return c, err
 	}
-	if random != nil && len(nodes) > 0 {
+	err = s.scoreFeasible(ctx, sc, pod, &c, f, cl, random)
+	return c, err
+}
+
+// scoreFeasible scores the feasible nodes (with random, the sample
+// kube-scheduler would score) into c.scores, or when none is left, puts
+// why in c.diagnosis.
+func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Pod, c *cycle, f *cycleFilter, cl *classes, random *rand.Rand) error {
+	feasible := f.feasible
+	if random != nil && len(f.nodes) > 0 {
 		feasible = sc.sample(feasible)
 	}
 	fit := feasible[:0]
@@ -296,37 +142,38 @@ func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, ra
 		if ni != nil {
 			fit = append(fit, ni)
 			if random == nil {
-				fitSlots = append(fitSlots, slot(i))
+				fitSlots = append(fitSlots, f.slot(i))
 			}
 		}
 	}
 	if len(fit) == 0 {
-		c.diagnosis = summarize(reasons, len(nodes))
-		return c, nil
+		c.diagnosis = summarize(f.reasons, len(f.nodes))
+		return nil
 	}
+	fw := sc.framework
 	if !fw.HasScorePlugins() {
 		c.scores = make([]fwk.NodePluginScores, len(fit))
 		for i, ni := range fit {
 			c.scores[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
 		}
-		return c, nil
+		return nil
 	}
 	if cl != nil {
-		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, nodes, feasible, len(fit), cl, slot, len(all))
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f.nodes, feasible, len(fit), cl, f.slot, len(f.all))
 		if err != nil || ok {
 			c.scores = scores
-			return c, err
+			return err
 		}
 	}
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
-		return c, st.AsError()
+		return st.AsError()
 	}
-	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, len(all))
+	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, len(f.all))
 	if !st.IsSuccess() {
-		return c, st.AsError()
+		return st.AsError()
 	}
 	c.scores = scores
-	return c, nil
+	return nil
 }
 
 // scoreByClass scores the feasible first node of each class and gives each
@@ -407,33 +254,4 @@ func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, sco
 		return nil, st.AsError()
 	}
 	return out, nil
-}
-
-// drainTaintRefusal is a node's refusal of a pod that does not tolerate
-// the drain taint, as TaintToleration words it.
-var drainTaintRefusal = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("node(s) had untolerated taint {%s: }", wellknown.DrainTaintKey))
-
-// summarize counts the filter rejections, as kube-scheduler's FitError does:
-// "0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had untolerated taint".
-func summarize(reasons []*fwk.Status, total int) string {
-	counts := map[string]int{}
-	for _, r := range reasons {
-		if r != nil {
-			counts[r.Message()]++
-		}
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	msg := fmt.Sprintf("0/%d nodes are available", total)
-	for i, k := range keys {
-		sep := ", "
-		if i == 0 {
-			sep = ": "
-		}
-		msg += fmt.Sprintf("%s%d %s", sep, counts[k], k)
-	}
-	return msg
 }

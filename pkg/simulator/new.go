@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -66,18 +67,39 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		s.namespaces[ns.Name] = ns
 	}
 	libCtx := klog.NewContext(ctx, logger)
-	// Plugins read volumes, namespaces, CSI nodes and DRA objects through
-	// informers over the snapshot's other objects. Pods and nodes are not
-	// seeded: plugins see those through the scheduler's snapshot.
+	factory, fopts, draSynced, err := s.frameworkOptions(libCtx, snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.addSchedulers(libCtx, profiles, snap, set, fopts); err != nil {
+		return nil, err
+	}
+	if err := waitForInformers(ctx, factory, draSynced); err != nil {
+		return nil, err
+	}
+	if err := s.load(ctx, snap); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// frameworkOptions are the options every profile's framework is built
+// with. Plugins read volumes, namespaces, CSI nodes and DRA objects through
+// informers over the snapshot's other objects (factory's). Pods and nodes
+// are not seeded: plugins see those through the scheduler's snapshot. With
+// DRA on, it starts the simulation's DRA manager; draSynced are its caches
+// fed by informer event handlers, synced only once their handlers have
+// seen every object the informers list.
+func (s *Simulator) frameworkOptions(ctx context.Context, snap *snapshot.Snapshot) (factory informers.SharedInformerFactory, fopts []frameworkruntime.Option, draSynced []cache.InformerSynced, err error) {
 	others := *snap
 	others.Pods, others.Nodes = nil, nil
 	client, err := Clientset(&others)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory = informers.NewSharedInformerFactory(client, 0)
 
-	fopts := []frameworkruntime.Option{
+	fopts = []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithSnapshotSharedLister(s.snapshot),
@@ -86,18 +108,15 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		// goroutine hand-offs when nothing blocks.
 		frameworkruntime.WithParallelism(runtime.GOMAXPROCS(0)),
 	}
-	// Caches fed by informer event handlers: synced only once their
-	// handlers have seen every object the informers list.
-	var draSynced []cache.InformerSynced
 	if utilfeature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		// Without a DRA manager the DynamicResources PreFilter panics.
-		claims := assumecache.NewAssumeCache(logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
-		slices, err := tracker.StartTracker(libCtx, tracker.Options{SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client})
+		claims := assumecache.NewAssumeCache(s.logger, factory.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+		slices, err := tracker.StartTracker(ctx, tracker.Options{SliceInformer: factory.Resource().V1().ResourceSlices(), KubeClient: client})
 		if err != nil {
-			return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
+			return nil, nil, nil, fmt.Errorf("starting the resource slice tracker: %w", err)
 		}
 		draSynced = append(draSynced, claims.AddEventHandler(cache.ResourceEventHandlerFuncs{}).HasSynced, slices.HasSynced)
-		inner := dynamicresources.NewDRAManager(libCtx, claims, slices, factory)
+		inner := dynamicresources.NewDRAManager(ctx, claims, slices, factory)
 		s.dra = &draManager{SharedDRAManager: inner, claims: &claimsOverlay{
 			inner:   inner.ResourceClaims(),
 			log:     func(c claimChange) { s.log(change{claim: &c}) },
@@ -105,69 +124,23 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 		}}
 		fopts = append(fopts, frameworkruntime.WithSharedDRAManager(s.dra))
 	}
+	return factory, fopts, draSynced, nil
+}
+
+// addSchedulers builds a scheduler for each profile, in configuration
+// order, then points each extender-steered one at the scheduler whose
+// scoring picks its targets (see WithExtenders).
+func (s *Simulator) addSchedulers(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, set settings, fopts []frameworkruntime.Option) error {
 	held := heldRepositories(snap.Nodes)
 	backed := draBacked(snap.DeviceClasses)
 	for _, prof := range profiles {
 		if _, dup := s.schedulers[prof.SchedulerName]; dup {
-			return nil, fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
+			return fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)
 		}
-		sc := &scheduler{profile: prof}
-		registry, err := schedulerplugins.All(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			p, err := rebalancehint.NewWithClock(ctx, obj, h, set.clock)
-			if err == nil {
-				sc.hints = p
-			}
-			return p, err
-		}, func(_ context.Context, obj k8sruntime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-			// Usage as the simulation has moved it.
-			return loadaware.NewWithSource(obj, &s.loads)
-		})
+		sc, err := s.newScheduler(ctx, prof, set, fopts, held, backed)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if devices, ok := registry[names.DynamicResources]; ok {
-			registry[names.DynamicResources] = func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
-				p, err := devices(ctx, obj, h)
-				if dp, ok := p.(devicePlugin); ok && err == nil {
-					sc.devices = dp
-				}
-				return p, err
-			}
-		}
-		built := plugins{}
-		capture(registry, built)
-		// The framework scores every feasible node; sampling, where the
-		// profile has it, is modelled on top (see Prediction.Certain).
-		p := prof.DeepCopy()
-		p.PercentageOfNodesToScore = ptrTo[int32](100)
-		extWeight := set.extenders[p.SchedulerName]
-		if extWeight > 0 {
-			addHintWeight(p, int32(extWeight)) // the configuration loader bounds it
-		}
-		if sc.framework, err = frameworkruntime.NewFramework(libCtx, registry, p, fopts...); err != nil {
-			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
-		}
-		sc.classes = !set.everyNode && alikeToProfile(p)
-		if !set.everyNode {
-			if sc.run, err = newRunner(sc.framework, built, p, held, backed); err != nil {
-				return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
-			}
-		}
-		for _, pl := range sc.framework.ListPlugins().Filter.Enabled {
-			sc.filters = append(sc.filters, pl.Name)
-		}
-		var hintWeight, others int64
-		for _, pl := range sc.framework.ListPlugins().Score.Enabled {
-			sc.scores = append(sc.scores, pl.Name)
-			if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
-				sc.steered = true
-				sc.extender = int64(pl.Weight) <= extWeight
-				hintWeight = int64(pl.Weight)
-			} else {
-				others += int64(pl.Weight)
-			}
-		}
-		sc.hintDecides = sc.steered && hintWeight*rebalancehint.Lead() > others*fwk.MaxScore
 		s.schedulers[prof.SchedulerName] = sc
 		s.names = append(s.names, prof.SchedulerName)
 	}
@@ -176,33 +149,124 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 			sc.targets = s.hintFollower()
 		}
 	}
+	return nil
+}
+
+// newScheduler builds prof's framework over the simulation's cache, and
+// unless every node is to go through the framework (WithEveryNode), the
+// runner and node classes that stand in for it.
+func (s *Simulator) newScheduler(ctx context.Context, prof *config.KubeSchedulerProfile, set settings, fopts []frameworkruntime.Option, held sets.Set[string], backed func(v1.ResourceName) bool) (*scheduler, error) {
+	sc := &scheduler{profile: prof}
+	registry, err := s.registryFor(sc, set.clock)
+	if err != nil {
+		return nil, err
+	}
+	built := plugins{}
+	capture(registry, built)
+	// The framework scores every feasible node; sampling, where the
+	// profile has it, is modelled on top (see Prediction.Certain).
+	p := prof.DeepCopy()
+	p.PercentageOfNodesToScore = ptrTo[int32](100)
+	extWeight := set.extenders[p.SchedulerName]
+	if extWeight > 0 {
+		addHintWeight(p, int32(extWeight)) // the configuration loader bounds it
+	}
+	if sc.framework, err = frameworkruntime.NewFramework(ctx, registry, p, fopts...); err != nil {
+		return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
+	}
+	sc.classes = !set.everyNode && alikeToProfile(p)
+	if !set.everyNode {
+		if sc.run, err = newRunner(sc.framework, built, p, held, backed); err != nil {
+			return nil, fmt.Errorf("building scheduler profile %q: %w", p.SchedulerName, err)
+		}
+	}
+	sc.readPlugins(extWeight)
+	return sc, nil
+}
+
+// registryFor is the plugin registry of sc's framework: kube-scheduler's
+// in-tree plugins and rebalancer's, RebalanceHint on the simulation's
+// clock and LoadAware on its usage. The plugins sc calls itself
+// (RebalanceHint, DynamicResources) are kept in sc as the framework builds
+// them.
+func (s *Simulator) registryFor(sc *scheduler, clk clock.PassiveClock) (frameworkruntime.Registry, error) {
+	registry, err := schedulerplugins.All(func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := rebalancehint.NewWithClock(ctx, obj, h, clk)
+		if err == nil {
+			sc.hints = p
+		}
+		return p, err
+	}, func(_ context.Context, obj k8sruntime.Object, _ fwk.Handle) (fwk.Plugin, error) {
+		// Usage as the simulation has moved it.
+		return loadaware.NewWithSource(obj, &s.loads)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if devices, ok := registry[names.DynamicResources]; ok {
+		registry[names.DynamicResources] = func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			p, err := devices(ctx, obj, h)
+			if dp, ok := p.(devicePlugin); ok && err == nil {
+				sc.devices = dp
+			}
+			return p, err
+		}
+	}
+	return registry, nil
+}
+
+// readPlugins notes sc's Filter and Score plugins as its framework
+// resolved them, and whether hints steer it and decide alone; extWeight is
+// the part of RebalanceHint's weight that models the extender.
+func (sc *scheduler) readPlugins(extWeight int64) {
+	for _, pl := range sc.framework.ListPlugins().Filter.Enabled {
+		sc.filters = append(sc.filters, pl.Name)
+	}
+	var hintWeight, others int64
+	for _, pl := range sc.framework.ListPlugins().Score.Enabled {
+		sc.scores = append(sc.scores, pl.Name)
+		if pl.Name == rebalancehint.Name && pl.Weight > 0 && sc.hints != nil {
+			sc.steered = true
+			sc.extender = int64(pl.Weight) <= extWeight
+			hintWeight = int64(pl.Weight)
+		} else {
+			others += int64(pl.Weight)
+		}
+	}
+	sc.hintDecides = sc.steered && hintWeight*rebalancehint.Lead() > others*fwk.MaxScore
+}
+
+// waitForInformers starts the informers and waits until they, and the
+// caches their handlers feed (draSynced), have every object.
+func waitForInformers(ctx context.Context, factory informers.SharedInformerFactory, draSynced []cache.InformerSynced) error {
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return nil, fmt.Errorf("informer for %v did not sync", typ)
+			return fmt.Errorf("informer for %v did not sync", typ)
 		}
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), draSynced...) {
-		return nil, errors.New("the ResourceClaims and ResourceSlices of the simulation did not sync")
+		return errors.New("the ResourceClaims and ResourceSlices of the simulation did not sync")
 	}
+	return nil
+}
 
+// load puts the snapshot's nodes and pods in the cache.
+func (s *Simulator) load(ctx context.Context, snap *snapshot.Snapshot) error {
 	// The only change to nodes in a simulation: after this, only their
 	// pods change (the runner's memos count on it, see memo.go).
 	for _, n := range snap.Nodes {
-		s.cache.AddNode(logger, n)
+		s.cache.AddNode(s.logger, n)
 	}
 	for i, pod := range snap.Pods {
 		if i%4096 == 0 && ctx.Err() != nil {
-			return nil, context.Cause(ctx) // 150,000 pods take seconds
+			return context.Cause(ctx) // 150,000 pods take seconds
 		}
 		if err := s.admit(pod); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := s.sync(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return s.sync()
 }
 
 // addHintWeight adds weight to RebalanceHint's score weight in prof, as

@@ -86,23 +86,11 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	}
 	pred.Steered = sc.steered
 	if pred.Source != "" {
-		e, ok := s.bound[pod.UID]
-		if !ok {
-			return pred, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
+		restore, err := s.offNode(pod)
+		if err != nil {
+			return pred, err
 		}
-		// Off its node for this cycle only: the state does not change.
-		if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
-			return pred, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
-		}
-		defer func() {
-			// Restoring what was just removed cannot fail unless the cache is broken.
-			if err := s.cache.AddPod(s.logger, e.pod); err != nil {
-				panic(err)
-			}
-			if err := s.sync(); err != nil {
-				panic(err)
-			}
-		}()
+		defer restore()
 		if err := s.sync(); err != nil {
 			return pred, err
 		}
@@ -140,10 +128,52 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 			pred.SourceFeasible, pred.SourceScore = true, ns.TotalScore
 		}
 	}
-	best, top, atTop := -1, int64(0), 0
+	best, top, atTop := chooseTarget(scores, pred.Source, pred.Steered, opts)
+	if best < 0 {
+		pred.Unschedulable = unplaceable(pred, scores, res, opts)
+		return pred, nil
+	}
+	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
+	pred.Exhaustive = exhaustive
+	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
+	if !pred.Certain && !pred.Steered && opts.LeaveSource {
+		// The drain taint keeps it off its source.
+		choice := slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
+		pred.Candidates = sc.candidates(choice, exhaustive, res.considered)
+	}
+	return pred, nil
+}
+
+// offNode takes the bound pod off its node in the cache for one cycle:
+// the state does not change. restore puts it back.
+func (s *Simulator) offNode(pod *v1.Pod) (restore func(), err error) {
+	e, ok := s.bound[pod.UID]
+	if !ok {
+		return nil, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
+	}
+	if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
+		return nil, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
+	}
+	return func() {
+		// Restoring what was just removed cannot fail unless the cache is broken.
+		if err := s.cache.AddPod(s.logger, e.pod); err != nil {
+			panic(err)
+		}
+		if err := s.sync(); err != nil {
+			panic(err)
+		}
+	}, nil
+}
+
+// chooseTarget is Predict's choice among the feasible nodes' scores: best
+// is the node's index (-1: none the options allow), top the highest score
+// among the nodes the pod may go to by the drain taint alone, and atTop how
+// many have it: the scheduler's own choice, which Exclude does not narrow.
+func chooseTarget(scores []fwk.NodePluginScores, source string, steered bool, opts PredictOptions) (best int, top int64, atTop int) {
+	best = -1
 	preferred, second := -1, -1
 	for i, ns := range scores {
-		if ns.Name == pred.Source && opts.LeaveSource {
+		if ns.Name == source && opts.LeaveSource {
 			continue
 		}
 		// The scheduler's own choice, which Exclude does not narrow.
@@ -155,11 +185,11 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 		}
 		// Exclude and Prefer are asked only about a node that would beat
 		// the best so far: their callers' rules cost more than a score.
-		bestYet := best < 0 || better(ns, scores[best], pred.Source)
-		steerable := pred.Steered && ns.Name != pred.Source
-		preferredYet := opts.Prefer != nil && steerable && (preferred < 0 || better(ns, scores[preferred], pred.Source))
-		secondYet := opts.PreferElse != nil && steerable && preferred < 0 && (second < 0 || better(ns, scores[second], pred.Source))
-		if !bestYet && !preferredYet && !secondYet || opts.Exclude != nil && ns.Name != pred.Source && opts.Exclude(ns.Name) {
+		bestYet := best < 0 || better(ns, scores[best], source)
+		steerable := steered && ns.Name != source
+		preferredYet := opts.Prefer != nil && steerable && (preferred < 0 || better(ns, scores[preferred], source))
+		secondYet := opts.PreferElse != nil && steerable && preferred < 0 && (second < 0 || better(ns, scores[second], source))
+		if !bestYet && !preferredYet && !secondYet || opts.Exclude != nil && ns.Name != source && opts.Exclude(ns.Name) {
 			continue
 		}
 		if bestYet {
@@ -178,29 +208,25 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	case second >= 0:
 		best = second
 	}
-	if best < 0 {
-		pred.Unschedulable = res.diagnosis
-		if len(scores) > 0 {
-			// Nodes passed the filters, but none the pod may go to.
-			pred.Unschedulable = fmt.Sprintf("%d/%d nodes pass the filters, none it may go to", len(scores), res.considered)
-			if pred.SourceFeasible && opts.LeaveSource {
-				pred.Unschedulable += fmt.Sprintf(": it must leave %s", pred.Source)
-				if len(scores) > 1 {
-					pred.Unschedulable += ", and the others are ruled out as targets"
-				}
+	return best, top, atTop
+}
+
+// unplaceable is Prediction.Unschedulable when Predict finds no node: the
+// cycle's diagnosis, or when nodes passed the filters (scores), that none
+// is one the pod may go to.
+func unplaceable(pred Prediction, scores []fwk.NodePluginScores, res cycle, opts PredictOptions) string {
+	why := res.diagnosis
+	if len(scores) > 0 {
+		// Nodes passed the filters, but none the pod may go to.
+		why = fmt.Sprintf("%d/%d nodes pass the filters, none it may go to", len(scores), res.considered)
+		if pred.SourceFeasible && opts.LeaveSource {
+			why += fmt.Sprintf(": it must leave %s", pred.Source)
+			if len(scores) > 1 {
+				why += ", and the others are ruled out as targets"
 			}
 		}
-		return pred, nil
 	}
-	pred.Node, pred.Score = scores[best].Name, scores[best].TotalScore
-	pred.Exhaustive = exhaustive
-	pred.Certain = pred.Exhaustive && atTop == 1 && pred.Score == top
-	if !pred.Certain && !pred.Steered && opts.LeaveSource {
-		// The drain taint keeps it off its source.
-		choice := slices.DeleteFunc(slices.Clone(scores), func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source })
-		pred.Candidates = sc.candidates(choice, exhaustive, res.considered)
-	}
-	return pred, nil
+	return why
 }
 
 // candidates are the nodes of scores (all feasible nodes) that sc may
