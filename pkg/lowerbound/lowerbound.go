@@ -37,6 +37,11 @@
 // too large, the bound is the per-resource bound alone.
 package lowerbound
 
+// Where things are: this file has the API and the per-resource bound;
+// merge.go the merging that keeps programs small; program.go the program
+// a merged problem makes, its solve and the certified bound; simplex.go
+// the solver.
+
 import (
 	"cmp"
 	"math"

@@ -166,9 +166,10 @@ func (s *Simulator) offNode(pod *v1.Pod) (restore func(), err error) {
 }
 
 // chooseTarget is Predict's choice among the feasible nodes' scores: best
-// is the node's index (-1: none the options allow), top the highest score
-// among the nodes the pod may go to by the drain taint alone, and atTop how
-// many have it: the scheduler's own choice, which Exclude does not narrow.
+// is the chosen node's index (-1: none the options allow). top is the
+// highest score of the nodes the scheduler itself may choose (all but the
+// source with LeaveSource; Exclude and Prefer do not narrow them), and
+// atTop how many have it.
 func chooseTarget(scores []fwk.NodePluginScores, source string, steered bool, opts PredictOptions) (best int, top int64, atTop int) {
 	best = -1
 	preferred, second := -1, -1
