@@ -67,37 +67,73 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 	if err != nil {
 		return out, err
 	}
+	res := newResourceIndex()
+	needs, sigPods, bound := s.podNeeds(nodes, res)
+	if len(needs) == 0 {
+		return out, nil
+	}
+	classes, classOf, held := s.boundClasses(nodes, bound, res)
+	allowed := allowedClasses(sigPods, classes)
+	groups := podGroups(needs, len(res.dims), held, classOf, allowed)
+	lc := make([]lowerbound.Class, len(classes))
+	for i, c := range classes {
+		lc[i] = lowerbound.Class{Capacity: c.capacity, Count: c.count}
+	}
+	out.NodeClasses, out.PodGroups = len(lc), len(groups)
+	out.Result = lowerbound.Compute(lc, groups)
+	if out.Result.Infeasible {
+		// No placement holds the pods: LowerBound's answer for that.
+		out.Nodes = len(nodes)
+	} else {
+		out.Nodes = max(out.Nodes, out.Result.Nodes)
+	}
+	return out, nil
+}
 
-	// The pods to place and what they ask, by resource index (pod slots
-	// first).
-	dims := []v1.ResourceName{v1.ResourcePods}
-	index := map[v1.ResourceName]int{v1.ResourcePods: 0}
-	at := func(r v1.ResourceName) int {
-		i, ok := index[r]
-		if !ok {
-			i = len(dims)
-			index[r] = i
-			dims = append(dims, r)
-		}
-		return i
+// resourceIndex numbers the resources ClassBound counts, pod slots first,
+// in the order the pods ask them.
+type resourceIndex struct {
+	dims  []v1.ResourceName
+	index map[v1.ResourceName]int
+}
+
+func newResourceIndex() *resourceIndex {
+	return &resourceIndex{dims: []v1.ResourceName{v1.ResourcePods}, index: map[v1.ResourceName]int{v1.ResourcePods: 0}}
+}
+
+// at is r's index, numbering it when it is new.
+func (x *resourceIndex) at(r v1.ResourceName) int {
+	i, ok := x.index[r]
+	if !ok {
+		i = len(x.dims)
+		x.index[r] = i
+		x.dims = append(x.dims, r)
 	}
-	type need struct {
-		demand []int64 // sparse: index, amount pairs
-		sig    int     // the pod's placing signature
-		node   string  // the node it runs on ("" pending)
-	}
-	var needs []need
+	return i
+}
+
+// podNeed is a pod ClassBound places.
+type podNeed struct {
+	demand []int64 // sparse: index, amount pairs
+	sig    int     // the pod's placing signature
+	node   string  // the node it runs on ("" pending)
+}
+
+// podNeeds lists the pods to place (running ones that are not NodeBound,
+// and pending ones) and what each asks, by resource index in res. sigPods
+// holds a pod of each placing signature, and bound the NodeBound pods, by
+// node.
+func (s *Simulator) podNeeds(nodes []fwk.NodeInfo, res *resourceIndex) (needs []podNeed, sigPods []*v1.Pod, bound map[string][]fwk.PodInfo) {
 	sigs := map[string]int{}
-	var sigPods []*v1.Pod // a pod of each signature
 	local, shared, counted := s.localDevices(), s.sharedCapacities(), sets.New[string]()
 	add := func(pod *v1.Pod, node string, asks fwk.Resource) {
 		var d []int64
 		eachRequest(pod, asks, func(r v1.ResourceName, v int64) {
-			d = append(d, int64(at(r)), v)
+			d = append(d, int64(res.at(r)), v)
 		})
 		for r, n := range s.devicesOf(pod, local, counted, shared) {
 			if n > 0 {
-				d = append(d, int64(at(r)), n)
+				d = append(d, int64(res.at(r)), n)
 			}
 		}
 		key := placingKey(pod)
@@ -107,9 +143,9 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 			sigs[key] = sig
 			sigPods = append(sigPods, pod)
 		}
-		needs = append(needs, need{demand: d, sig: sig, node: node})
+		needs = append(needs, podNeed{demand: d, sig: sig, node: node})
 	}
-	bound := map[string][]fwk.PodInfo{} // NodeBound pods by node
+	bound = map[string][]fwk.PodInfo{}
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			if pod := pi.GetPod(); NodeBound(pod) {
@@ -124,30 +160,34 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 			add(pod, "", nil)
 		}
 	}
-	if len(needs) == 0 {
-		return out, nil
-	}
+	return needs, sigPods, bound
+}
 
-	// Node classes: capacity (allocatable, devices, less what NodeBound
-	// pods take), labels but the hostname, placing taints.
+// boundClass is a class of nodes of ClassBound: their capacity by
+// resource index, how many there are, and one of them.
+type boundClass struct {
+	capacity []int64
+	count    int
+	node     *v1.Node
+}
+
+// boundClasses sorts the usable (not cordoned) nodes into classes by
+// capacity (allocatable, devices, less what NodeBound pods take), labels
+// but the hostname, and placing taints. classOf is each node's class, and
+// held says which resources some usable node has.
+func (s *Simulator) boundClasses(nodes []fwk.NodeInfo, bound map[string][]fwk.PodInfo, res *resourceIndex) (classes []boundClass, classOf map[string]int, held []bool) {
 	devices := s.devicesByNode()
-	type class struct {
-		capacity []int64
-		count    int
-		node     *v1.Node
-	}
-	var classes []class
 	ids := map[string]int{}
-	classOf := map[string]int{}
-	held := make([]bool, len(dims)) // by some usable node
+	classOf = map[string]int{}
+	held = make([]bool, len(res.dims))
 	var key strings.Builder
 	for _, ni := range nodes {
 		n := ni.Node()
 		if n.Spec.Unschedulable {
 			continue
 		}
-		c := make([]int64, len(dims))
-		for i, r := range dims {
+		c := make([]int64, len(res.dims))
+		for i, r := range res.dims {
 			if q, ok := n.Status.Allocatable[r]; ok {
 				c[i] = value(r, q)
 			}
@@ -158,7 +198,7 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 		for _, pi := range bound[n.Name] {
 			c[0]--
 			eachRequest(pi.GetPod(), pi.CalculateResource().Resource, func(r v1.ResourceName, v int64) {
-				if i, ok := index[r]; ok {
+				if i, ok := res.index[r]; ok {
 					c[i] -= v
 				}
 			})
@@ -175,13 +215,17 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 		if !ok {
 			id = len(classes)
 			ids[key.String()] = id
-			classes = append(classes, class{capacity: c, node: n})
+			classes = append(classes, boundClass{capacity: c, node: n})
 		}
 		classes[id].count++
 		classOf[n.Name] = id
 	}
+	return classes, classOf, held
+}
 
-	// Which classes each signature may go to, judged on a node of each.
+// allowedClasses are the classes each signature may go to, judged on a
+// node of each.
+func allowedClasses(sigPods []*v1.Pod, classes []boundClass) [][]int {
 	allowed := make([][]int, len(sigPods))
 	for sig, pod := range sigPods {
 		placing := stripNodeNames(pod)
@@ -196,13 +240,18 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 			}
 		}
 	}
+	return allowed
+}
 
-	// Pod groups: alike demands (of resources some usable node has),
-	// signature and node.
+// podGroups groups the pods by demand (of the resources some usable node
+// has: held), signature and node, into lowerbound's groups over dims
+// resources.
+func podGroups(needs []podNeed, dims int, held []bool, classOf map[string]int, allowed [][]int) []lowerbound.Group {
 	groupIDs := map[string]int{}
 	var groups []lowerbound.Group
+	var key strings.Builder
 	for _, nd := range needs {
-		d := make([]int64, len(dims))
+		d := make([]int64, dims)
 		d[0] = 1
 		for k := 0; k < len(nd.demand); k += 2 {
 			if i := int(nd.demand[k]); held[i] {
@@ -235,19 +284,7 @@ func (s *Simulator) ClassBound() (ClassBound, error) {
 		}
 		groups[id].Count++
 	}
-	lc := make([]lowerbound.Class, len(classes))
-	for i, c := range classes {
-		lc[i] = lowerbound.Class{Capacity: c.capacity, Count: c.count}
-	}
-	out.NodeClasses, out.PodGroups = len(lc), len(groups)
-	out.Result = lowerbound.Compute(lc, groups)
-	if out.Result.Infeasible {
-		// No placement holds the pods: LowerBound's answer for that.
-		out.Nodes = len(nodes)
-	} else {
-		out.Nodes = max(out.Nodes, out.Result.Nodes)
-	}
-	return out, nil
+	return groups
 }
 
 // eachRequest calls f with each resource pod requests that the scheduler

@@ -1,0 +1,257 @@
+package simulator
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
+)
+
+// cycle is the outcome of one simulated scheduling cycle.
+type cycle struct {
+	// scores are the feasible nodes' total scores, in node list order.
+	scores []fwk.NodePluginScores
+	// considered is the number of nodes PreFilter left to filter, and
+	// feasible how many of them passed the filters.
+	considered, feasible int
+	// diagnosis says why no node was feasible.
+	diagnosis string
+	state     *framework.CycleState
+	// hinted: the pod's hint alone decided (see hinted); scores holds its
+	// target alone, unscored, and feasible is not counted.
+	hinted bool
+	// partial: with node sampling, the filters stopped once they had found
+	// the nodes to score, as kube-scheduler's do; feasible counts those.
+	partial bool
+	// codes are the filters' status codes by node (of nodes, the nodes
+	// filtered), kept only when Resolvable asks.
+	codes []fwk.Code
+	nodes []fwk.NodeInfo
+}
+
+// hinted is schedule for a pod whose hint decides its node: when sc's
+// RebalanceHint outweighs every other score (hintDecides), sc scores every
+// node it considers, and the hinted target passes PreFilter and the
+// filters, the target scores highest of all feasible nodes whatever the
+// other plugins say, so only the target is filtered and nothing scored.
+// ok is false when it cannot tell: schedule then runs the whole cycle.
+func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drained sets.Set[string]) (c cycle, ok bool, err error) {
+	if !sc.hintDecides {
+		return c, false, nil
+	}
+	target := sc.hints.Target(pod)
+	if target == "" || drained.Has(target) || s.held.Has(target) {
+		return c, false, nil
+	}
+	ni, err := s.snapshot.NodeInfos().Get(target)
+	if err != nil {
+		return c, false, nil // gone: the whole cycle says where it goes
+	}
+	c.state = framework.NewCycleState()
+	// Only the target is filtered: RebalanceHint needs the room promised
+	// there alone, not on every target of the plan.
+	c.state.Write(rebalancehint.FilteredKey, rebalancehint.Filtered{target})
+	preRes, status, _ := sc.framework.RunPreFilterPlugins(ctx, c.state, pod)
+	if !status.IsSuccess() {
+		return c, false, nil
+	}
+	all, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		return c, false, err
+	}
+	c.considered = len(all)
+	if !preRes.AllNodes() {
+		if !preRes.NodeNames.Has(target) {
+			return c, false, nil
+		}
+		c.considered = len(preRes.NodeNames) // an upper bound: names may include nodes that do not exist
+	}
+	if sc.nodesToScore(c.considered) < c.considered {
+		return c, false, nil // the target may be left out of the sample scored
+	}
+	if !sc.filterer(c.state, pod, 0)(ctx, ni, -1).IsSuccess() {
+		return c, false, nil
+	}
+	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
+	return c, true, nil
+}
+
+// schedule mirrors kube-scheduler's schedulePod with sc's profile:
+// PreFilter, Filter over the nodes PreFilter allows, then PreScore and Score
+// (with normalization) over the feasible nodes: all of them, or with random
+// set the sample kube-scheduler would score (see sample). The drained
+// nodes carry the drain taint (none when empty).
+func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (cycle, error) {
+	var c cycle
+	c.state = framework.NewCycleState()
+	all, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		return c, err
+	}
+	if len(all) == 0 {
+		c.diagnosis = "no nodes"
+		return c, nil
+	}
+	f, done, err := s.preFilter(ctx, sc, pod, &c, all)
+	if done || err != nil {
+		return c, err
+	}
+	c.considered = len(f.nodes)
+	c.nodes = f.nodes
+	s.startFilters(sc, pod, &c, f, drained)
+	cl := s.filterNodes(ctx, sc, pod, &c, f, random)
+	if f.firstErr != nil {
+		if why, failed := failedFilters(f.reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
+			return cycle{state: c.state, considered: c.considered, nodes: c.nodes, diagnosis: why}, nil
+		}
+		return c, f.firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		// Until stops at an ended context, leaving nodes unfiltered: no
+		// node found is then no answer, not "nothing fits".
+		return c, err
+	}
+	err = s.scoreFeasible(ctx, sc, pod, &c, f, cl, random)
+	return c, err
+}
+
+// scoreFeasible scores the feasible nodes (with random, the sample
+// kube-scheduler would score) into c.scores, or when none is left, puts
+// why in c.diagnosis.
+func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Pod, c *cycle, f *cycleFilter, cl *classes, random *rand.Rand) error {
+	feasible := f.feasible
+	if random != nil && len(f.nodes) > 0 {
+		feasible = sc.sample(feasible)
+	}
+	fit := feasible[:0]
+	if cl != nil {
+		// scoreByClass reads feasible as filtered, indexed like nodes.
+		fit = reuse(&s.cycleLists.fit, c.feasible)[:0]
+	}
+	var fitSlots []int // fit[k]'s place in all; nil once sampled
+	if random == nil {
+		fitSlots = reuse(&s.cycleLists.slots, c.feasible)[:0]
+	}
+	for i, ni := range feasible {
+		if ni != nil {
+			fit = append(fit, ni)
+			if random == nil {
+				fitSlots = append(fitSlots, f.slot(i))
+			}
+		}
+	}
+	if len(fit) == 0 {
+		c.diagnosis = summarize(f.reasons, len(f.nodes))
+		return nil
+	}
+	fw := sc.framework
+	if !fw.HasScorePlugins() {
+		c.scores = make([]fwk.NodePluginScores, len(fit))
+		for i, ni := range fit {
+			c.scores[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
+		}
+		return nil
+	}
+	if cl != nil {
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f.nodes, feasible, len(fit), cl, f.slot, len(f.all))
+		if err != nil || ok {
+			c.scores = scores
+			return err
+		}
+	}
+	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
+		return st.AsError()
+	}
+	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, len(f.all))
+	if !st.IsSuccess() {
+		return st.AsError()
+	}
+	c.scores = scores
+	return nil
+}
+
+// scoreByClass scores the feasible first node of each class and gives each
+// feasible node its class's scores, in node list order, as RunScorePlugins
+// would list them; ok is false when a Score plugin that reads more of a
+// node than its class (see scoresByClass) did not skip itself, and the
+// caller scores every node. feasible, indexed like nodes, holds fit nodes.
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) ([]fwk.NodePluginScores, bool, error) {
+	fw := sc.framework
+	// At most one first node a class: the lists never outgrow these.
+	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
+	repSlots := reuse(&s.cycleLists.repSlots, len(cl.reps))[:0]
+	for _, i := range cl.reps {
+		if feasible[i] != nil {
+			reps = append(reps, nodes[i])
+			repSlots = append(repSlots, slot(i))
+		}
+	}
+	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
+		return nil, false, st.AsError()
+	}
+	if !scoresAlike(sc.scores, state) {
+		return nil, false, nil
+	}
+	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, total)
+	if !st.IsSuccess() {
+		return nil, false, st.AsError()
+	}
+	cc := &s.nodeClasses
+	k := 0
+	for _, i := range cl.reps {
+		if feasible[i] != nil {
+			cc.scored[cc.at[i].id] = k
+			k++
+		}
+	}
+	out := slices.Grow(sc.byClass[:0], fit)
+	for i, ni := range feasible {
+		if ni == nil {
+			continue // a node with the drain taint (first < 0) is among these
+		}
+		ns := repScores[cc.scored[cc.at[i].id]]
+		ns.Name = ni.Node().Name
+		out = append(out, ns)
+	}
+	sc.byClass = out
+	s.byClassCycles++
+	return out, true, nil
+}
+
+// rescore scores the nodes of scores, found feasible by the pod's own
+// scheduler, with another scheduler's PreScore and Score plugins. When that
+// scheduler's PreFilter rejects the pod, the scores are kept as they are.
+func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, scores []fwk.NodePluginScores) ([]fwk.NodePluginScores, error) {
+	if len(scores) == 0 || !by.framework.HasScorePlugins() {
+		return scores, nil
+	}
+	state := framework.NewCycleState()
+	if _, st, _ := by.framework.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() {
+		if st.IsRejected() {
+			return scores, nil
+		}
+		return nil, st.AsError()
+	}
+	nodes := make([]fwk.NodeInfo, len(scores))
+	for i, ns := range scores {
+		ni, err := s.snapshot.NodeInfos().Get(ns.Name)
+		if err != nil {
+			return nil, err
+		}
+		nodes[i] = ni
+	}
+	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	out, st := by.runScore(ctx, state, pod, nodes, nil, 0)
+	if !st.IsSuccess() {
+		return nil, st.AsError()
+	}
+	return out, nil
+}
