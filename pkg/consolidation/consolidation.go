@@ -382,8 +382,9 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 			// The empty nodes first: room taken on a node in use may be
 			// room a later source needed, or make that node's own pods
 			// unable to leave it.
+			allowed := func(n string) bool { return isTarget.Has(n) || open(n) && !gone.Has(n) }
 			opts := simulator.PredictOptions{LeaveSource: true, Prefer: isTarget.Has, Exclude: func(n string) bool {
-				return !(isTarget.Has(n) || open(n) && !gone.Has(n)) || c.overCeiling(n, p)
+				return !allowed(n) || c.overCeiling(n, p)
 			}}
 			_, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s, several onto empty %s", src.node.Name, strings.Join(targets, ", "))})
 			if err == nil {
