@@ -4,42 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"slices"
-	"sort"
-	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
-	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
-	"github.com/rebalancer-dev/rebalancer/internal/output"
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
+	"github.com/rebalancer-dev/rebalancer/pkg/cycle"
 	"github.com/rebalancer-dev/rebalancer/pkg/daemon"
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
-	"github.com/rebalancer-dev/rebalancer/pkg/history"
-	"github.com/rebalancer-dev/rebalancer/pkg/live"
-	"github.com/rebalancer-dev/rebalancer/pkg/plan"
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
-	"github.com/rebalancer-dev/rebalancer/pkg/session"
-	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
-	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 type runOptions struct {
 	planOptions
-	recheck      recheck // the running cycle's recheck of each move
 	once         bool
 	dryRun       bool
 	interval     time.Duration
@@ -125,250 +102,31 @@ func (o *runOptions) validate() error {
 	return errors.Join(errs...)
 }
 
-// checkHistoryWritable makes sure, before anything is evicted, that the
-// move history can be kept where --history-configmap says: a history that
-// cannot be written after the evictions would let the next run move the
-// same pods again. On a fresh cluster the namespace may not exist yet; the
-// API server's dry-run of creating the ConfigMap tells, with the rights the
-// rebalancer runs with, and writes nothing.
-func (o *runOptions) checkHistoryWritable(ctx context.Context, client kubernetes.Interface) error {
-	if o.history == "" {
-		return nil
-	}
-	ns, name, _ := strings.Cut(o.history, "/") // validated
-	configMaps := client.CoreV1().ConfigMaps(ns)
-	if _, err := configMaps.Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		return nil // there, or unreadable: loading it says so
-	}
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	_, err := configMaps.Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	switch {
-	case err == nil:
-		return nil
-	case apierrors.IsNotFound(err):
-		return fmt.Errorf("--history-configmap %s: namespace %q does not exist, so the moves made could not be kept: create it (kubectl create namespace %s; manifests/ and the chart do), name a ConfigMap in a namespace that exists, or give --history-configmap \"\" to keep moves in memory only (the cooldown then does not hold across runs)", o.history, ns, ns)
-	case apierrors.IsForbidden(err):
-		return fmt.Errorf("--history-configmap %s: the rebalancer may not create its move history there (it needs create, get and update of ConfigMaps in %s, as manifests/rebalancer grants in its own namespace): %w", o.history, ns, err)
-	default:
-		return fmt.Errorf("--history-configmap %s: %w", o.history, err)
-	}
-}
-
-// cycleResult is what one cycle prints with -o json or yaml; a dry-run's
-// has no result.
-type cycleResult struct {
-	Plan   *plan.Plan       `json:"plan"`
-	Result *executor.Result `json:"result,omitempty"`
-}
-
+// run hands the flags to pkg/cycle, which runs the cycles.
 func (o *runOptions) run(ctx context.Context, cmd *cobra.Command) error {
-	logger := klog.FromContext(ctx)
 	client, err := o.newClient(ctx)
 	if err != nil {
 		return err
 	}
-	if !o.dryRun {
-		if err := o.checkHistoryWritable(ctx, client); err != nil {
-			return err
-		}
-	}
 	window, _ := daemon.ParseWindow(o.window) // validated
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	moves := o.newHistory(client)
-	ex := executor.New(executor.Options{
+	return cycle.Run(ctx, cycle.Options{
 		Client:                client,
-		Recorder:              executor.NewEventRecorder(client, logger),
-		Metrics:               executor.NewMetrics(reg),
-		History:               moves,
-		Validate:              o.recheck.move,
+		Session:               o.session(client),
+		History:               o.newHistory(client),
+		HistoryConfigMap:      o.history,
+		ReadHistory:           o.loadHistory,
+		DryRun:                o.dryRun,
+		Output:                o.output,
+		Out:                   cmd.OutOrStdout(),
 		DrainTimeout:          o.drainTimeout,
 		MaxEvictionsPerSecond: o.evictionRate,
-		Stop:                  ctx.Done(),
+		Window:                window,
+		Once:                  o.once,
+		Interval:              o.interval,
+		Schedule:              o.schedule,
+		LeaderElect:           o.leaderElect,
+		LeaseNamespace:        o.leaseNS,
+		LeaseName:             o.leaseName,
+		BindAddress:           o.bindAddress,
 	})
-	out := cmd.OutOrStdout()
-	sess := o.session(client)
-	if o.once {
-		if !window.Contains(time.Now()) {
-			logger.Info("Outside the eviction window: nothing to do", "window", window.String())
-			return nil
-		}
-		return o.cycle(ctx, sess, ex, moves, live.Capture, out)
-	}
-
-	// Long-lived: check the inputs once before anything starts, then keep one
-	// view of the cluster (one LIST per kind, then WATCH) for every cycle.
-	in, err := sess.Load(ctx)
-	if err != nil {
-		return err
-	}
-	if in.ReadsUsage() {
-		sess.StartSampling(ctx)
-	}
-	cluster := live.NewCluster(client)
-	defer cluster.Stop()
-	var synced atomic.Bool
-	if err := cluster.Start(ctx); err != nil {
-		return fmt.Errorf("reading the cluster: %w", err)
-	}
-	synced.Store(true)
-	view := func(ctx context.Context, _ kubernetes.Interface) (*snapshot.Snapshot, error) {
-		return cluster.Current(ctx)
-	}
-	sched, _ := daemon.ParseSchedule(o.interval, o.schedule) // validated
-	opts := daemon.Options{
-		Schedule:    sched,
-		RunAtStart:  o.interval > 0,
-		Window:      window,
-		Cycle:       func(ctx context.Context) error { return o.cycle(ctx, sess, ex, moves, view, out) },
-		Ready:       synced.Load,
-		BindAddress: o.bindAddress,
-		Registry:    reg,
-	}
-	if !o.dryRun {
-		// A new leader lifts the drains its predecessor left at once, not
-		// at the schedule's first cycle.
-		opts.Lead = func(ctx context.Context) error {
-			_, err := ex.CleanupDrainTaints(ctx)
-			return err
-		}
-	}
-	if o.leaderElect {
-		host, _ := os.Hostname()
-		opts.LeaderElection = &daemon.LeaderElection{
-			Client: client, Namespace: o.leaseNS, Name: o.leaseName, Identity: host + "_" + string(uuid.NewUUID()),
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		}
-	}
-	logger.Info("Running", "interval", o.interval, "schedule", o.schedule, "window", window.String(), "leaderElect", o.leaderElect)
-	return daemon.Run(ctx, opts)
-}
-
-// cycle plans on the cluster view and carries the plan out (or prints it,
-// with --dry-run). It fails when a move failed with an API error.
-func (o *runOptions) cycle(ctx context.Context, sess *session.Session, ex *executor.Executor, moves *history.History, view session.View, out io.Writer) error {
-	// The stored history is read each cycle: the moves of earlier runs and
-	// of an earlier leader count. Without it nothing is evicted; a dry-run
-	// plans on, as plan does.
-	if o.dryRun {
-		var err error
-		if moves, err = o.loadHistory(ctx, moves); err != nil {
-			return err
-		}
-	} else if err := moves.Load(ctx); err != nil {
-		return fmt.Errorf("refusing to plan without the move history: %w", err)
-	}
-	if !o.dryRun {
-		// Before planning: a plan made beside a drain left by a run that
-		// died mid-plan would count on its taints or evict for them.
-		if err := liftStaleDrains(ctx, ex, view, !o.once); err != nil {
-			return err
-		}
-	}
-	p, opened, err := sess.Plan(ctx, view, moves)
-	if err != nil {
-		return err
-	}
-	if o.dryRun {
-		ex.RecordPlanned(p)
-		return printCycle(out, o.output, p, nil)
-	}
-	// A history that is missing or was corrupt is written now: a run that
-	// could not record its moves must find out before it evicts.
-	if err := moves.Flush(ctx); err != nil {
-		return fmt.Errorf("refusing to evict: %w", err)
-	}
-	if len(p.Moves) > 0 {
-		// Every move is judged again on the cluster as it is now, with the
-		// moves before it made: the plan's view may be out of date.
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		rc, err := sess.Recheck(ctx, view, opened, p)
-		if err != nil {
-			return err
-		}
-		o.recheck.set(rc)
-		defer o.recheck.set(nil)
-	}
-	res := ex.Execute(ctx, p)
-	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "inBackground", len(res.InBackground), "skipped", len(res.Skipped), "errors", res.Errors)
-	if err := printCycle(out, o.output, p, &res); err != nil {
-		return err
-	}
-	if res.HistoryError != "" {
-		return fmt.Errorf("the moves made could not be recorded; the next run may move the same workloads again: %s", res.HistoryError)
-	}
-	if res.Errors > 0 {
-		return fmt.Errorf("%d of %d moves failed with API errors", res.Errors, len(p.Moves))
-	}
-	return nil
-}
-
-// liftStaleDrains removes the drain taints an earlier run left (see
-// Executor.CleanupDrainTaints). A view kept by watches (cached) may show
-// them a moment longer: it waits, briefly, until it does not.
-func liftStaleDrains(ctx context.Context, ex *executor.Executor, view session.View, cached bool) error {
-	lifted, err := ex.CleanupDrainTaints(ctx)
-	if err != nil {
-		return fmt.Errorf("removing drain taints left by an earlier run: %w", err)
-	}
-	if len(lifted) == 0 || !cached {
-		return nil
-	}
-	settled := func(ctx context.Context) (bool, error) {
-		snap, err := view(ctx, nil)
-		if err != nil {
-			return false, nil
-		}
-		for _, n := range snap.Nodes {
-			if slices.Contains(lifted, n.Name) && slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == wellknown.DrainTaintKey }) {
-				return false, nil
-			}
-		}
-		return true, nil
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, settled); err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).Info("The cluster view still shows drain taints just removed; planning anyway", "nodes", lifted)
-	}
-	return ctx.Err()
-}
-
-func printCycle(w io.Writer, format string, p *plan.Plan, res *executor.Result) error {
-	return output.Print(w, format, cycleResult{Plan: p, Result: res}, func(w io.Writer) error {
-		if err := p.Print(w, "table"); err != nil || res == nil {
-			return err
-		}
-		reasons := map[string]int{}
-		for _, s := range res.Skipped {
-			reasons[s.Reason]++
-		}
-		var parts []string
-		for r, n := range reasons {
-			parts = append(parts, fmt.Sprintf("%s %d", r, n))
-		}
-		sort.Strings(parts)
-		background := ""
-		if len(res.InBackground) > 0 {
-			background = fmt.Sprintf("; evicted in the background by their owners %d", len(res.InBackground))
-		}
-		_, err := fmt.Fprintf(w, "Evicted %d of %d%s; not carried out %d (%s); API errors %d.\n",
-			len(res.Evicted), len(p.Moves), background, len(res.Skipped), strings.Join(parts, ", "), res.Errors)
-		return err
-	})
-}
-
-// recheck holds the running cycle's planner.Recheck for the executor's
-// Validate; cycles run one at a time.
-type recheck struct {
-	current atomic.Pointer[planner.Recheck]
-}
-
-func (r *recheck) set(c *planner.Recheck) { r.current.Store(c) }
-
-func (r *recheck) move(ctx context.Context, m plan.Move, pod *v1.Pod) (bool, string, string) {
-	c := r.current.Load()
-	if c == nil {
-		return true, "", ""
-	}
-	return c.Move(ctx, m, pod)
 }

@@ -20,10 +20,11 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
@@ -258,32 +259,15 @@ func newCaptureCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var metrics policy.Metrics
-			if policyFile != "" {
-				pol, err := policy.Load(policyFile, client, policy.Registry())
-				if err != nil {
-					return err
-				}
-				if metrics, err = policy.MetricsOf(pol); err != nil {
-					return fmt.Errorf("%s: %w", policyFile, err)
-				}
-			}
-			snap, err := live.Capture(cmd.Context(), client)
+			// As run and plan read the cluster, the usage included, where
+			// metrics-server runs: a policy that balances by usage can then
+			// be planned offline, over the samples of the window.
+			sess := session.New(session.Options{
+				Files: inputs.Files{Policy: policyFile}, Client: client, UsageWindow: usageWindow, UsageInterval: usageInterval,
+			})
+			snap, err := sess.Capture(cmd.Context(), live.Capture)
 			if err != nil {
 				return err
-			}
-			if err := live.ReadPrometheus(cmd.Context(), client, metrics, snap); err != nil {
-				return fmt.Errorf("%s: %w", policyFile, err)
-			}
-			// The usage, where metrics-server runs: a policy that balances
-			// by usage can then be planned offline, over the samples of
-			// the window.
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			sampler := live.NewSampler(client, usageInterval, usageWindow)
-			go sampler.Run(ctx)
-			if err := sampler.Fill(ctx, snap); err != nil {
-				klog.FromContext(ctx).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())
 			}
 			return writeSnapshot(cmd, out, snap)
 		},

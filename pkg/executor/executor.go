@@ -32,47 +32,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
-// Skip reasons: why a move of the plan was not carried out.
-const (
-	// ReasonStopped: Options.Stop was closed or the context was cancelled
-	// before the eviction started.
-	ReasonStopped = "stopped"
-	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
-	// less than Options.Cooldown ago.
-	ReasonCooldown = "cooldown"
-	// ReasonGone: the pod no longer exists or is already terminating.
-	ReasonGone = "gone"
-	// ReasonUIDChanged: a pod of that name exists, but it is not the one
-	// the plan moves (the owner recreated it).
-	ReasonUIDChanged = "uid-changed"
-	// ReasonMoved: the pod no longer runs on the move's source node.
-	ReasonMoved = "moved"
-	// ReasonPDB: the Eviction API kept refusing with 429, the answer of a
-	// PodDisruptionBudget with no disruption left.
-	ReasonPDB = plan.ReasonPDB
-	// ReasonRejected: Options.Validate refused the move without naming a
-	// reason, or with a reason outside Reasons and plan.Reasons (counted
-	// under this label in the metrics).
-	ReasonRejected = "rejected"
-	// ReasonTaintFailed: the drain taint could not be put on the source node.
-	ReasonTaintFailed = "taint-failed"
-	// ReasonPatchFailed: the hint annotations could not be written.
-	ReasonPatchFailed = "patch-failed"
-	// ReasonHistoryFailed: the move history could not be written before
-	// the eviction, so neither it nor the rest of the plan is carried out:
-	// evictions the next run does not know of would escape the cooldown.
-	ReasonHistoryFailed = "history-failed"
-	// ReasonGang: another member of the move's gang failed its check, so
-	// no member is evicted (a gang moves whole or not at all).
-	ReasonGang = plan.ReasonGang
-	// ReasonError: any other API error.
-	ReasonError = "error"
-)
-
-// Reasons lists the executor's own skip reasons. Options.Validate may add
-// reasons of its own (plan.Reasons, typically).
-var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonHistoryFailed, ReasonGang, ReasonError}
-
 // Event reasons and the action they report, on the evicted or skipped pod.
 const (
 	EventRebalanced       = "Rebalanced"
@@ -115,12 +74,6 @@ type Options struct {
 	// one owner within a plan are paced by the planner (--max-per-workload),
 	// not here: the planner simulated them together. nil: no cooldown.
 	History *history.History
-	// Validate re-checks a move against the live cluster just before it is
-	// carried out (the caller simulates the move again, as
-	// planner.Recheck does); nil means no extra check. It returns ok=false,
-	// a short reason, preferably one of plan.Reasons, and a detail to skip
-	// the move.
-	Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
 	// MaxEvictionsPerSecond paces the evictions of a plan; 0 is no limit.
 	MaxEvictionsPerSecond float64
 	// DrainTimeout is how long a drained node keeps the drain taint after
@@ -131,6 +84,12 @@ type Options struct {
 	// starts after it is closed. nil never closes.
 	Stop <-chan struct{}
 }
+
+// Validate re-checks a move against the live cluster just before it is
+// carried out, given the live pod (the caller simulates the move again, as
+// planner.Recheck.Move does). It returns ok=false, a short reason,
+// preferably one of plan.Reasons, and a detail to skip the move.
+type Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
 
 // Executor carries out plans; one Executor serves every cycle.
 type Executor struct {
@@ -163,48 +122,14 @@ func New(o Options) *Executor {
 	return e
 }
 
-// Result is what became of a plan's moves: each one is either evicted or
-// skipped.
-type Result struct {
-	Evicted []plan.Move `json:"evicted"`
-	// InBackground are the moves whose pods' owners answered the eviction
-	// by evacuating the pods themselves (a KubeVirt VM migrates live): the
-	// pods leave when their owners have moved them (see
-	// evictsInBackground).
-	InBackground []plan.Move `json:"inBackground,omitempty"`
-	Skipped      []plan.Skip `json:"skipped"`
-	// Errors counts the skips caused by an API error rather than by the
-	// cluster's state (reasons error, patch-failed, taint-failed,
-	// history-failed).
-	Errors int `json:"errors"`
-	// HistoryError says why the move history could not be written.
-	HistoryError string `json:"historyError,omitempty"`
-}
-
-// outcome is what became of one move.
-type outcome struct {
-	// pod is the live pod, when it was read and is the one the move names;
-	// events are recorded on it.
-	pod *v1.Pod
-	// reason is empty when the pod was evicted, or its owner evicts it in
-	// the background.
-	reason     string
-	background bool
-	detail     string
-	// err is the API error behind the skip, if any.
-	err error
-	// historyErr is why the move history could not be written before the
-	// eviction: the plan stops.
-	historyErr error
-}
-
 // Execute carries out the plan's moves in order and returns what happened.
 // API errors skip the move they hit, never the plan; Stop and the context's
 // cancellation skip the rest of it. It returns when the replacements of
 // the drained nodes' pods are bound (or their DrainTimeout is up), and the
 // drain taints it added are removed before it returns, even when ctx is
-// cancelled.
-func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
+// cancelled. validate, when not nil, re-checks each move just before it is
+// carried out: the plan's own recheck, made for this plan on a fresh view.
+func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate) Result {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	logger := klog.FromContext(ctx).WithValues("plan", p.ID)
@@ -271,11 +196,11 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 			break
 		}
 		if _, ok := checked[i]; !ok && m.Gang != "" {
-			e.checkGang(ctx, p, i, guard, checked)
+			e.checkGang(ctx, p, i, guard, validate, checked)
 		}
 		o, ok := checked[i]
 		if !ok {
-			o = e.check(ctx, p, m, guard)
+			o = e.check(ctx, p, m, guard, validate)
 		}
 		if o.reason == "" {
 			o = e.carry(ctx, p, m, o.pod, guard)
@@ -313,7 +238,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan) Result {
 // carried out, into checked: each member's own outcome when all pass, and
 // otherwise every member's refusal (the failed members' own, the others
 // ReasonGang naming the first failure).
-func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard *drainGuard, checked map[int]outcome) {
+func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard *drainGuard, validate Validate, checked map[int]outcome) {
 	g := p.Moves[first]
 	var members []int
 	for i, m := range p.Moves[first:] {
@@ -323,7 +248,7 @@ func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard
 	}
 	failed := ""
 	for _, i := range members {
-		o := e.check(ctx, p, p.Moves[i], guard)
+		o := e.check(ctx, p, p.Moves[i], guard, validate)
 		checked[i] = o
 		if o.reason != "" && failed == "" {
 			failed = fmt.Sprintf("%s: %s", p.Moves[i].Pod, o.reason)
@@ -345,7 +270,7 @@ func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard
 
 // check checks one move against the live cluster: the outcome carries the
 // live pod, and a reason when the move is not to be made.
-func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard) outcome {
+func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard, validate Validate) outcome {
 	if m.Owner != nil {
 		if last, ok := e.o.History.Landed(types.UID(m.Owner.UID), m.Source); ok && last.Before(e.planStart) {
 			return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
@@ -368,8 +293,8 @@ func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *
 	if !m.Steered && guard.holdFailed != "" {
 		return outcome{pod: pod, reason: ReasonTaintFailed, detail: guard.holdFailed}
 	}
-	if e.o.Validate != nil {
-		if ok, reason, detail := e.o.Validate(ctx, m, pod); !ok {
+	if validate != nil {
+		if ok, reason, detail := validate(ctx, m, pod); !ok {
 			if reason == "" {
 				reason = ReasonRejected
 			}
@@ -551,52 +476,6 @@ func (e *Executor) reportRefusals(p *plan.Plan) {
 		ns, name, _ := strings.Cut(s.Pod, "/")
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(s.UID)}}
 		e.event(pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s: not moved (%s): %s, plan %s", s.Strategy, s.Reason, s.Detail, p.ID)
-	}
-}
-
-// record adds a move's outcome to the result, the metrics, the log and the
-// pod's events.
-func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.Move, o outcome) {
-	logger := klog.FromContext(ctx)
-	if o.reason == "" {
-		if o.background {
-			r.InBackground = append(r.InBackground, m)
-		} else {
-			r.Evicted = append(r.Evicted, m)
-		}
-		// The history has it already: written ahead (carry).
-		e.o.Metrics.evicted(m.Strategy, o.background)
-		if o.background {
-			logger.Info("Pod evicted in the background by its owner", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
-			e.event(o.pod, v1.EventTypeNormal, EventRebalanced, "%s: %s → %s (%s), plan %s: its owner evacuates it", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
-			return
-		}
-		logger.Info("Evicted pod", "pod", klog.KObj(o.pod), "source", m.Source, "target", m.Target, "strategy", m.Strategy)
-		e.event(o.pod, v1.EventTypeNormal, EventRebalanced, "%s: %s → %s (%s), plan %s", m.Strategy, m.Source, m.Target, m.Reason, p.ID)
-		return
-	}
-
-	r.Skipped = append(r.Skipped, m.Skipped(o.reason, o.detail))
-	e.o.Metrics.skipped(m.Strategy, o.reason, o.err != nil)
-	kv := []any{"pod", klog.KRef(m.Namespace, m.Name), "source", m.Source, "target", m.Target, "strategy", m.Strategy, "reason", o.reason}
-	switch {
-	case o.err != nil:
-		r.Errors++
-		logger.Error(o.err, "Move failed", kv...)
-	case o.reason == ReasonStopped:
-		// Execute logs the stop once.
-		logger.V(4).Info("Skipped move", kv...)
-	default:
-		logger.Info("Skipped move", append(kv, "detail", o.detail)...)
-	}
-	// Only a pod that was read and is still the planned one gets the event:
-	// a gone or replaced pod would carry it to the wrong object or none.
-	if o.pod != nil {
-		note := fmt.Sprintf("%s: %s → %s not done, plan %s: %s", m.Strategy, m.Source, m.Target, p.ID, o.reason)
-		if o.detail != "" {
-			note += " (" + o.detail + ")"
-		}
-		e.event(o.pod, v1.EventTypeWarning, EventRebalanceSkipped, "%s", note)
 	}
 }
 

@@ -209,7 +209,7 @@ func TestExecuteHintsThenEvicts(t *testing.T) {
 		return nil
 	})
 
-	r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+	r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil)
 
 	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) || len(r.Skipped) != 0 || r.Errors != 0 {
 		t.Fatalf("evicted %v, skipped %v, errors %d; want only web-1 evicted", got, reasons(r), r.Errors)
@@ -277,7 +277,7 @@ func TestExecuteRetriesWhilePDBRefuses(t *testing.T) {
 				return nil
 			})
 
-			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil)
 
 			if attempts != tc.wantAttempts {
 				t.Errorf("%d eviction attempts, want %d", attempts, tc.wantAttempts)
@@ -338,7 +338,7 @@ func TestExecuteEvictionsInBackground(t *testing.T) {
 				return evacuation
 			})
 			moves := history.New(f.clock, time.Hour)
-			r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), newPlan(newMove("vm-1", "node-a", "node-b")))
+			r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), newPlan(newMove("vm-1", "node-a", "node-b")), nil)
 
 			if attempts != tc.wantAttempts {
 				t.Errorf("%d eviction attempts, want %d", attempts, tc.wantAttempts)
@@ -392,7 +392,7 @@ func TestExecuteContinuesAfterAPIErrors(t *testing.T) {
 				return false, nil, nil
 			})
 
-			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")), nil)
 
 			if r.Errors != 1 {
 				t.Errorf("errors = %d, want 1", r.Errors)
@@ -449,7 +449,7 @@ func TestExecuteChecksTheLivePod(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(tc.pods...)
 
-			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+			r := f.executor(nil).Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil)
 
 			if got := reasons(r); !slices.Equal(got, []string{"web-1:" + tc.wantReason}) || len(r.Evicted) != 0 || r.Errors != 0 {
 				t.Errorf("skipped %v, evicted %v, errors %d; want only web-1:%s", got, names(r.Evicted), r.Errors, tc.wantReason)
@@ -467,14 +467,13 @@ func TestExecuteChecksTheLivePod(t *testing.T) {
 func TestExecuteValidate(t *testing.T) {
 	f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
 	var seen []*v1.Pod
-	e := f.executor(func(o *Options) {
-		o.Validate = func(_ context.Context, m plan.Move, pod *v1.Pod) (bool, string, string) {
-			seen = append(seen, pod)
-			return m.Name != "web-1", plan.ReasonNoFit, "node-b is full"
-		}
-	})
+	validate := func(_ context.Context, m plan.Move, pod *v1.Pod) (bool, string, string) {
+		seen = append(seen, pod)
+		return m.Name != "web-1", plan.ReasonNoFit, "node-b is full"
+	}
+	e := f.executor(nil)
 
-	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")), validate)
 
 	if got := reasons(r); !slices.Equal(got, []string{"web-1:no-fit"}) {
 		t.Errorf("skipped %v, want web-1:no-fit", got)
@@ -487,6 +486,22 @@ func TestExecuteValidate(t *testing.T) {
 	}
 	if len(seen) != 2 || seen[0].UID != "web-1-uid" {
 		t.Errorf("Validate saw %d pods, want the live pods, web-1 first", len(seen))
+	}
+
+	// Each Execute has its own: the next plan's moves are not judged by
+	// the recheck of the one before, nor by any without one.
+	f.client.PrependReactor("create", "pods/eviction", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, nil // web-1 stays for the next plans
+	})
+	seen = nil
+	r = e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), func(context.Context, plan.Move, *v1.Pod) (bool, string, string) {
+		return false, plan.ReasonLowGain, "the next plan's own"
+	})
+	if got := reasons(r); !slices.Equal(got, []string{"web-1:low-gain"}) || len(seen) != 0 {
+		t.Errorf("second plan: skipped %v, the first plan's Validate called %d times; want web-1:low-gain, by the second plan's alone", got, len(seen))
+	}
+	if r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil); len(r.Evicted) != 1 || len(seen) != 0 {
+		t.Errorf("third plan, no Validate: evicted %v, skipped %v, an earlier Validate called %d times; want web-1 evicted unchecked", names(r.Evicted), reasons(r), len(seen))
 	}
 }
 
@@ -505,12 +520,10 @@ func TestExecuteGangWhole(t *testing.T) {
 
 	t.Run("a member refused", func(t *testing.T) {
 		f := newFixture(pods...)
-		e := f.executor(func(o *Options) {
-			o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
-				return m.Name != "train-2", plan.ReasonNoFit, "node-b is full"
-			}
-		})
-		r := e.Execute(context.Background(), newPlan(moves...))
+		validate := func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
+			return m.Name != "train-2", plan.ReasonNoFit, "node-b is full"
+		}
+		r := f.executor(nil).Execute(context.Background(), newPlan(moves...), validate)
 		if got := reasons(r); !slices.Equal(got, []string{"train-1:gang", "train-2:no-fit"}) {
 			t.Errorf("skipped %v, want train-1:gang, train-2:no-fit", got)
 		}
@@ -530,13 +543,11 @@ func TestExecuteGangWhole(t *testing.T) {
 	t.Run("all pass", func(t *testing.T) {
 		f := newFixture(pods...)
 		checked := 0
-		e := f.executor(func(o *Options) {
-			o.Validate = func(context.Context, plan.Move, *v1.Pod) (bool, string, string) {
-				checked++
-				return true, "", ""
-			}
-		})
-		r := e.Execute(context.Background(), newPlan(moves...))
+		validate := func(context.Context, plan.Move, *v1.Pod) (bool, string, string) {
+			checked++
+			return true, "", ""
+		}
+		r := f.executor(nil).Execute(context.Background(), newPlan(moves...), validate)
 		if got := names(r.Evicted); !slices.Equal(got, []string{"train-1", "web-1", "train-2"}) {
 			t.Errorf("evicted %v, want every move", got)
 		}
@@ -555,7 +566,7 @@ func TestExecuteStop(t *testing.T) {
 		stop := make(chan struct{})
 		close(stop)
 
-		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...))
+		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...), nil)
 
 		if got := reasons(r); len(r.Evicted) != 0 || !slices.Equal(got, []string{"web-1:stopped", "web-2:stopped", "web-3:stopped"}) {
 			t.Errorf("evicted %v, skipped %v; want every move stopped", names(r.Evicted), got)
@@ -573,7 +584,7 @@ func TestExecuteStop(t *testing.T) {
 			return nil
 		})
 
-		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...))
+		r := f.executor(func(o *Options) { o.Stop = stop }).Execute(context.Background(), newPlan(moves...), nil)
 
 		if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
 			t.Errorf("evicted %v, want only web-1", got)
@@ -608,7 +619,7 @@ func TestExecuteStop(t *testing.T) {
 			})
 
 			done := make(chan Result)
-			go func() { done <- e.Execute(ctx, newPlan(moves...)) }()
+			go func() { done <- e.Execute(ctx, newPlan(moves...), nil) }()
 			var r Result
 			select {
 			case r = <-done:
@@ -645,7 +656,7 @@ func TestExecuteCooldown(t *testing.T) {
 	e := f.executor(func(o *Options) { o.History = moves })
 
 	// Moves of one owner within a plan were simulated together: all go.
-	r := e.Execute(context.Background(), newPlan(sameOwner("web-1", "node-a", "node-b"), sameOwner("web-2", "node-a", "node-b")))
+	r := e.Execute(context.Background(), newPlan(sameOwner("web-1", "node-a", "node-b"), sameOwner("web-2", "node-a", "node-b")), nil)
 	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1", "web-2"}) {
 		t.Errorf("evicted %v, want web-1 and web-2", got)
 	}
@@ -656,7 +667,7 @@ func TestExecuteCooldown(t *testing.T) {
 	// A later plan leaves the owner's pods on node-b alone until the cooldown
 	// is over; its pods elsewhere may move.
 	f.clock.Step(9 * time.Minute)
-	r = e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c"), sameOwner("web-4", "node-a", "node-c")))
+	r = e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c"), sameOwner("web-4", "node-a", "node-c")), nil)
 	if !slices.Equal(reasons(r), []string{"web-3:cooldown"}) || !slices.Equal(names(r.Evicted), []string{"web-4"}) {
 		t.Errorf("after 9m: evicted %v, skipped %v; want web-4 evicted, web-3 in cooldown", names(r.Evicted), reasons(r))
 	}
@@ -664,7 +675,7 @@ func TestExecuteCooldown(t *testing.T) {
 		t.Errorf("web-3 read %d times, want 0: the cooldown needs no API call", n)
 	}
 	f.clock.Step(time.Minute)
-	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c"))); !slices.Equal(names(r.Evicted), []string{"web-3"}) {
+	if r := e.Execute(context.Background(), newPlan(sameOwner("web-3", "node-b", "node-c")), nil); !slices.Equal(names(r.Evicted), []string{"web-3"}) {
 		t.Errorf("after 10m: evicted %v, skipped %v; want web-3 evicted", names(r.Evicted), reasons(r))
 	}
 }
@@ -694,7 +705,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 			return nil
 		})
 
-		r := f.executor(nil).Execute(context.Background(), p)
+		r := f.executor(nil).Execute(context.Background(), p, nil)
 
 		if len(r.Evicted) != 3 {
 			t.Fatalf("evicted %v, skipped %v; want all three", names(r.Evicted), reasons(r))
@@ -732,7 +743,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		p := newPlan(newMove("web-3", "node-c", "node-b"), consolidate("web-1", "node-a", "node-b"),
 			consolidate("web-2", "node-a", "node-c"), consolidate("web-4", "node-d", "node-b"))
 
-		r := f.executor(nil).Execute(context.Background(), p)
+		r := f.executor(nil).Execute(context.Background(), p, nil)
 
 		if len(r.Evicted) != 4 {
 			t.Fatalf("evicted %v, skipped %v; want all four", names(r.Evicted), reasons(r))
@@ -765,7 +776,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		held := *p
 		held.HeldEmpty = []string{"node-e", "node-f"}
 
-		r := f.executor(nil).Execute(context.Background(), &held)
+		r := f.executor(nil).Execute(context.Background(), &held, nil)
 
 		if len(r.Evicted) != 3 {
 			t.Fatalf("evicted %v, skipped %v; want all three", names(r.Evicted), reasons(r))
@@ -797,7 +808,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		held := newPlan(consolidate("web-1", "node-a", "node-b"), consolidate("web-2", "node-a", "node-c"), steered)
 		held.HeldEmpty = []string{"node-e", "node-gone"}
 
-		r := f.executor(nil).Execute(context.Background(), held)
+		r := f.executor(nil).Execute(context.Background(), held, nil)
 
 		if got := names(r.Evicted); !slices.Equal(got, []string{"web-3"}) {
 			t.Errorf("evicted %v, want the steered web-3 alone", got)
@@ -828,7 +839,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 			return nil
 		})
 
-		r := f.executor(nil).Execute(ctx, p)
+		r := f.executor(nil).Execute(ctx, p, nil)
 
 		if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
 			t.Errorf("evicted %v, want web-1 only", got)
@@ -867,7 +878,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 			}
 			return nil
 		})
-		r := f.executor(nil).Execute(context.Background(), p)
+		r := f.executor(nil).Execute(context.Background(), p, nil)
 		<-bound
 		if len(r.Evicted) != 3 || !taintedAtWeb3 {
 			t.Errorf("evicted %v; node-a tainted while the plan still evicted: %v, want true", names(r.Evicted), taintedAtWeb3)
@@ -885,7 +896,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 			}
 			return nil // web-2's replacement never comes
 		})
-		r := f.executor(func(o *Options) { o.DrainTimeout = 300 * time.Millisecond }).Execute(context.Background(), p)
+		r := f.executor(func(o *Options) { o.DrainTimeout = 300 * time.Millisecond }).Execute(context.Background(), p, nil)
 		if len(r.Evicted) != 3 {
 			t.Fatalf("evicted %v, want all three", names(r.Evicted))
 		}
@@ -911,7 +922,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		f := newFixture(objects()...)
 		f.fail("patch", "nodes", apierrors.NewInternalError(errors.New("etcd is sad")))
 
-		r := f.executor(nil).Execute(context.Background(), p)
+		r := f.executor(nil).Execute(context.Background(), p, nil)
 
 		if got := reasons(r); !slices.Equal(got, []string{"web-1:taint-failed", "web-2:taint-failed"}) || r.Errors != 2 {
 			t.Errorf("skipped %v with %d errors, want web-1 and web-2 taint-failed, 2 errors", got, r.Errors)
@@ -957,7 +968,7 @@ func TestExecuteRefusesAnInvalidHint(t *testing.T) {
 	p := newPlan(newMove("web-1", "node-a", "node-b"))
 	p.ID = ""
 
-	r := f.executor(nil).Execute(context.Background(), p)
+	r := f.executor(nil).Execute(context.Background(), p, nil)
 
 	if got := reasons(r); !slices.Equal(got, []string{"web-1:error"}) || r.Errors != 1 {
 		t.Errorf("skipped %v with %d errors, want web-1:error, 1 error", got, r.Errors)
@@ -972,11 +983,10 @@ func TestMetrics(t *testing.T) {
 	f := newFixture(newPod("web-1", "node-a"), newPod("web-3", "node-a"), newPod("web-4", "node-a"))
 	f.metrics = NewMetrics(reg)
 	f.fail("create", "pods/eviction", apierrors.NewInternalError(errors.New("etcd is sad")))
-	e := f.executor(func(o *Options) {
-		o.Validate = func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
-			return m.Name != "web-3", fmt.Sprintf("free text naming %s", m.Pod), ""
-		}
-	})
+	validate := func(_ context.Context, m plan.Move, _ *v1.Pod) (bool, string, string) {
+		return m.Name != "web-3", fmt.Sprintf("free text naming %s", m.Pod), ""
+	}
+	e := f.executor(nil)
 	f.client.PrependReactor("create", "pods/eviction", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		// web-1 is evicted; web-4 falls through to the 500.
 		return a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name == "web-1", nil, nil
@@ -987,7 +997,7 @@ func TestMetrics(t *testing.T) {
 		newMove("web-2", "node-a", "node-b"), // gone
 		newMove("web-3", "node-a", "node-b"), // rejected by Validate
 		newMove("web-4", "node-a", "node-b"), // 500
-	))
+	), validate)
 
 	for _, c := range []struct {
 		c    prometheus.Collector
@@ -1023,7 +1033,7 @@ func TestExecuteReportsPlannerRefusals(t *testing.T) {
 		{Pod: ns + "/web-0", UID: "uid-web-0", Strategy: "RemoveDuplicates", Reason: plan.ReasonSameNode},
 	}
 	p.Summary = plan.Summary{NodesInUseBefore: 6, NodesInUseAfter: 3}
-	f.executor(nil).Execute(context.Background(), p)
+	f.executor(nil).Execute(context.Background(), p, nil)
 	got := f.events()
 	if len(got) != 2 {
 		t.Fatalf("events %q, want two RebalanceSkipped (pdb, no-fit)", got)
@@ -1053,7 +1063,7 @@ func TestExecutePacedStopsWhileWaiting(t *testing.T) {
 		}
 		return nil
 	})
-	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")), nil)
 	if !slices.Equal(names(r.Evicted), []string{"web-1"}) || !slices.Equal(reasons(r), []string{"web-2:stopped"}) {
 		t.Errorf("evicted %v, skipped %v; want web-1 evicted, web-2 stopped while waiting", names(r.Evicted), reasons(r))
 	}

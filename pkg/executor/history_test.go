@@ -70,7 +70,7 @@ func TestExecuteWritesHistoryAhead(t *testing.T) {
 	e := f.executor(func(o *Options) { o.History = moves })
 
 	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b"),
-		newMove("web-3", "node-a", "node-b"), newMove("web-4", "node-a", "node-b")))
+		newMove("web-3", "node-a", "node-b"), newMove("web-4", "node-a", "node-b")), nil)
 
 	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
 		t.Errorf("evicted %v, want web-1", got)
@@ -120,7 +120,7 @@ func TestExecuteStopsWhenHistoryCannotBeWritten(t *testing.T) {
 	moves := history.NewStored(f.clock, 10*time.Minute, history.NewStore(f.client, historyNS, historyName))
 	e := f.executor(func(o *Options) { o.History = moves })
 
-	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")))
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b"), newMove("web-2", "node-a", "node-b")), nil)
 
 	if n := f.count("create pods/eviction"); n != 0 {
 		t.Errorf("%d evictions, want none: no eviction the history does not know of", n)
@@ -151,7 +151,7 @@ func TestExecuteHistoryOfStoppedMove(t *testing.T) {
 	moves := history.NewStored(f.clock, 10*time.Minute, history.NewStore(f.client, historyNS, historyName))
 	e := f.executor(func(o *Options) { o.History = moves; o.Stop = stop })
 
-	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")))
+	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil)
 
 	if got := reasons(r); !slices.Equal(got, []string{"web-1:" + ReasonStopped}) {
 		t.Errorf("skipped %v, want web-1 stopped", got)
@@ -167,7 +167,7 @@ func TestExecuteOwnerlessMoveNotRecorded(t *testing.T) {
 	m := newMove("bare", "node-a", "node-b")
 	m.Owner = nil
 	moves := history.NewStored(f.clock, 10*time.Minute, history.NewStore(f.client, historyNS, historyName))
-	r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), &plan.Plan{ID: planID, Moves: []plan.Move{m}})
+	r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), &plan.Plan{ID: planID, Moves: []plan.Move{m}}, nil)
 	if got := names(r.Evicted); !slices.Equal(got, []string{"bare"}) {
 		t.Fatalf("evicted %v, want bare", got)
 	}

@@ -124,7 +124,7 @@ func (m *Metrics) skipped(strategy, reason string, apiError bool) {
 		result = resultError
 	}
 	m.evictions.WithLabelValues(strategy, result).Inc()
-	// Options.Validate's reasons are free text: only known ones are labels.
+	// Validate's reasons are free text: only known ones are labels.
 	if !slices.Contains(Reasons, reason) && !slices.Contains(plan.Reasons, reason) {
 		reason = ReasonRejected
 	}

@@ -65,7 +65,7 @@ func (r *Recheck) stray(node string) bool {
 // balance move a sticky annotation, set since the plan keeps the pod. It
 // returns false and a plan reason (opt-out, sticky, no-fit, target-changed
 // for a replacement that would now go elsewhere, low-gain) with a detail
-// otherwise. It matches executor.Options.Validate.
+// otherwise. It matches executor.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An eviction its owner began since in the background, an opt-out set
 	// since, a gang the pod joined since: it stays. A gang's member moves

@@ -22,6 +22,7 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
@@ -163,6 +164,42 @@ func (s *Session) Recheck(ctx context.Context, view View, o *Opened, p *plan.Pla
 		return nil, err
 	}
 	return planner.NewRecheck(sim, p, s.o.Planner.MinScoreGain), nil
+}
+
+// Capture reads the live cluster through view for a snapshot file (snapshot
+// capture), as a plan reads it, so that it can be planned on offline: with
+// the answers to the Prometheus queries of the policy of Files.Policy, if
+// one is given (no scheduler configuration is needed), and the usage,
+// sampled from metrics.k8s.io over the usage window whatever the policy
+// reads. Usage that cannot be read is logged, not an error: the snapshot
+// then holds none.
+func (s *Session) Capture(ctx context.Context, view View) (*snapshot.Snapshot, error) {
+	var metrics policy.Metrics
+	if file := s.o.Files.Policy; file != "" {
+		pol, err := policy.Load(file, s.o.Client, policy.Registry())
+		if err != nil {
+			return nil, err
+		}
+		if metrics, err = policy.MetricsOf(pol); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	snap, err := view(ctx, s.o.Client)
+	if err != nil {
+		return nil, err
+	}
+	if err := live.ReadPrometheus(ctx, s.o.Client, metrics, snap); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.o.Files.Policy, err)
+	}
+	// A sampler of its own, for this capture alone: it stops on return.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampler := live.NewSampler(s.o.Client, s.o.UsageInterval, s.o.UsageWindow)
+	go sampler.Run(ctx)
+	if err := sampler.Fill(ctx, snap); err != nil {
+		klog.FromContext(ctx).Info("The snapshot holds no usage: policies that read metrics.k8s.io cannot be planned on it", "reason", err.Error())
+	}
+	return snap, nil
 }
 
 // readCluster returns the live cluster as view shows it, with its usage,

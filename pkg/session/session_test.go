@@ -2,20 +2,31 @@ package session
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
+	"github.com/rebalancer-dev/rebalancer/pkg/live"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
+	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
@@ -112,5 +123,53 @@ func TestOpenResolvesTheOptIn(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("warnings %q do not say which pods are planned as opted in", p.Warnings)
+	}
+}
+
+// TestCapture: a capture is the view's cluster with the usage sampled
+// through the session's client; without metrics.k8s.io it is the cluster
+// alone, not an error; a policy that cannot be loaded is one.
+func TestCapture(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	view := func(context.Context, kubernetes.Interface) (*snapshot.Snapshot, error) {
+		return &snapshot.Snapshot{Nodes: []*v1.Node{node}}, nil
+	}
+	metricsServer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var out any
+		switch r.URL.Path {
+		case live.NodeMetricsPath:
+			out = metricsv1beta1.NodeMetricsList{Items: []metricsv1beta1.NodeMetrics{{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Timestamp: metav1.Now(),
+				Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}
+		case live.PodMetricsPath:
+			out = metricsv1beta1.PodMetricsList{}
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+	capture := func(h http.Handler, policyFile string) (*snapshot.Snapshot, error) {
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New(Options{Files: inputs.Files{Policy: policyFile}, Client: client, UsageInterval: time.Millisecond})
+		return s.Capture(ctx, view)
+	}
+
+	snap, err := capture(metricsServer, "")
+	if err != nil || len(snap.Nodes) != 1 || len(snap.NodeMetrics) != 1 {
+		t.Errorf("with metrics-server: %v, snapshot %v; want n1 and its usage", err, snap)
+	}
+	snap, err = capture(http.NotFoundHandler(), policies("binpacking-policy.yaml"))
+	if err != nil || len(snap.Nodes) != 1 || len(snap.NodeMetrics) != 0 {
+		t.Errorf("without metrics.k8s.io: %v, snapshot %v; want n1 without usage, no error", err, snap)
+	}
+	if _, err := capture(metricsServer, filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("a policy that cannot be read: no error")
 	}
 }
