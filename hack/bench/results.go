@@ -1,0 +1,102 @@
+package main
+
+// What a child prints and the parent writes, apart from the code that
+// measures: both sides read these types.
+
+// Results is bench-results.json.
+type Results struct {
+	Plan map[string]PlanResult `json:"plan"`
+	// PlanFile is `rebalancer plan --snapshot` on the 5,000-node synthetic
+	// file: the path users run, decoding and admission included.
+	PlanFile            PlanFileResult `json:"plan_file_5000"`
+	PlanFileJSON        PlanFileResult `json:"plan_file_json_5000"`
+	PredictionsPerS5000 float64        `json:"predictions_per_s_5000"`
+	HintOverheadPct     float64        `json:"hint_overhead_pct"`
+	HintOverheadHinted  float64        `json:"hint_overhead_hinted_pct"`
+	// ExtenderPrioritize is one prioritize call of the extender at 5,000
+	// nodes, through its HTTP handler.
+	ExtenderPrioritize LatencyResult `json:"extender_prioritize_5000"`
+	// EstimatorReplicas is one MaxAvailableReplicas question to `rebalancer
+	// estimator` at 5,000 nodes, through its gRPC handler.
+	EstimatorReplicas LatencyResult `json:"estimator_max_available_replicas_5000"`
+	// Consolidation is the full consolidation of a fragmented cluster:
+	// Consolidation alone, no node cap, no eviction limits.
+	Consolidation ConsolidationResult `json:"consolidation_5000"`
+	// Openb is one result per pod list of the openb trace found.
+	Openb    []OpenbResult     `json:"openb"`
+	Commands map[string]string `json:"commands"`
+	Machine  string            `json:"machine"`
+	// Commit and Go name what was measured, so that two result files can
+	// be compared.
+	Commit string   `json:"commit"`
+	Go     string   `json:"go"`
+	Notes  []string `json:"notes"`
+}
+
+// PlanResult compares one plan of ours with one upstream cycle.
+type PlanResult struct {
+	OursS             float64 `json:"ours_s"`
+	UpstreamS         float64 `json:"upstream_s"`
+	OursRSSMiB        float64 `json:"ours_rss_mib"`
+	UpstreamRSSMiB    float64 `json:"upstream_rss_mib"`
+	Moves             int     `json:"moves"`
+	UpstreamEvictions int     `json:"upstream_evictions"`
+}
+
+// LatencyResult is the latency of a serving path's calls, in milliseconds.
+type LatencyResult struct {
+	P99Ms  float64 `json:"p99_ms"`
+	MeanMs float64 `json:"mean_ms"`
+	Calls  int     `json:"calls"`
+}
+
+// PlanFileResult is one `rebalancer plan --snapshot` of a snapshot file.
+type PlanFileResult struct {
+	Seconds float64 `json:"s"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Moves   int     `json:"moves"`
+}
+
+// ConsolidationResult is one uncapped Consolidation plan.
+type ConsolidationResult struct {
+	Seconds     float64 `json:"s"`
+	RSSMiB      float64 `json:"rss_mib"`
+	Moves       int     `json:"moves"`
+	NodesBefore int     `json:"nodes_in_use_before"`
+	NodesAfter  int     `json:"nodes_in_use_after"`
+	LowerBound  int     `json:"lower_bound"`
+}
+
+// OpenbResult compares 10 simulated rounds on the openb trace.
+type OpenbResult struct {
+	// List is the pod list's kind: openb_pod_list_<list>.csv.
+	List                string `json:"list"`
+	Pods                int    `json:"pods"`
+	NodesBefore         int    `json:"nodes_before"`
+	NodesInUse          int    `json:"nodes_in_use"`
+	LowerBound          int    `json:"lower_bound"`
+	ClassLowerBound     int    `json:"class_lower_bound"`
+	NodesOverLowerBound int    `json:"nodes_over_lower_bound"`
+	EvictionsOurs       int    `json:"evictions_ours"`
+	EvictionsUpstream   int    `json:"evictions_upstream"`
+	NodesInUseUpstream  int    `json:"nodes_in_use_upstream"`
+	PingPong            int    `json:"ping_pong"`
+	PingPongUpstream    int    `json:"ping_pong_upstream"`
+	ConvergedAt         int    `json:"converged_at"`
+	UnschedulableOurs   int    `json:"unschedulable_ours"`
+	UnschedulableUp     int    `json:"unschedulable_upstream"`
+}
+
+// measurement is what a child prints.
+type measurement struct {
+	Seconds float64 `json:"seconds"`
+	Count   int     `json:"count"`
+	Value   float64 `json:"value"`
+	Value2  float64 `json:"value2"`
+	// Openb is set by the openb child.
+	Openb *OpenbResult `json:"openb,omitempty"`
+	// Consolidation is set by the consolidate child.
+	Consolidation *ConsolidationResult `json:"consolidation,omitempty"`
+	// RSSMiB is filled in by the parent from the child's rusage.
+	RSSMiB float64 `json:"-"`
+}
