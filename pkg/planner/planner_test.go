@@ -802,7 +802,7 @@ func TestConsolidationOntoTwoEmptyNodes(t *testing.T) {
 }
 
 // TestConsolidationAboveThePerNodeLimit: nodes that run more movable pods
-// than maxNoOfPodsToEvictPerNode (10 in the shipped pair) cannot be
+// than maxNoOfPodsToEvictPerNode (10 here) cannot be
 // emptied: Consolidation refuses each up front, naming the limit, and when
 // it empties none the plan says why once. A node within the limit is
 // still emptied, and then there is no warning.
@@ -821,11 +821,21 @@ func TestConsolidationAboveThePerNodeLimit(t *testing.T) {
 		}
 		return c
 	}
-	pol, _ := loadPair(t, "binpacking")
+	shipped, prof := loadPair(t, "binpacking")
+	pol := shipped.DeepCopy()
+	pol.MaxNoOfPodsToEvictPerNode = ptrTo(uint(10))
+	plan10 := func(c *cluster) *plan.Plan {
+		_, ctx := ktesting.NewTestContext(t)
+		p, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
 	warning := "Consolidation emptied no node: nodes it could empty run more pods than maxNoOfPodsToEvictPerNode 10 lets a plan evict from a node (the lightest, 12)"
 
 	c := fleet(false)
-	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	p := plan10(c)
 	checkInvariants(t, c, pol, p)
 	if len(p.Moves) != 0 {
 		t.Errorf("%d moves, want none", len(p.Moves))
@@ -847,7 +857,7 @@ func TestConsolidationAboveThePerNodeLimit(t *testing.T) {
 	}
 
 	c = fleet(true)
-	p = runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	p = plan10(c)
 	checkInvariants(t, c, pol, p)
 	if s := p.Summary; s.NodesInUseAfter != 5 {
 		t.Errorf("nodes in use %d -> %d, want the light node emptied", s.NodesInUseBefore, s.NodesInUseAfter)
