@@ -47,7 +47,8 @@ and how many of a workload's pods stay unschedulable
 makes room for are not counted). It answers by placing copies of the workload's
 pod one by one with the cluster's own scheduler profile, in a fork of the
 simulated cluster, so inter-pod anti-affinity, topology spread, taints,
-affinity and DRA devices count. When Karmada names a workload this
+affinity and DRA devices count; copies that meet only through the nodes'
+resources are counted node by node in one pass, to the same answer. When Karmada names a workload this
 cluster has, the copies are its pod template (read from the API server),
 or offline its newest pod; otherwise they are built from the request. Trouble, or an answer not found within --answer-timeout, is
 answered -1 (no opinion). The cluster is read through informers and

@@ -237,7 +237,13 @@ func (e *Estimator) MaxAvailableReplicas(ctx context.Context, object string, req
 		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
 			return err
 		}
+		// Copies that meet only through the nodes' resources are counted
+		// node by node; the others are placed one by one.
+		var counted bool
 		var err error
+		if n, counted, err = v.sim.CountCopies(ctx, pod, e.o.MaxReplicas); err != nil || counted {
+			return err
+		}
 		n, err = v.place(ctx, pod, e.o.MaxReplicas)
 		return err
 	})

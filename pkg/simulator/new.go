@@ -133,6 +133,7 @@ func (s *Simulator) frameworkOptions(ctx context.Context, snap *snapshot.Snapsho
 func (s *Simulator) addSchedulers(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, set settings, fopts []frameworkruntime.Option) error {
 	held := heldRepositories(snap.Nodes)
 	backed := draBacked(snap.DeviceClasses)
+	s.draBacked = backed
 	for _, prof := range profiles {
 		if _, dup := s.schedulers[prof.SchedulerName]; dup {
 			return fmt.Errorf("scheduler profile %q is given twice", prof.SchedulerName)

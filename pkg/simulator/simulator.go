@@ -33,6 +33,8 @@ type Simulator struct {
 	held sets.Set[string]
 	// keepCodes: the next cycle keeps its filters' status codes (Resolvable).
 	keepCodes bool
+	// draBacked says which resources DRA devices may back (draBacked).
+	draBacked func(v1.ResourceName) bool
 	// nodeClasses remembers the class of each node (see classes.go);
 	// byClassCycles counts the cycles filtered and scored by class.
 	nodeClasses   classCache

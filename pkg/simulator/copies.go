@@ -1,0 +1,152 @@
+package simulator
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
+)
+
+// copyBlind are kube-scheduler's filters that pass or refuse a node for a
+// pod whatever copies of it other nodes or the same node already run, for
+// a pod that countsByNode admits: they read the node, the pod, and pods
+// other than the copies (or, NodeResourcesFit, the node's free resources,
+// which count does the sum of).
+var copyBlind = sets.New(names.NodeUnschedulable, names.NodeName, names.TaintToleration, names.NodeAffinity,
+	names.NodePorts, names.NodeResourcesFit, names.VolumeRestrictions, names.NodeVolumeLimits, names.VolumeBinding,
+	names.VolumeZone, names.PodTopologySpread, names.InterPodAffinity, names.DynamicResources, names.NodeDeclaredFeatures)
+
+// CountCopies is how many copies of the pending pod its scheduler would
+// bind one after the other until one finds no node, up to max, counted
+// without a scheduling cycle per copy: the filters run once on every node,
+// and each feasible node takes as many copies as its free resources and
+// pod slots hold. That is the same number only where copies do not meet
+// each other in the filters, so ok is false, and nothing is counted, for a
+// pod with inter-pod affinity or anti-affinity, hard topology spread
+// (its own or the profile's defaults), host ports, volumes a filter
+// counts, or device claims, and for a profile with a filter outside
+// kube-scheduler's own or resources NodeResourcesFit ignores.
+func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n int32, ok bool, err error) {
+	sc, err := s.schedulerOf(pod)
+	if err != nil || !countsByNode(sc, pod, s.draBacked) {
+		return 0, false, err
+	}
+	var c cycle
+	c.state = framework.NewCycleState()
+	all, err := s.snapshot.NodeInfos().List()
+	if err != nil || len(all) == 0 {
+		return 0, err == nil, err
+	}
+	f, done, err := s.preFilter(ctx, sc, pod, &c, all)
+	if err != nil || done {
+		return 0, err == nil, err
+	}
+	s.startFilters(sc, pod, &c, f, nil)
+	s.filterNodes(ctx, sc, pod, &c, f, nil)
+	if f.firstErr != nil {
+		return 0, false, f.firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	req := requests.Of(pod)
+	for _, ni := range f.feasible {
+		if ni == nil {
+			continue
+		}
+		if n += int32(min(int64(max-n), fits(ni, req))); n >= max {
+			return max, true, nil
+		}
+	}
+	return n, true, nil
+}
+
+// fits is how many pods of requests req the node's free resources and pod
+// slots hold, as NodeResourcesFit counts them.
+func fits(ni fwk.NodeInfo, req v1.ResourceList) int64 {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	n := int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
+	for r, q := range req {
+		want := requests.Units(r, q)
+		if want <= 0 {
+			continue
+		}
+		var free int64
+		switch r {
+		case v1.ResourceCPU:
+			free = alloc.GetMilliCPU() - used.GetMilliCPU()
+		case v1.ResourceMemory:
+			free = alloc.GetMemory() - used.GetMemory()
+		case v1.ResourceEphemeralStorage:
+			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage()
+		case v1.ResourcePods:
+			continue
+		default:
+			free = alloc.GetScalarResources()[r] - used.GetScalarResources()[r]
+		}
+		n = min(n, free/want)
+	}
+	return max(n, 0)
+}
+
+// countsByNode says whether copies of pod meet each other in sc's filters
+// only through the node's resources and pod slots (see CountCopies).
+func countsByNode(sc *scheduler, pod *v1.Pod, draBacked func(v1.ResourceName) bool) bool {
+	for _, f := range sc.filters {
+		if !copyBlind.Has(f) {
+			return false
+		}
+	}
+	for _, pc := range sc.profile.PluginConfig {
+		switch args := pc.Args.(type) {
+		case *config.NodeResourcesFitArgs:
+			if len(args.IgnoredResources) > 0 || len(args.IgnoredResourceGroups) > 0 {
+				return false
+			}
+		case *config.PodTopologySpreadArgs:
+			for _, tc := range args.DefaultConstraints {
+				if tc.WhenUnsatisfiable == v1.DoNotSchedule && len(pod.Spec.TopologySpreadConstraints) == 0 {
+					return false
+				}
+			}
+		}
+	}
+	spec := &pod.Spec
+	if a := spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return false
+	}
+	for _, tc := range spec.TopologySpreadConstraints {
+		if tc.WhenUnsatisfiable == v1.DoNotSchedule {
+			return false
+		}
+	}
+	if len(spec.ResourceClaims) > 0 {
+		return false
+	}
+	for r := range requests.Of(pod) {
+		if draBacked != nil && draBacked(r) {
+			return false // DRA devices may hold it, which the node's allocatable does not
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap == nil && v.Secret == nil && v.EmptyDir == nil && v.DownwardAPI == nil && v.Projected == nil {
+			return false
+		}
+	}
+	for _, cs := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for _, c := range cs {
+			for _, p := range c.Ports {
+				if p.HostPort != 0 {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
