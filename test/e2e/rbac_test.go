@@ -110,12 +110,23 @@ func joinRequests(rs []request) string {
 // made since a time, from the audit log.
 func auditedVerbs(t *testing.T, user string, since time.Time) []request {
 	t.Helper()
-	data, err := os.ReadFile(envOr("AUDIT_LOG", filepath.Join(filepath.Dir(kubeconfig), "audit.log")))
+	path := envOr("AUDIT_LOG", filepath.Join(filepath.Dir(kubeconfig), "audit.log"))
+	// kube-apiserver rotates the log at --audit-log-maxsize: the backups,
+	// audit-<time>.log beside it, hold the older requests.
+	backups, err := filepath.Glob(strings.TrimSuffix(path, ".log") + "-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lines []string
+	for _, file := range append(backups, path) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(strings.TrimSpace(string(data)), "\n")...)
+	}
 	seen := map[request]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for _, line := range lines {
 		var ev struct {
 			Verb string `json:"verb"`
 			User struct {
