@@ -69,6 +69,8 @@ func child(sub string, args []string) error {
 		m, err = benchPredict(ctx, *nodes, *count)
 	case "hint":
 		m, err = benchHint(ctx, *nodes, *count)
+	case "thin":
+		m, err = benchThin(ctx, *nodes)
 	case "estimate":
 		m, err = benchEstimate(ctx, *nodes, *count)
 	case "prioritize":

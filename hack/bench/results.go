@@ -8,11 +8,14 @@ type Results struct {
 	Plan map[string]PlanResult `json:"plan"`
 	// PlanFile is `rebalancer plan --snapshot` on the 5,000-node synthetic
 	// file: the path users run, decoding and admission included.
-	PlanFile            PlanFileResult `json:"plan_file_5000"`
-	PlanFileJSON        PlanFileResult `json:"plan_file_json_5000"`
-	PredictionsPerS5000 float64        `json:"predictions_per_s_5000"`
-	HintOverheadPct     float64        `json:"hint_overhead_pct"`
-	HintOverheadHinted  float64        `json:"hint_overhead_hinted_pct"`
+	PlanFile     PlanFileResult `json:"plan_file_5000"`
+	PlanFileJSON PlanFileResult `json:"plan_file_json_5000"`
+	// PlanThin is one plan of the shipped pair on a thin fleet of 5,000
+	// identical nodes of 30 small pods each (thin.go).
+	PlanThin            ThinResult `json:"plan_thin_5000"`
+	PredictionsPerS5000 float64    `json:"predictions_per_s_5000"`
+	HintOverheadPct     float64    `json:"hint_overhead_pct"`
+	HintOverheadHinted  float64    `json:"hint_overhead_hinted_pct"`
 	// ExtenderPrioritize is one prioritize call of the extender at 5,000
 	// nodes, through its HTTP handler.
 	ExtenderPrioritize LatencyResult `json:"extender_prioritize_5000"`
@@ -48,6 +51,15 @@ type LatencyResult struct {
 	P99Ms  float64 `json:"p99_ms"`
 	MeanMs float64 `json:"mean_ms"`
 	Calls  int     `json:"calls"`
+}
+
+// ThinResult is one plan of the thin fleet.
+type ThinResult struct {
+	Seconds float64 `json:"s"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Moves   int     `json:"moves"`
+	// Emptied are the nodes the plan empties.
+	Emptied int `json:"emptied"`
 }
 
 // PlanFileResult is one `rebalancer plan --snapshot` of a snapshot file.
