@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -51,7 +52,7 @@ func thinFleet(nodes int) *snapshot.Snapshot {
 				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: fmt.Sprintf("team-%d", owner%20), UID: types.UID(pod),
 					Labels: map[string]string{"app": fmt.Sprintf("app%d", owner)},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("app%d", owner),
-						UID: types.UID(fmt.Sprintf("rs-%d", owner)), Controller: ptrTo(true)}}},
+						UID: types.UID(fmt.Sprintf("rs-%d", owner)), Controller: ptr.To(true)}}},
 				Spec: v1.PodSpec{NodeName: name, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "app", Image: "app",
 					Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
 						v1.ResourceCPU:    *resource.NewMilliQuantity(milli, resource.DecimalSI),
@@ -62,8 +63,6 @@ func thinFleet(nodes int) *snapshot.Snapshot {
 	}
 	return snap
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // benchThin plans the thin fleet with the shipped bin-packing pair, as
 // `rebalancer plan --snapshot` does once the file is decoded.

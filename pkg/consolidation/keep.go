@@ -129,23 +129,14 @@ func nodeBound(ni fwk.NodeInfo) map[v1.ResourceName]int64 {
 // amounts are how much of r the node's pods request, with extra added (nil
 // for none), and how much the node has.
 func amounts(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) (used, total int64) {
-	req, alloc := ni.GetRequested(), ni.GetAllocatable()
-	q := extra[r]
-	switch r {
-	case v1.ResourceCPU:
-		return req.GetMilliCPU() + q.MilliValue(), alloc.GetMilliCPU()
-	case v1.ResourceMemory:
-		return req.GetMemory() + q.Value(), alloc.GetMemory()
-	case v1.ResourceEphemeralStorage:
-		return req.GetEphemeralStorage() + q.Value(), alloc.GetEphemeralStorage()
-	case v1.ResourcePods:
-		used = int64(len(ni.GetPods()))
-		if extra != nil {
-			used++
-		}
-		return used, int64(alloc.GetAllowedPodNumber())
+	used, total = requests.OnNode(ni, r)
+	switch {
+	case r == v1.ResourcePods && extra != nil:
+		used++
+	case r != v1.ResourcePods:
+		used += requests.Units(r, extra[r])
 	}
-	return req.GetScalarResources()[r] + q.Value(), alloc.GetScalarResources()[r]
+	return used, total
 }
 
 func fraction(ni fwk.NodeInfo, r v1.ResourceName, extra v1.ResourceList) float64 {

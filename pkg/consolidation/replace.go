@@ -113,6 +113,7 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 	tx := c.sim.Begin()
 	isTarget := sets.New(targets...)
 	gone := sets.New[string]() // the sources emptied here, and the one being emptied
+	allowed := func(n string) bool { return isTarget.Has(n) || open(n) && !gone.Has(n) }
 	// saves returns the targets the moves took into use, and whether the
 	// moves empty more nodes than that.
 	saves := func(emptied []string) ([]string, bool) {
@@ -142,7 +143,6 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 			// The empty nodes first: room taken on a node in use may be
 			// room a later source needed, or make that node's own pods
 			// unable to leave it.
-			allowed := func(n string) bool { return isTarget.Has(n) || open(n) && !gone.Has(n) }
 			opts := simulator.PredictOptions{LeaveSource: true, Prefer: isTarget.Has, Exclude: func(n string) bool {
 				return !allowed(n) || c.overCeiling(n, p)
 			}}

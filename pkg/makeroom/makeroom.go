@@ -446,33 +446,16 @@ func (m *MakeRoom) movable(ni fwk.NodeInfo, priority int32) []*v1.Pod {
 // up to freed (removed of them) are gone: every resource it asks for, and
 // a pod slot.
 func fits(ni fwk.NodeInfo, need, freed v1.ResourceList, removed int) bool {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	alloc := ni.GetAllocatable()
 	if len(ni.GetPods())-removed+1 > alloc.GetAllowedPodNumber() {
 		return false
 	}
 	for r, q := range need {
-		if q.IsZero() {
+		if q.IsZero() || r == v1.ResourcePods {
 			continue
 		}
-		f := freed[r]
-		var free int64
-		switch r {
-		case v1.ResourceCPU:
-			free = alloc.GetMilliCPU() - used.GetMilliCPU() + f.MilliValue()
-			if q.MilliValue() > free {
-				return false
-			}
-			continue
-		case v1.ResourceMemory:
-			free = alloc.GetMemory() - used.GetMemory() + f.Value()
-		case v1.ResourceEphemeralStorage:
-			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage() + f.Value()
-		case v1.ResourcePods:
-			continue
-		default:
-			free = alloc.GetScalarResources()[r] - used.GetScalarResources()[r] + f.Value()
-		}
-		if q.Value() > free {
+		requested, has := requests.OnNode(ni, r)
+		if requests.Units(r, q) > has-requested+requests.Units(r, freed[r]) {
 			return false
 		}
 	}

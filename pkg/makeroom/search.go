@@ -171,26 +171,17 @@ func (m *MakeRoom) roomSet(ni fwk.NodeInfo, lacks []short, chosen []int, classes
 
 // lacking lists what ni lacks for need, by name; nothing when it fits.
 func lacking(ni fwk.NodeInfo, need v1.ResourceList) []short {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	alloc := ni.GetAllocatable()
 	var out []short
 	if n, most := len(ni.GetPods())+1, alloc.GetAllowedPodNumber(); n > most {
 		out = append(out, short{name: v1.ResourcePods, lack: int64(n - most), of: int64(most)})
 	}
 	for r, q := range need {
-		var free, of int64
-		switch r {
-		case v1.ResourcePods:
+		if r == v1.ResourcePods {
 			continue
-		case v1.ResourceCPU:
-			of, free = alloc.GetMilliCPU(), alloc.GetMilliCPU()-used.GetMilliCPU()
-		case v1.ResourceMemory:
-			of, free = alloc.GetMemory(), alloc.GetMemory()-used.GetMemory()
-		case v1.ResourceEphemeralStorage:
-			of, free = alloc.GetEphemeralStorage(), alloc.GetEphemeralStorage()-used.GetEphemeralStorage()
-		default:
-			of, free = alloc.GetScalarResources()[r], alloc.GetScalarResources()[r]-used.GetScalarResources()[r]
 		}
-		if ask := requests.Units(r, q); ask > free {
+		requested, of := requests.OnNode(ni, r)
+		if ask, free := requests.Units(r, q), of-requested; ask > free {
 			out = append(out, short{name: r, lack: ask - free, of: of})
 		}
 	}

@@ -2,7 +2,6 @@ package planner
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	promapi "github.com/prometheus/client_golang/api"
@@ -110,12 +109,7 @@ func (h *judgingHandle) Warn(text string) {
 // EvictionsLeft is how many more pods the policy's maxNoOfPodsToEvictPerNode
 // lets the plan evict from node, -1 without that limit.
 func (h *judgingHandle) EvictionsLeft(node string) (int, string) {
-	p := h.evictor.p
-	limit := p.policy.MaxNoOfPodsToEvictPerNode
-	if limit == nil {
-		return -1, ""
-	}
-	return max(0, int(*limit)-int(p.perNode[node])), fmt.Sprintf("maxNoOfPodsToEvictPerNode %d", *limit)
+	return h.evictor.p.evictionsLeft(node)
 }
 
 func (h *judgingHandle) Consider(node, outcome string) {

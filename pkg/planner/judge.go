@@ -52,6 +52,16 @@ func (p *planner) full() bool {
 	return max != nil && p.total >= *max
 }
 
+// evictionsLeft is how many more pods the policy's maxNoOfPodsToEvictPerNode
+// lets the plan evict from node, and that limit in words; -1 without it.
+func (p *planner) evictionsLeft(node string) (int, string) {
+	limit := p.policy.MaxNoOfPodsToEvictPerNode
+	if limit == nil {
+		return -1, ""
+	}
+	return max(0, int(*limit)-int(p.perNode[node])), fmt.Sprintf("maxNoOfPodsToEvictPerNode %d", *limit)
+}
+
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on
 // to its next candidate.
 var errSkipped = errors.New("eviction not in the plan")
@@ -81,8 +91,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if p.full() {
 		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictTotal %d reached", *p.policy.MaxNoOfPodsToEvictTotal), evictions.NewEvictionTotalLimitError())
 	}
-	if max := p.policy.MaxNoOfPodsToEvictPerNode; max != nil && p.perNode[pod.Spec.NodeName] >= *max {
-		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNode %d reached on %s", *max, pod.Spec.NodeName), evictions.NewEvictionNodeLimitError(pod.Spec.NodeName))
+	if left, limit := p.evictionsLeft(pod.Spec.NodeName); left == 0 {
+		return skip(plan.ReasonLimit, fmt.Sprintf("%s reached on %s", limit, pod.Spec.NodeName), evictions.NewEvictionNodeLimitError(pod.Spec.NodeName))
 	}
 	if max := p.policy.MaxNoOfPodsToEvictPerNamespace; max != nil && p.perNamespace[pod.Namespace] >= *max {
 		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNamespace %d reached in %s", *max, pod.Namespace), evictions.NewEvictionNamespaceLimitError(pod.Namespace))

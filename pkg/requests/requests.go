@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/features"
 )
@@ -47,6 +48,24 @@ func Units(r v1.ResourceName, q resource.Quantity) int64 {
 		return q.MilliValue()
 	}
 	return q.Value()
+}
+
+// OnNode is how much of r the node's pods request and how much the node
+// has, in Units (pods: the pods it runs and its pod slots), as
+// NodeResourcesFit reads them from its NodeInfo.
+func OnNode(ni fwk.NodeInfo, r v1.ResourceName) (requested, allocatable int64) {
+	req, alloc := ni.GetRequested(), ni.GetAllocatable()
+	switch r {
+	case v1.ResourceCPU:
+		return req.GetMilliCPU(), alloc.GetMilliCPU()
+	case v1.ResourceMemory:
+		return req.GetMemory(), alloc.GetMemory()
+	case v1.ResourceEphemeralStorage:
+		return req.GetEphemeralStorage(), alloc.GetEphemeralStorage()
+	case v1.ResourcePods:
+		return int64(len(ni.GetPods())), int64(alloc.GetAllowedPodNumber())
+	}
+	return req.GetScalarResources()[r], alloc.GetScalarResources()[r]
 }
 
 // BiggestFirst sorts pods by how much they ask for, biggest first, stably:

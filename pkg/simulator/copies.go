@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
@@ -37,23 +36,9 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 	if err != nil || !countsByNode(sc, pod, s.draBacked) {
 		return 0, false, err
 	}
-	var c cycle
-	c.state = framework.NewCycleState()
-	all, err := s.snapshot.NodeInfos().List()
-	if err != nil || len(all) == 0 {
-		return 0, err == nil, err
-	}
-	f, done, err := s.preFilter(ctx, sc, pod, &c, all)
-	if err != nil || done {
-		return 0, err == nil, err
-	}
-	s.startFilters(sc, pod, &c, f, nil)
-	s.filterNodes(ctx, sc, pod, &c, f, nil)
-	if f.firstErr != nil {
-		return 0, false, f.firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, false, err
+	_, f, _, done, err := s.filterCycle(ctx, sc, pod, nil, nil)
+	if done || err != nil {
+		return 0, err == nil, err // no node passes
 	}
 	req := requests.Of(pod)
 	for _, ni := range f.feasible {
@@ -70,27 +55,13 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 // fits is how many pods of requests req the node's free resources and pod
 // slots hold, as NodeResourcesFit counts them.
 func fits(ni fwk.NodeInfo, req v1.ResourceList) int64 {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	n := int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
+	pods, slots := requests.OnNode(ni, v1.ResourcePods)
+	n := slots - pods
 	for r, q := range req {
-		want := requests.Units(r, q)
-		if want <= 0 {
-			continue
+		if want := requests.Units(r, q); want > 0 && r != v1.ResourcePods {
+			used, has := requests.OnNode(ni, r)
+			n = min(n, (has-used)/want)
 		}
-		var free int64
-		switch r {
-		case v1.ResourceCPU:
-			free = alloc.GetMilliCPU() - used.GetMilliCPU()
-		case v1.ResourceMemory:
-			free = alloc.GetMemory() - used.GetMemory()
-		case v1.ResourceEphemeralStorage:
-			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage()
-		case v1.ResourcePods:
-			continue
-		default:
-			free = alloc.GetScalarResources()[r] - used.GetScalarResources()[r]
-		}
-		n = min(n, free/want)
 	}
 	return max(n, 0)
 }

@@ -88,37 +88,47 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 // set the sample kube-scheduler would score (see sample). The drained
 // nodes carry the drain taint (none when empty).
 func (s *Simulator) schedule(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (cycle, error) {
-	var c cycle
-	c.state = framework.NewCycleState()
-	all, err := s.snapshot.NodeInfos().List()
-	if err != nil {
-		return c, err
-	}
-	if len(all) == 0 {
-		c.diagnosis = "no nodes"
-		return c, nil
-	}
-	f, done, err := s.preFilter(ctx, sc, pod, &c, all)
+	c, f, cl, done, err := s.filterCycle(ctx, sc, pod, random, drained)
 	if done || err != nil {
-		return c, err
-	}
-	c.considered = len(f.nodes)
-	c.nodes = f.nodes
-	s.startFilters(sc, pod, &c, f, drained)
-	cl := s.filterNodes(ctx, sc, pod, &c, f, random)
-	if f.firstErr != nil {
-		if why, failed := failedFilters(f.reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
-			return cycle{state: c.state, considered: c.considered, nodes: c.nodes, diagnosis: why}, nil
-		}
-		return c, f.firstErr
-	}
-	if err := ctx.Err(); err != nil {
-		// Until stops at an ended context, leaving nodes unfiltered: no
-		// node found is then no answer, not "nothing fits".
 		return c, err
 	}
 	err = s.scoreFeasible(ctx, sc, pod, &c, f, cl, random)
 	return c, err
+}
+
+// filterCycle is schedule up to scoring: PreFilter and Filter. done: the
+// cycle ends there, with c's diagnosis (no node, or PreFilter or a
+// filter's own failure for this pod) or the error.
+func (s *Simulator) filterCycle(ctx context.Context, sc *scheduler, pod *v1.Pod, random *rand.Rand, drained sets.Set[string]) (c cycle, f *cycleFilter, cl *classes, done bool, err error) {
+	c.state = framework.NewCycleState()
+	all, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		return c, nil, nil, true, err
+	}
+	if len(all) == 0 {
+		c.diagnosis = "no nodes"
+		return c, nil, nil, true, nil
+	}
+	f, done, err = s.preFilter(ctx, sc, pod, &c, all)
+	if done || err != nil {
+		return c, nil, nil, true, err
+	}
+	c.considered = len(f.nodes)
+	c.nodes = f.nodes
+	s.startFilters(sc, pod, &c, f, drained)
+	cl = s.filterNodes(ctx, sc, pod, &c, f, random)
+	if f.firstErr != nil {
+		if why, failed := failedFilters(f.reasons); failed && ctx.Err() == nil { // this pod's cycle alone (dra.go)
+			return cycle{state: c.state, considered: c.considered, nodes: c.nodes, diagnosis: why}, nil, nil, true, nil
+		}
+		return c, nil, nil, true, f.firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		// Until stops at an ended context, leaving nodes unfiltered: no
+		// node found is then no answer, not "nothing fits".
+		return c, nil, nil, true, err
+	}
+	return c, f, cl, false, nil
 }
 
 // scoreFeasible scores the feasible nodes (with random, the sample
