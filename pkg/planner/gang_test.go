@@ -123,7 +123,7 @@ func TestDropTakesTheGangWhole(t *testing.T) {
 		move("ml", "train-0", "train"), move("ml", "web", ""), move("ml", "train-1", "train"), move("other", "train-0", "train"), move("ml", "eval-0", "eval"),
 	}}}
 	p.applied = make([]applied, len(p.out.Moves))
-	p.drop(map[int]string{2: "it lands elsewhere"}, "")
+	p.drop(map[int]refusal{2: {plan.ReasonTargetChanged, "it lands elsewhere"}})
 	var kept []string
 	for _, m := range p.out.Moves {
 		kept = append(kept, m.Pod)

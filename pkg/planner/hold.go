@@ -66,19 +66,19 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		// A room whose pending pod the replay does not place goes whole
 		// (no-room); the replay then runs again without it.
 		if len(unplaced) > 0 {
-			noRoom := map[int]string{}
+			noRoom := map[int]refusal{}
 			for i, m := range p.out.Moves {
 				if m.Room != "" && unplaced.Has(m.Room) {
-					noRoom[i] = fmt.Sprintf("with the plan's replacements pending together, %s still fits nowhere", m.Room)
+					noRoom[i] = refusal{plan.ReasonNoRoom, fmt.Sprintf("with the plan's replacements pending together, %s still fits nowhere", m.Room)}
 				}
 			}
 			if len(noRoom) > 0 {
-				p.drop(noRoom, plan.ReasonNoRoom)
+				p.drop(noRoom)
 				continue
 			}
 		}
 
-		failed := map[int]string{} // move index -> why
+		failed := map[int]refusal{} // move index -> why
 		drains, rooms := sets.New[string](), sets.New[string]()
 		retargeted := false
 		for i := range p.applied {
@@ -90,7 +90,7 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			v := decide(landing(m, l), intent{balance: m.Balance, drain: m.Drain, planned: m, replayed: true}, stray, p.opts.MinScoreGain)
 			switch {
 			case v.reason != "":
-				failed[i] = "with the plan's replacements pending together and its drained nodes tainted, " + v.detail
+				failed[i] = refusal{v.reason, "with the plan's replacements pending together and its drained nodes tainted, " + v.detail}
 			case m.Drain && !m.Steered:
 				// An unsteered drain holds wherever its replacements land, so
 				// long as every node they may land on stays in use.
@@ -116,7 +116,7 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 		if len(failed) == 0 && !retargeted {
 			churn := p.packingChurn(inUse, after)
 			if len(churn) > 0 {
-				p.drop(churn, plan.ReasonNoNodeFreed)
+				p.drop(because(plan.ReasonNoNodeFreed, churn))
 				continue
 			}
 			strays, err := p.strays(ctx, stray)
@@ -126,18 +126,21 @@ func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]sim
 			if len(strays) == 0 {
 				return after, nil
 			}
-			p.drop(strays, plan.ReasonUnsteered)
+			p.drop(because(plan.ReasonUnsteered, strays))
 			continue
 		}
+		// A drain, a room and a gang hold whole or not at all: their other
+		// moves do not land as planned either.
 		for i, m := range p.out.Moves {
 			if _, ok := failed[i]; !ok && m.Drain && drains.Has(m.Source) {
-				failed[i] = fmt.Sprintf("the drain of %s fails: another of its pods does not land as planned", m.Source)
+				failed[i] = refusal{changed(&m), fmt.Sprintf("the drain of %s fails: another of its pods does not land as planned", m.Source)}
 			}
 			if _, ok := failed[i]; !ok && m.Room != "" && rooms.Has(m.Room) {
-				failed[i] = fmt.Sprintf("the room made for %s fails: another of its moves does not hold", m.Room)
+				failed[i] = refusal{changed(&m), fmt.Sprintf("the room made for %s fails: another of its moves does not hold", m.Room)}
 			}
 		}
-		p.drop(failed, "")
+		p.withGangs(failed, changed)
+		p.drop(failed)
 	}
 }
 
@@ -278,51 +281,65 @@ func (p *planner) packingChurn(before map[string]bool, after []simulator.NodeUsa
 	return churn
 }
 
-// drop takes failed moves out of the plan and records why as skips, with
-// reason, or by default target-changed (unsteered for an anywhere move).
-// The plugins have run, so only what the replay reads (sources) is
-// updated; the budgets and limits the moves spent are not given back: the
-// plan is final.
-func (p *planner) drop(failed map[int]string, reason string) {
-	// A gang's moves go together.
-	gangs := map[string]string{}
+// refusal is why a move leaves the plan: a plan reason and its detail.
+type refusal struct{ reason, detail string }
+
+// because gives each failed move's detail one reason.
+func because(reason string, failed map[int]string) map[int]refusal {
+	out := make(map[int]refusal, len(failed))
+	for i, detail := range failed {
+		out[i] = refusal{reason, detail}
+	}
+	return out
+}
+
+// withGangs adds to failed the other moves of each gang one of whose moves
+// fails: a gang's moves go together. Each says which move failed first,
+// with reason(m), or without reason the first failed move's reason.
+func (p *planner) withGangs(failed map[int]refusal, reason func(m *plan.Move) string) {
+	first := map[string]refusal{}
 	for i, m := range p.out.Moves {
 		k := m.Namespace + "/" + m.Gang
-		if why, ok := failed[i]; ok && m.Gang != "" && gangs[k] == "" {
-			gangs[k] = fmt.Sprintf("the move of %s, of its gang (%s), fails: %s", m.Pod, m.Gang, why)
+		if f, ok := failed[i]; ok && m.Gang != "" {
+			if _, seen := first[k]; !seen {
+				first[k] = refusal{f.reason, fmt.Sprintf("the move of %s, of its gang (%s), fails: %s", m.Pod, m.Gang, f.detail)}
+			}
 		}
 	}
 	for i, m := range p.out.Moves {
 		if _, ok := failed[i]; !ok && m.Gang != "" {
-			if why, ok := gangs[m.Namespace+"/"+m.Gang]; ok {
-				failed[i] = why
+			if f, ok := first[m.Namespace+"/"+m.Gang]; ok {
+				if reason != nil {
+					f.reason = reason(&m)
+				}
+				failed[i] = f
 			}
 		}
 	}
+}
+
+// drop takes failed moves out of the plan, and the rest of their gangs,
+// and records why as skips. The plugins have run, so only what the replay
+// reads (sources) is updated; the budgets and limits the moves spent are
+// not given back: the plan is final.
+func (p *planner) drop(failed map[int]refusal) {
+	p.withGangs(failed, nil)
 	keep := 0
 	for i, m := range p.out.Moves {
-		why, ok := failed[i]
+		f, ok := failed[i]
 		if !ok {
 			p.out.Moves[keep], p.applied[keep] = m, p.applied[i]
 			keep++
 			continue
 		}
-		r := reason
-		switch {
-		case r != "":
-		case m.Anywhere:
-			r = plan.ReasonUnsteered
-		default:
-			r = plan.ReasonTargetChanged
-		}
 		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: m.Pod, UID: m.UID, Profile: m.Profile, Strategy: m.Strategy,
-			Scheduler: m.Scheduler, Reason: r, Detail: why})
-		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", why)
+			Scheduler: m.Scheduler, Reason: f.reason, Detail: f.detail})
+		p.logger.V(2).Info("Move dropped from the plan", "pod", m.Pod, "strategy", m.Strategy, "why", f.detail)
 		if p.dropped == nil {
 			p.dropped = map[string]string{}
 		}
 		if _, ok := p.dropped[m.Source]; !ok {
-			p.dropped[m.Source] = r
+			p.dropped[m.Source] = f.reason
 		}
 		p.sources[m.Source]-- // read again by the next replay's checks
 	}

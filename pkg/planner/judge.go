@@ -73,8 +73,7 @@ var errSkipped = errors.New("eviction not in the plan")
 // room, for a move that makes room for a pending pod (MakeRoom), names
 // that pod: the replacement leaves its source (simOpts.LeaveSource) for
 // the pending pod, which is not a drain (the node is not tainted), gains
-// no score, and must be steered: left to its scheduler, it could take the
-// room back before the pending pod, which waits in its backoff.
+// no score, and must be steered (decide).
 func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, room string) error {
 	if p.moved.Has(pod.UID) || p.replacements.Has(pod.UID) || p.arriving.Has(pod.UID) {
 		return errSkipped // another plugin already moved it in this plan
@@ -83,7 +82,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		p.skip(profile, strategy, pod, why, detail)
 		return err
 	}
-	if why, detail := p.alone(p.stays(pod, p.balancing)); why != "" {
+	if why, detail := p.alone(stays(p.sim, pod, pod.Spec.NodeName, p.balancing)); why != "" {
 		return skip(why, detail, errSkipped)
 	}
 
@@ -139,11 +138,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	// own, and their nodes are not emptied for it.
 	companion := p.group != nil && pod.UID != p.group.asked
 	balance, drain := p.balancing && room == "" && !companion, simOpts.LeaveSource && room == "" && !companion
-	v := decide(pred, intent{balance: balance, drain: drain}, simOpts.Exclude, p.opts.MinScoreGain)
-	if v.reason == "" && room != "" && !v.steered {
-		v.reason = plan.ReasonUnsteered
-		v.detail = fmt.Sprintf("scheduler %q does not follow rebalance hints: the replacement could take back the room made on %s for %s", pred.Scheduler, pred.Source, room)
-	}
+	v := decide(pred, intent{balance: balance, drain: drain, room: room}, simOpts.Exclude, p.opts.MinScoreGain)
 	switch v.reason {
 	case "":
 	case plan.ReasonUnsteered:
@@ -235,24 +230,25 @@ func (p *planner) mustStay(pod *v1.Pod) (why, detail string) {
 
 // mustStayAlone is mustStay of pod, its gang (moved whole) aside.
 func (p *planner) mustStayAlone(pod *v1.Pod) (why, detail string) {
-	why, detail = p.stays(pod, true)
+	why, detail = stays(p.sim, pod, pod.Spec.NodeName, true)
 	if why == "" || why == plan.ReasonGang {
 		_, why, detail = p.heldBack(pod)
 	}
 	return why, detail
 }
 
-// stays says why pod is not moved by anyone (untouchable), or, for a
-// balance move, because it is sticky; judge's first checks.
-func (p *planner) stays(pod *v1.Pod, balance bool) (why, detail string) {
-	why, detail = untouchable(p.sim, pod, pod.Spec.NodeName)
+// stays says why pod on node is not moved by anyone (untouchable), or,
+// for a balance move, because it is sticky; judge's first checks, and
+// Recheck.Move's before each eviction.
+func stays(sim *simulator.Simulator, pod *v1.Pod, node string, balance bool) (why, detail string) {
+	why, detail = untouchable(sim, pod, node)
 	if why != "" && why != plan.ReasonGang {
 		return why, detail
 	}
 	if balance && hint.IsSticky(pod) {
-		return plan.ReasonSticky, stickyDetail(pod)
+		return plan.ReasonSticky, fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, node)
 	}
-	return why, detail // "" or its gang's, which a gang moved whole passes (alone)
+	return why, detail // "" or its gang's, which a gang moved whole passes
 }
 
 // heldBack says why pod is not moved now: its owner's cooldown, or a
@@ -283,10 +279,6 @@ func (p *planner) alone(why, detail string) (string, string) {
 		return "", ""
 	}
 	return why, detail
-}
-
-func stickyDetail(pod *v1.Pod) string {
-	return fmt.Sprintf("the pod is annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, pod.Spec.NodeName)
 }
 
 func (p *planner) cooldownDetail(pod *v1.Pod) string {

@@ -10,10 +10,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/gang"
-	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
-	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 // Recheck judges a plan's moves again just before they are carried out, on
@@ -68,9 +66,10 @@ func (r *Recheck) stray(node string) bool {
 // otherwise. It matches executor.Validate.
 func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An eviction its owner began since in the background, an opt-out set
-	// since, a gang the pod joined since: it stays. A gang's member moves
+	// since, a gang the pod joined since, and against a balance plugin's
+	// move a sticky annotation set since: it stays. A gang's member moves
 	// with the gang it was planned with.
-	if why, detail := untouchable(r.sim, pod, m.Source); why != "" && (why != plan.ReasonGang || m.Gang == "" || gang.Name(pod) != m.Gang) {
+	if why, detail := stays(r.sim, pod, m.Source, m.Balance); why != "" && (why != plan.ReasonGang || m.Gang == "" || gang.Name(pod) != m.Gang) {
 		return false, why, detail
 	}
 	// A room made for a pod that no longer waits (placed, or gone) would
@@ -86,10 +85,6 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 			return false, plan.ReasonNoRoom, fmt.Sprintf("%s, which the move makes room for, no longer waits for a node", m.Room)
 		}
 	}
-	// So does a pod made sticky since, against a balance plugin's move.
-	if m.Balance && hint.IsSticky(pod) {
-		return false, plan.ReasonSticky, fmt.Sprintf("the pod is now annotated %s=true: it stays on %s unless a deschedule plugin finds it misplaced", wellknown.StickyAnnotation, m.Source)
-	}
 	opts := simulator.PredictOptions{LeaveSource: m.Drain || m.Gang != "" || m.Room != "", Drained: r.drained}
 	if m.Steered {
 		// The hint sends the replacement to the target whenever the target
@@ -103,13 +98,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	case err != nil:
 		return false, plan.ReasonTargetChanged, fmt.Sprintf("cannot simulate the move again: %v", err)
 	}
-	v := decide(pred, intent{balance: m.Balance, drain: m.Drain, planned: &m}, r.stray, r.minGain)
-	switch v.reason {
-	case "":
-	case plan.ReasonSameNode, plan.ReasonUnsteered:
-		// Where the replacement goes is no longer where the plan has it.
-		return false, plan.ReasonTargetChanged, v.detail
-	default:
+	if v := decide(pred, intent{balance: m.Balance, drain: m.Drain, planned: &m}, r.stray, r.minGain); v.reason != "" {
 		return false, v.reason, v.detail
 	}
 	if _, err := r.sim.Move(ctx, pod, pred.Node); err != nil {

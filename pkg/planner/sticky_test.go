@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,7 @@ func TestStickyPodOnATaintedNodeMoves(t *testing.T) {
 
 // TestRecheckHonoursALateSticky: a pod made sticky after the plan is not
 // moved by a balance plugin's move when it is rechecked; the others are.
+// The recheck says why in the words a plan made then does.
 func TestRecheckHonoursALateSticky(t *testing.T) {
 	c, pol, profs, p := thinPlan(t)
 	if len(p.Moves) < 2 {
@@ -67,6 +69,15 @@ func TestRecheckHonoursALateSticky(t *testing.T) {
 	makeSticky(podsByUID(c.snap)[late.UID])
 	refused := recheckAll(t, profs, pol, c.snap, p)
 	if len(refused) != 1 || !strings.HasPrefix(refused[0], late.Pod+": "+plan.ReasonSticky+": ") {
-		t.Errorf("refused %v, want %s alone, as %s", refused, late.Pod, plan.ReasonSticky)
+		t.Fatalf("refused %v, want %s alone, as %s", refused, late.Pod, plan.ReasonSticky)
+	}
+	replanned := planWith(t, profs, pol, c.snap)
+	i := slices.IndexFunc(replanned.Skipped, func(s plan.Skip) bool { return s.Pod == late.Pod && s.Reason == plan.ReasonSticky })
+	if i < 0 {
+		t.Fatalf("a plan made now does not skip %s as %s: %v", late.Pod, plan.ReasonSticky, replanned.Summary.SkippedByReason)
+	}
+	// Consolidation adds which node the pod keeps in use.
+	if planned := late.Pod + ": " + plan.ReasonSticky + ": " + replanned.Skipped[i].Detail; !strings.HasPrefix(planned, refused[0]) {
+		t.Errorf("rechecked %q, want the plan's words %q", refused[0], planned)
 	}
 }

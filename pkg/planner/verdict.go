@@ -24,6 +24,38 @@ type intent struct {
 	// pending together. A replacement left to its scheduler that surely
 	// lands on another node the plan keeps in use holds there instead.
 	replayed bool
+	// room names the pending pod a move makes room for (MakeRoom), while
+	// planning: the move must be steered, as left to its scheduler the
+	// replacement could take the room back before the pending pod, which
+	// waits in its backoff.
+	room string
+}
+
+// again is the reason a move checked again is refused for. Rechecked, a
+// replacement that would go back to its node or no longer surely to its
+// target goes elsewhere than planned: target-changed. In the plan's
+// replay every refusal is the move not landing as planned: target-changed,
+// or unsteered for a move left anywhere (changed).
+func (in intent) again(reason string) string {
+	switch {
+	case in.planned == nil:
+		return reason
+	case in.replayed:
+		return changed(in.planned)
+	case reason == plan.ReasonSameNode, reason == plan.ReasonUnsteered:
+		return plan.ReasonTargetChanged
+	}
+	return reason
+}
+
+// changed is why the plan's replay drops a move that does not land as
+// planned, or goes with one that does not: unsteered for a move left
+// anywhere to its scheduler, else target-changed.
+func changed(m *plan.Move) string {
+	if m.Anywhere {
+		return plan.ReasonUnsteered
+	}
+	return plan.ReasonTargetChanged
 }
 
 // verdict is the decision on a move: accepted when reason is "", with the
@@ -48,10 +80,11 @@ type verdict struct {
 // landing) and before each eviction. stray says which nodes a drain's
 // replacement must not land on (emptied by the plan, or not in use); nil
 // when nothing is known of them, and then no drain is left to its
-// scheduler's choice.
+// scheduler's choice. A move checked again is refused with the reason
+// again gives.
 func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGain int64) verdict {
 	refuse := func(reason, format string, args ...any) verdict {
-		return verdict{reason: reason, detail: fmt.Sprintf(format, args...)}
+		return verdict{reason: in.again(reason), detail: fmt.Sprintf(format, args...)}
 	}
 	m := in.planned
 	switch {
@@ -95,6 +128,9 @@ func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGa
 	}
 	if v.anywhere && !leftToScheduler && (in.balance || in.drain || pred.SourceFeasible) {
 		return unsteered("")
+	}
+	if in.room != "" && !v.steered {
+		return refuse(plan.ReasonUnsteered, "scheduler %q does not follow rebalance hints: the replacement could take back the room made on %s for %s", pred.Scheduler, pred.Source, in.room)
 	}
 	if m == nil {
 		return v
