@@ -272,7 +272,7 @@ func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard
 // live pod, and a reason when the move is not to be made.
 func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard, validate Validate) outcome {
 	if m.Owner != nil {
-		if last, ok := e.o.History.Landed(types.UID(m.Owner.UID), m.Source); ok && last.Before(e.planStart) {
+		if last, ok := e.o.History.InCooldown(types.UID(m.Owner.UID), m.Source, e.planStart); ok {
 			return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
 		}
 	}

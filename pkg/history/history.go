@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -287,22 +285,23 @@ func (h *History) live(moves []Move) []Move {
 	return slices.DeleteFunc(moves, func(m Move) bool { return !h.fresh(m.At, now) })
 }
 
-// Landed returns when a pod of owner was last moved onto node, if that is
-// less than the cooldown ago.
-func (h *History) Landed(owner types.UID, node string) (time.Time, bool) {
+// InCooldown says whether the pods of owner stay on node: a pod of owner
+// was last moved onto it at, less than the cooldown ago, and before before
+// (zero: whenever). The planner asks with zero; the executor with the
+// start of the plan it carries out, whose own moves do not hold it back.
+func (h *History) InCooldown(owner types.UID, node string, before time.Time) (at time.Time, ok bool) {
 	if h == nil || h.cooldown <= 0 {
 		return time.Time{}, false
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.clock.Now()
-	var last time.Time
 	for _, m := range h.byOwner[owner] {
-		if m.To == node && m.At.After(last) && h.fresh(m.At, now) {
-			last = m.At
+		if m.To == node && m.At.After(at) && h.fresh(m.At, now) {
+			at = m.At
 		}
 	}
-	return last, !last.IsZero()
+	return at, !at.IsZero() && (before.IsZero() || at.Before(before))
 }
 
 // Moved counts the pods of owner moved less than the cooldown ago: the
@@ -321,18 +320,6 @@ func (h *History) Moved(owner types.UID) int {
 		}
 	}
 	return n
-}
-
-// InCooldown says whether a pod must stay where it is: a pod of its owner
-// was moved onto its node less than the cooldown ago. The planner leaves
-// such pods alone.
-func (h *History) InCooldown(pod *v1.Pod) bool {
-	owner := metav1.GetControllerOf(pod)
-	if owner == nil {
-		return false
-	}
-	_, ok := h.Landed(owner.UID, pod.Spec.NodeName)
-	return ok
 }
 
 // Moves returns the moves that have not cooled, oldest first.

@@ -5,18 +5,14 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 )
 
-func owned(owner, node string) *v1.Pod {
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: owner, UID: k8stypes.UID("uid-" + owner), Controller: ptr.To(true)}}},
-		Spec:       v1.PodSpec{NodeName: node},
-	}
+// cooling says whether the pods of owner ("uid-" + owner) stay on node.
+func cooling(h *History, owner, node string) bool {
+	_, ok := h.InCooldown(k8stypes.UID("uid-"+owner), node, time.Time{})
+	return ok
 }
 
 func TestCooldownPerOwnerAndNode(t *testing.T) {
@@ -25,25 +21,30 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 	h := New(clock, 10*time.Minute)
 	h.Record(Move{Owner: "uid-web", To: "node-b"})
 
-	if !h.InCooldown(owned("web", "node-b")) {
+	if !cooling(h, "web", "node-b") {
 		t.Error("a pod of web on node-b, just moved there: want cooldown")
 	}
-	if h.InCooldown(owned("web", "node-a")) || h.InCooldown(owned("db", "node-b")) {
+	if cooling(h, "web", "node-a") || cooling(h, "db", "node-b") {
 		t.Error("another node or another owner: want no cooldown")
 	}
-	if h.InCooldown(&v1.Pod{Spec: v1.PodSpec{NodeName: "node-b"}}) {
-		t.Error("a pod without a controller: want no cooldown")
+	if at, ok := h.InCooldown("uid-web", "node-b", time.Time{}); !ok || !at.Equal(start) {
+		t.Errorf("InCooldown = %v, %v; want %v", at, ok, start)
 	}
-	if at, ok := h.Landed("uid-web", "node-b"); !ok || !at.Equal(start) {
-		t.Errorf("Landed = %v, %v; want %v", at, ok, start)
+	// A plan that began at the move or before it made the move itself: it
+	// does not hold that plan back.
+	if _, ok := h.InCooldown("uid-web", "node-b", start); ok {
+		t.Error("asked before the move: want no cooldown")
+	}
+	if at, ok := h.InCooldown("uid-web", "node-b", start.Add(time.Second)); !ok || !at.Equal(start) {
+		t.Errorf("asked after the move: InCooldown = %v, %v; want %v", at, ok, start)
 	}
 
 	clock.SetTime(start.Add(9 * time.Minute))
-	if !h.InCooldown(owned("web", "node-b")) {
+	if !cooling(h, "web", "node-b") {
 		t.Error("after 9m of 10m: want cooldown")
 	}
 	clock.SetTime(start.Add(10 * time.Minute))
-	if h.InCooldown(owned("web", "node-b")) {
+	if cooling(h, "web", "node-b") {
 		t.Error("after 10m of 10m: want the cooldown over")
 	}
 	// Recording prunes what has cooled.
@@ -56,7 +57,7 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 func TestNoCooldown(t *testing.T) {
 	for name, h := range map[string]*History{"nil": nil, "zero": New(nil, 0)} {
 		h.Record(Move{Owner: "uid-web", To: "node-b"})
-		if h.InCooldown(owned("web", "node-b")) {
+		if cooling(h, "web", "node-b") {
 			t.Errorf("%s history: want no cooldown", name)
 		}
 	}
@@ -86,16 +87,16 @@ func TestFutureMovesAreIgnored(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(start)
 	h := New(clock, 10*time.Minute)
 	h.Record(Move{Owner: "uid-web", To: "node-b", At: start.Add(24 * time.Hour)})
-	if h.InCooldown(owned("web", "node-b")) || h.Moved("uid-web") != 0 {
+	if cooling(h, "web", "node-b") || h.Moved("uid-web") != 0 {
 		t.Error("a move a day ahead holds the pods: want it ignored")
 	}
 	h.Record(Move{Owner: "uid-web", To: "node-b"})
-	if at, ok := h.Landed("uid-web", "node-b"); !ok || !at.Equal(start) {
-		t.Errorf("Landed = %v, %v; want the real move at %v", at, ok, start)
+	if at, ok := h.InCooldown("uid-web", "node-b", time.Time{}); !ok || !at.Equal(start) {
+		t.Errorf("InCooldown = %v, %v; want the real move at %v", at, ok, start)
 	}
 }
 
-// TestOwnerIndexAgreesWithTheMoves: Landed and Moved, which read the moves
+// TestOwnerIndexAgreesWithTheMoves: InCooldown and Moved, which read the moves
 // by owner, answer what a scan of every live move answers, as moves are
 // recorded and cool off.
 func TestOwnerIndexAgreesWithTheMoves(t *testing.T) {
@@ -116,8 +117,8 @@ func TestOwnerIndexAgreesWithTheMoves(t *testing.T) {
 						last = m.At
 					}
 				}
-				if got, ok := h.Landed(o, n); got != last || ok != !last.IsZero() {
-					t.Fatalf("step %d: Landed(%s, %s) = %v, %v; the moves say %v", step, o, n, got, ok, last)
+				if got, ok := h.InCooldown(o, n, time.Time{}); got != last || ok != !last.IsZero() {
+					t.Fatalf("step %d: InCooldown(%s, %s) = %v, %v; the moves say %v", step, o, n, got, ok, last)
 				}
 			}
 			for _, m := range live {
@@ -132,15 +133,15 @@ func TestOwnerIndexAgreesWithTheMoves(t *testing.T) {
 	}
 }
 
-// BenchmarkLanded asks about one pod in a history of 20,000 moves of 5,000
+// BenchmarkInCooldown asks about one pod in a history of 20,000 moves of 5,000
 // owners, as the planner does for every pod it looks at.
-func BenchmarkLanded(b *testing.B) {
+func BenchmarkInCooldown(b *testing.B) {
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := New(clock, time.Hour)
 	for i := range 20000 {
 		h.Record(Move{Owner: k8stypes.UID(fmt.Sprint(i % 5000)), To: fmt.Sprint("node-", i%300), At: clock.Now()})
 	}
 	for b.Loop() {
-		h.Landed("1234", "node-34")
+		h.InCooldown("1234", "node-34", time.Time{})
 	}
 }

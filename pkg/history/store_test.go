@@ -62,7 +62,7 @@ func TestStoredHistorySurvivesTheProcess(t *testing.T) {
 	if err := second.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !second.InCooldown(owned("web", "node-b")) || second.Moved("uid-web") != 1 {
+	if !cooling(second, "web", "node-b") || second.Moved("uid-web") != 1 {
 		t.Fatal("the next process does not see the first one's move")
 	}
 	second.Record(Move{Owner: "uid-db", To: "node-c"})

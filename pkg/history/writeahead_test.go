@@ -44,7 +44,7 @@ func TestWriteAheadIsStoredBeforeItReturns(t *testing.T) {
 	if err := next.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !next.InCooldown(owned("web", "node-b")) {
+	if !cooling(next, "web", "node-b") {
 		t.Error("the next process does not hold the pods of a move written ahead")
 	}
 }
@@ -75,8 +75,8 @@ func TestForgetTakesTheMoveBack(t *testing.T) {
 	}
 
 	h.Forget(refused)
-	if at, ok := h.Landed("uid-db", "node-b"); ok && at.Equal(refused.At) {
-		t.Error("Landed still counts the move taken back")
+	if at, ok := h.InCooldown("uid-db", "node-b", time.Time{}); ok && at.Equal(refused.At) {
+		t.Error("InCooldown still counts the move taken back")
 	}
 	clock.SetTime(start.Add(time.Minute)) // past flushEvery
 	if !h.Due() {
@@ -129,7 +129,7 @@ func TestWriteAheadFailure(t *testing.T) {
 	if err == nil {
 		t.Fatal("WriteAhead: want the write's error")
 	}
-	if h.InCooldown(owned("web", "node-b")) || len(h.Moves()) != 0 {
+	if cooling(h, "web", "node-b") || len(h.Moves()) != 0 {
 		t.Errorf("moves %v after a failed write-ahead, want none", h.Moves())
 	}
 	if got := storedMoves(t, client); len(got) != 1 || got[0].key() != m.key() {
@@ -149,11 +149,11 @@ func TestWriteAheadWithoutStore(t *testing.T) {
 	ctx := context.Background()
 	h := New(clocktesting.NewFakePassiveClock(start), 10*time.Minute)
 	m, err := h.WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b"})
-	if err != nil || !h.InCooldown(owned("web", "node-b")) {
-		t.Fatalf("in memory: err %v, cooldown %v; want the move recorded", err, h.InCooldown(owned("web", "node-b")))
+	if err != nil || !cooling(h, "web", "node-b") {
+		t.Fatalf("in memory: err %v, cooldown %v; want the move recorded", err, cooling(h, "web", "node-b"))
 	}
 	h.Forget(m)
-	if h.InCooldown(owned("web", "node-b")) {
+	if cooling(h, "web", "node-b") {
 		t.Error("in memory: the move taken back still holds")
 	}
 	var none *History

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -256,8 +257,10 @@ func stays(sim *simulator.Simulator, pod *v1.Pod, node string, balance bool) (wh
 // after the plan's limits, as the descheduler does. pdb is the budgets'
 // admission of the eviction, for the plan to spend.
 func (p *planner) heldBack(pod *v1.Pod) (pdb *policyv1.PodDisruptionBudget, why, detail string) {
-	if p.opts.History.InCooldown(pod) {
-		return pdb, plan.ReasonCooldown, p.cooldownDetail(pod)
+	if owner := metav1.GetControllerOf(pod); owner != nil {
+		if _, ok := p.opts.History.InCooldown(owner.UID, pod.Spec.NodeName, time.Time{}); ok {
+			return pdb, plan.ReasonCooldown, p.cooldownDetail(pod)
+		}
 	}
 	pdb, err := p.budgets.Admit(pod)
 	if err != nil {
