@@ -78,7 +78,7 @@ func TestAChangeLeavesPagesStale(t *testing.T) {
 			appendTo(t, filepath.Join(root, "pkg/wellknown/wellknown.go"), "\n// NewAnnotation is new.\nconst NewAnnotation = Prefix + \"new\"\n")
 		}, false, "docs/reference/labels-and-annotations.md"},
 		{"reason", func(t *testing.T, root string) {
-			path := filepath.Join(root, "pkg/plan/plan.go")
+			path := filepath.Join(root, "pkg/plan/reasons.go")
 			data, _ := os.ReadFile(path)
 			data = []byte(strings.Replace(string(data), "var Reasons = []string{", "var Reasons = []string{ReasonNew, ", 1) + "\n// ReasonNew: new.\nconst ReasonNew = \"new\"\n")
 			if err := os.WriteFile(path, data, 0o644); err != nil {

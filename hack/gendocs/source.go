@@ -134,35 +134,20 @@ func reasonsPage(root string, pages Pages) error {
 	if err != nil {
 		return err
 	}
-	executor, err := parseDir(filepath.Join(root, "pkg/executor"), map[string]pkgConsts{"plan": plan})
-	if err != nil {
-		return err
-	}
 	var b strings.Builder
-	b.WriteString(header + "# Skip reasons\n\nWhy a move was not planned (`plan -o json` `.skipped[].reason`, the table's skip column, `summary.skippedByReason`) or, planned, was not carried out (`run`'s result and the `RebalanceSkipped` event, metric `rebalancer_skips_total`).\n\n")
-	for _, part := range []struct {
-		title string
-		pc    pkgConsts
-	}{{"## Planning (`pkg/plan`)", plan}, {"## Carrying out a plan (`pkg/executor`)", executor}} {
-		fmt.Fprintf(&b, "%s\n\n| reason | meaning |\n|---|---|\n", part.title)
-		names := part.pc.vars["Reasons"]
-		if len(names) == 0 {
-			return fmt.Errorf("%s: no Reasons list", part.title)
-		}
-		for _, name := range names {
-			c, ok := part.pc.byName[name]
-			if !ok {
-				return fmt.Errorf("%s: reason %s is not a string constant", part.title, name)
-			}
-			doc := c.doc
-			if doc == "" { // a reason taken from plan: its meaning there
-				doc = plan.byName[name].doc
-			}
-			fmt.Fprintf(&b, "| `%s` | %s |\n", c.value, oneLine(doc))
-		}
-		b.WriteString("\n")
+	b.WriteString(header + "# Skip reasons\n\nWhy a move was not planned (`plan -o json` `.skipped[].reason`, the table's skip column, `summary.skippedByReason`) or, planned, was not carried out (`run`'s result and the `RebalanceSkipped` event, metric `rebalancer_skips_total`). One list, `plan.Reasons` (`pkg/plan`): the planner's reasons, then the executor's own.\n\n| reason | meaning |\n|---|---|\n")
+	names := plan.vars["Reasons"]
+	if len(names) == 0 {
+		return fmt.Errorf("pkg/plan: no Reasons list")
 	}
-	pages["docs/reference/skip-reasons.md"] = []byte(strings.TrimSuffix(b.String(), "\n"))
+	for _, name := range names {
+		c, ok := plan.byName[name]
+		if !ok {
+			return fmt.Errorf("pkg/plan: reason %s is not a string constant", name)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", c.value, oneLine(c.doc))
+	}
+	pages["docs/reference/skip-reasons.md"] = []byte(b.String())
 	return nil
 }
 

@@ -191,7 +191,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 		if e.stopping(ctx) {
 			logger.Info("Stopping: the rest of the plan is skipped", "remaining", len(p.Moves)-i)
 			for _, m := range p.Moves[i:] {
-				e.record(ctx, p, &r, m, outcome{reason: ReasonStopped})
+				e.record(ctx, p, &r, m, outcome{reason: plan.ReasonStopped})
 			}
 			break
 		}
@@ -216,7 +216,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 			r.HistoryError = err.Error()
 			logger.Error(err, "Stopping: the moves would not be remembered", "remaining", len(p.Moves)-i-1)
 			for _, m := range p.Moves[i+1:] {
-				e.record(ctx, p, &r, m, outcome{reason: ReasonHistoryFailed, detail: err.Error(), err: err})
+				e.record(ctx, p, &r, m, outcome{reason: plan.ReasonHistoryFailed, detail: err.Error(), err: err})
 			}
 			break
 		}
@@ -237,7 +237,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 // checkGang checks every move of the gang of p.Moves[first] before any is
 // carried out, into checked: each member's own outcome when all pass, and
 // otherwise every member's refusal (the failed members' own, the others
-// ReasonGang naming the first failure).
+// plan.ReasonGang naming the first failure).
 func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard *drainGuard, validate Validate, checked map[int]outcome) {
 	g := p.Moves[first]
 	var members []int
@@ -263,7 +263,7 @@ func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard
 	klog.FromContext(ctx).Info("A gang's member failed its check: no member is evicted", "gang", g.Gang, "namespace", g.Namespace, "members", len(members), "failed", failed)
 	for _, i := range members {
 		if o := checked[i]; o.reason == "" {
-			checked[i] = outcome{pod: o.pod, reason: ReasonGang, detail: fmt.Sprintf("its gang (%s) moves whole or not at all, and %s", g.Gang, failed)}
+			checked[i] = outcome{pod: o.pod, reason: plan.ReasonGang, detail: fmt.Sprintf("its gang (%s) moves whole or not at all, and %s", g.Gang, failed)}
 		}
 	}
 }
@@ -273,30 +273,30 @@ func (e *Executor) checkGang(ctx context.Context, p *plan.Plan, first int, guard
 func (e *Executor) check(ctx context.Context, p *plan.Plan, m plan.Move, guard *drainGuard, validate Validate) outcome {
 	if m.Owner != nil {
 		if last, ok := e.o.History.InCooldown(types.UID(m.Owner.UID), m.Source, e.planStart); ok {
-			return outcome{reason: ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
+			return outcome{reason: plan.ReasonCooldown, detail: fmt.Sprintf("%s %s had a pod moved onto %s %s ago", m.Owner.Kind, m.Owner.Name, m.Source, e.o.Clock.Since(last).Round(time.Second))}
 		}
 	}
 
 	pod, err := e.o.Client.CoreV1().Pods(m.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return outcome{reason: ReasonGone}
+		return outcome{reason: plan.ReasonGone}
 	case err != nil:
-		return outcome{reason: ReasonError, detail: fmt.Sprintf("reading the pod: %v", err), err: err}
+		return outcome{reason: plan.ReasonError, detail: fmt.Sprintf("reading the pod: %v", err), err: err}
 	case pod.UID != types.UID(m.UID):
-		return outcome{reason: ReasonUIDChanged, detail: fmt.Sprintf("planned UID %s, found %s", m.UID, pod.UID)}
+		return outcome{reason: plan.ReasonUIDChanged, detail: fmt.Sprintf("planned UID %s, found %s", m.UID, pod.UID)}
 	case pod.DeletionTimestamp != nil:
-		return outcome{reason: ReasonGone, detail: "terminating"}
+		return outcome{reason: plan.ReasonGone, detail: "terminating"}
 	case pod.Spec.NodeName != m.Source:
-		return outcome{pod: pod, reason: ReasonMoved, detail: fmt.Sprintf("planned from %q, runs on %q", m.Source, pod.Spec.NodeName)}
+		return outcome{pod: pod, reason: plan.ReasonMoved, detail: fmt.Sprintf("planned from %q, runs on %q", m.Source, pod.Spec.NodeName)}
 	}
 	if !m.Steered && guard.holdFailed != "" {
-		return outcome{pod: pod, reason: ReasonTaintFailed, detail: guard.holdFailed}
+		return outcome{pod: pod, reason: plan.ReasonTaintFailed, detail: guard.holdFailed}
 	}
 	if validate != nil {
 		if ok, reason, detail := validate(ctx, m, pod); !ok {
 			if reason == "" {
-				reason = ReasonRejected
+				reason = plan.ReasonRejected
 			}
 			return outcome{pod: pod, reason: reason, detail: detail}
 		}
@@ -309,18 +309,18 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 	// Validate may have taken a while, and the pace may make us wait;
 	// nothing is written after a stop.
 	if !e.waitTurn(ctx) {
-		return outcome{pod: pod, reason: ReasonStopped}
+		return outcome{pod: pod, reason: plan.ReasonStopped}
 	}
 
 	h := hint.Hint{Source: m.Source, Target: m.Target, PlanID: p.ID, Time: e.o.Clock.Now()}
 	if err := h.Validate(); err != nil {
 		// The scheduler would ignore this hint: evicting without it is the
 		// blind descheduling rebalancer exists to avoid.
-		return outcome{pod: pod, reason: ReasonError, detail: err.Error(), err: err}
+		return outcome{pod: pod, reason: plan.ReasonError, detail: err.Error(), err: err}
 	}
 	if m.Drain {
 		if err := guard.taint(ctx, m.Source); err != nil {
-			return outcome{pod: pod, reason: ReasonTaintFailed, detail: err.Error(), err: err}
+			return outcome{pod: pod, reason: plan.ReasonTaintFailed, detail: err.Error(), err: err}
 		}
 	}
 	annotations := map[string]any{}
@@ -329,9 +329,9 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 	}
 	if err := e.annotate(ctx, pod, annotations); err != nil {
 		if apierrors.IsNotFound(err) {
-			return outcome{reason: ReasonGone}
+			return outcome{reason: plan.ReasonGone}
 		}
-		return outcome{pod: pod, reason: ReasonPatchFailed, detail: err.Error(), err: err}
+		return outcome{pod: pod, reason: plan.ReasonPatchFailed, detail: err.Error(), err: err}
 	}
 
 	// Write-ahead: the move is in the stored history before the pod is
@@ -340,18 +340,18 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 	recorded, err := e.writeAhead(ctx, p, m)
 	if err != nil {
 		e.clearHint(ctx, pod)
-		return outcome{pod: pod, reason: ReasonHistoryFailed, detail: err.Error(), err: err, historyErr: err}
+		return outcome{pod: pod, reason: plan.ReasonHistoryFailed, detail: err.Error(), err: err, historyErr: err}
 	}
 	o := e.evict(ctx, pod)
 	switch o.reason {
-	case "", ReasonError:
+	case "", plan.ReasonError:
 		// Evicted, or maybe (an error after the request was sent): the
 		// move stays recorded; a cooldown too many is the safe side.
 	default:
 		// Not evicted (gone, UID changed, refused, stopped): take it back.
 		e.o.History.Forget(recorded)
 	}
-	if o.reason == ReasonPDB || o.reason == ReasonStopped {
+	if o.reason == plan.ReasonPDB || o.reason == plan.ReasonStopped {
 		// The pod stays. Take the hint back, or the owner's next pod would
 		// be steered by a move that did not happen if this one left for
 		// another reason within the scheduler's hint TTL. After an error
@@ -396,7 +396,7 @@ func (e *Executor) evict(ctx context.Context, pod *v1.Pod) outcome {
 	backoff := e.o.Backoff
 	for attempt := 1; ; attempt++ {
 		if e.stopping(ctx) {
-			return outcome{pod: pod, reason: ReasonStopped}
+			return outcome{pod: pod, reason: plan.ReasonStopped}
 		}
 		err := e.o.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
 		switch {
@@ -406,19 +406,19 @@ func (e *Executor) evict(ctx context.Context, pod *v1.Pod) outcome {
 			return outcome{pod: pod, background: true}
 		case apierrors.IsTooManyRequests(err):
 			if backoff.Steps <= 1 {
-				return outcome{pod: pod, reason: ReasonPDB, detail: fmt.Sprintf("refused %d times: %v", attempt, err)}
+				return outcome{pod: pod, reason: plan.ReasonPDB, detail: fmt.Sprintf("refused %d times: %v", attempt, err)}
 			}
 			klog.FromContext(ctx).V(2).Info("Eviction refused, retrying", "pod", klog.KObj(pod), "attempt", attempt, "err", err)
 			if !e.sleep(ctx, backoff.Step()) {
-				return outcome{pod: pod, reason: ReasonStopped}
+				return outcome{pod: pod, reason: plan.ReasonStopped}
 			}
 		case apierrors.IsNotFound(err):
-			return outcome{reason: ReasonGone}
+			return outcome{reason: plan.ReasonGone}
 		case apierrors.IsConflict(err):
 			// The UID precondition failed: the name now belongs to another pod.
-			return outcome{reason: ReasonUIDChanged, detail: err.Error()}
+			return outcome{reason: plan.ReasonUIDChanged, detail: err.Error()}
 		default:
-			return outcome{pod: pod, reason: ReasonError, detail: err.Error(), err: err}
+			return outcome{pod: pod, reason: plan.ReasonError, detail: err.Error(), err: err}
 		}
 	}
 }

@@ -375,11 +375,11 @@ func TestExecuteContinuesAfterAPIErrors(t *testing.T) {
 		wantReason string
 		wantHint   bool
 	}{
-		{name: "eviction 500", verb: "create", res: "pods/eviction", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonError, wantHint: true},
-		{name: "eviction timeout", verb: "create", res: "pods/eviction", err: apierrors.NewTimeoutError("request did not complete", 0), wantReason: ReasonError, wantHint: true},
-		{name: "eviction server timeout", verb: "create", res: "pods/eviction", err: apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "create", 0), wantReason: ReasonError, wantHint: true},
-		{name: "hint patch 500", verb: "patch", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonPatchFailed},
-		{name: "pod read 500", verb: "get", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: ReasonError},
+		{name: "eviction 500", verb: "create", res: "pods/eviction", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: plan.ReasonError, wantHint: true},
+		{name: "eviction timeout", verb: "create", res: "pods/eviction", err: apierrors.NewTimeoutError("request did not complete", 0), wantReason: plan.ReasonError, wantHint: true},
+		{name: "eviction server timeout", verb: "create", res: "pods/eviction", err: apierrors.NewServerTimeout(schema.GroupResource{Resource: "pods"}, "create", 0), wantReason: plan.ReasonError, wantHint: true},
+		{name: "hint patch 500", verb: "patch", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: plan.ReasonPatchFailed},
+		{name: "pod read 500", verb: "get", res: "pods", err: apierrors.NewInternalError(errors.New("etcd is sad")), wantReason: plan.ReasonError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(newPod("web-1", "node-a"), newPod("web-2", "node-a"))
@@ -441,10 +441,10 @@ func TestExecuteChecksTheLivePod(t *testing.T) {
 		wantReason string
 		wantEvent  bool
 	}{
-		{name: "deleted", wantReason: ReasonGone},
-		{name: "terminating", pods: []runtime.Object{terminating}, wantReason: ReasonGone},
-		{name: "recreated under the same name", pods: []runtime.Object{replaced}, wantReason: ReasonUIDChanged},
-		{name: "on another node", pods: []runtime.Object{newPod("web-1", "node-c")}, wantReason: ReasonMoved, wantEvent: true},
+		{name: "deleted", wantReason: plan.ReasonGone},
+		{name: "terminating", pods: []runtime.Object{terminating}, wantReason: plan.ReasonGone},
+		{name: "recreated under the same name", pods: []runtime.Object{replaced}, wantReason: plan.ReasonUIDChanged},
+		{name: "on another node", pods: []runtime.Object{newPod("web-1", "node-c")}, wantReason: plan.ReasonMoved, wantEvent: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(tc.pods...)
@@ -812,7 +812,7 @@ func TestExecuteDrainGuard(t *testing.T) {
 		if got := names(r.Evicted); !slices.Equal(got, []string{"web-3"}) {
 			t.Errorf("evicted %v, want the steered web-3 alone", got)
 		}
-		if got, want := reasons(r), []string{"web-1:" + ReasonTaintFailed, "web-2:" + ReasonTaintFailed}; !slices.Equal(got, want) {
+		if got, want := reasons(r), []string{"web-1:" + plan.ReasonTaintFailed, "web-2:" + plan.ReasonTaintFailed}; !slices.Equal(got, want) {
 			t.Errorf("skipped %v, want %v", got, want)
 		}
 		for _, s := range r.Skipped {
@@ -1005,18 +1005,18 @@ func TestMetrics(t *testing.T) {
 		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultEvicted), 1},
 		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultSkipped), 2},
 		{f.metrics.evictions.WithLabelValues("LowNodeUtilization", resultError), 1},
-		{f.metrics.skips.WithLabelValues(ReasonGone), 1},
-		{f.metrics.skips.WithLabelValues(ReasonRejected), 1},
-		{f.metrics.skips.WithLabelValues(ReasonError), 1},
-		{f.metrics.skips.WithLabelValues(ReasonPDB), 0},
+		{f.metrics.skips.WithLabelValues(plan.ReasonGone), 1},
+		{f.metrics.skips.WithLabelValues(plan.ReasonRejected), 1},
+		{f.metrics.skips.WithLabelValues(plan.ReasonError), 1},
+		{f.metrics.skips.WithLabelValues(plan.ReasonPDB), 0},
 	} {
 		if got := testutil.ToFloat64(c.c); got != c.want {
 			t.Errorf("%s = %v, want %v", c.c.(prometheus.Metric).Desc(), got, c.want)
 		}
 	}
 	// Validate's free text never becomes a label; every reason starts at 0.
-	if n := testutil.CollectAndCount(reg, "rebalancer_skips_total"); n != len(Reasons) {
-		t.Errorf("%d rebalancer_skips_total series, want %d (one per reason)", n, len(Reasons))
+	if n := testutil.CollectAndCount(reg, "rebalancer_skips_total"); n != len(plan.Reasons) {
+		t.Errorf("%d rebalancer_skips_total series, want %d (one per reason)", n, len(plan.Reasons))
 	}
 }
 

@@ -125,7 +125,7 @@ func TestExecuteStopsWhenHistoryCannotBeWritten(t *testing.T) {
 	if n := f.count("create pods/eviction"); n != 0 {
 		t.Errorf("%d evictions, want none: no eviction the history does not know of", n)
 	}
-	if got := reasons(r); !slices.Equal(got, []string{"web-1:" + ReasonHistoryFailed, "web-2:" + ReasonHistoryFailed}) {
+	if got := reasons(r); !slices.Equal(got, []string{"web-1:" + plan.ReasonHistoryFailed, "web-2:" + plan.ReasonHistoryFailed}) {
 		t.Errorf("skipped %v, want both history-failed", got)
 	}
 	if r.HistoryError == "" || r.Errors != 2 {
@@ -153,7 +153,7 @@ func TestExecuteHistoryOfStoppedMove(t *testing.T) {
 
 	r := e.Execute(context.Background(), newPlan(newMove("web-1", "node-a", "node-b")), nil)
 
-	if got := reasons(r); !slices.Equal(got, []string{"web-1:" + ReasonStopped}) {
+	if got := reasons(r); !slices.Equal(got, []string{"web-1:" + plan.ReasonStopped}) {
 		t.Errorf("skipped %v, want web-1 stopped", got)
 	}
 	if got := f.stored(t); len(got) != 0 {

@@ -19,7 +19,7 @@ const (
 )
 
 // Metrics counts what the executor did. Every label value comes from a fixed
-// set (the descheduler plugin names, Reasons, plan.Reasons, the results), so
+// set (the descheduler plugin names, plan.Reasons, the results), so
 // the number of series stays bounded whatever the cluster holds.
 type Metrics struct {
 	evictions  *prometheus.CounterVec
@@ -74,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.evictions, m.skips, m.planMoves, m.planHeld, m.nodesInUse, m.lowerBound, m.drainTimeouts, m.leftBehind)
 	// Start every reason at zero, so rate() and alerts see it before the
 	// first skip.
-	for _, r := range Reasons {
+	for _, r := range plan.Reasons {
 		m.skips.WithLabelValues(r)
 	}
 	return m
@@ -125,8 +125,8 @@ func (m *Metrics) skipped(strategy, reason string, apiError bool) {
 	}
 	m.evictions.WithLabelValues(strategy, result).Inc()
 	// Validate's reasons are free text: only known ones are labels.
-	if !slices.Contains(Reasons, reason) && !slices.Contains(plan.Reasons, reason) {
-		reason = ReasonRejected
+	if !slices.Contains(plan.Reasons, reason) {
+		reason = plan.ReasonRejected
 	}
 	m.skips.WithLabelValues(reason).Inc()
 }

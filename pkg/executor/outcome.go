@@ -10,47 +10,6 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
-// Skip reasons: why a move of the plan was not carried out.
-const (
-	// ReasonStopped: Options.Stop was closed or the context was cancelled
-	// before the eviction started.
-	ReasonStopped = "stopped"
-	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
-	// less than Options.Cooldown ago.
-	ReasonCooldown = "cooldown"
-	// ReasonGone: the pod no longer exists or is already terminating.
-	ReasonGone = "gone"
-	// ReasonUIDChanged: a pod of that name exists, but it is not the one
-	// the plan moves (the owner recreated it).
-	ReasonUIDChanged = "uid-changed"
-	// ReasonMoved: the pod no longer runs on the move's source node.
-	ReasonMoved = "moved"
-	// ReasonPDB: the Eviction API kept refusing with 429, the answer of a
-	// PodDisruptionBudget with no disruption left.
-	ReasonPDB = plan.ReasonPDB
-	// ReasonRejected: the Validate given to Execute refused the move
-	// without naming a reason, or with a reason outside Reasons and
-	// plan.Reasons (counted under this label in the metrics).
-	ReasonRejected = "rejected"
-	// ReasonTaintFailed: the drain taint could not be put on the source node.
-	ReasonTaintFailed = "taint-failed"
-	// ReasonPatchFailed: the hint annotations could not be written.
-	ReasonPatchFailed = "patch-failed"
-	// ReasonHistoryFailed: the move history could not be written before
-	// the eviction, so neither it nor the rest of the plan is carried out:
-	// evictions the next run does not know of would escape the cooldown.
-	ReasonHistoryFailed = "history-failed"
-	// ReasonGang: another member of the move's gang failed its check, so
-	// no member is evicted (a gang moves whole or not at all).
-	ReasonGang = plan.ReasonGang
-	// ReasonError: any other API error.
-	ReasonError = "error"
-)
-
-// Reasons lists the executor's own skip reasons. A Validate may add
-// reasons of its own (plan.Reasons, typically).
-var Reasons = []string{ReasonStopped, ReasonCooldown, ReasonGone, ReasonUIDChanged, ReasonMoved, ReasonPDB, ReasonRejected, ReasonTaintFailed, ReasonPatchFailed, ReasonHistoryFailed, ReasonGang, ReasonError}
-
 // Result is what became of a plan's moves: each one is either evicted or
 // skipped.
 type Result struct {
@@ -115,7 +74,7 @@ func (e *Executor) record(ctx context.Context, p *plan.Plan, r *Result, m plan.M
 	case o.err != nil:
 		r.Errors++
 		logger.Error(o.err, "Move failed", kv...)
-	case o.reason == ReasonStopped:
+	case o.reason == plan.ReasonStopped:
 		// Execute logs the stop once.
 		logger.V(4).Info("Skipped move", kv...)
 	default:

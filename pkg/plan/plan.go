@@ -26,86 +26,6 @@ func DrainTaint(planID string) v1.Taint {
 	return v1.Taint{Key: wellknown.DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
 }
 
-// Skip reasons: why an eviction a policy plugin asked for is not in the plan.
-const (
-	// ReasonPDB: a PodDisruptionBudget has no disruption left in this plan.
-	ReasonPDB = "pdb"
-	// ReasonLimit: a policy's limit on evictions is reached.
-	ReasonLimit = "limit"
-	// ReasonWorkloadLimit: the pod's owner had as many pods moved within
-	// the cooldown, this plan's included, as --max-per-workload allows.
-	ReasonWorkloadLimit = "workload-limit"
-	// ReasonNoFit: the scheduler profile finds no node for the replacement.
-	ReasonNoFit = "no-fit"
-	// ReasonSameNode: the scheduler profile would put the replacement back
-	// on the node it left.
-	ReasonSameNode = "same-node"
-	// ReasonLowGain: the best node scores less than --min-score-gain above
-	// the current one (balance plugins only).
-	ReasonLowGain = "low-gain"
-	// ReasonProtected: the evictor's filters protect the pod (DaemonSet,
-	// mirror, bare, system-critical, local storage, priority, ...).
-	ReasonProtected = "protected"
-	// ReasonConflict: the policy and the scheduler profile pull in opposite
-	// directions for this move.
-	ReasonConflict = "conflict"
-	// ReasonCooldown: a pod of the same owner was moved onto the pod's node
-	// less than the cooldown ago (the move history, pkg/history).
-	ReasonCooldown = "cooldown"
-	// ReasonUnsteered: the pod's scheduler does not follow rebalance hints
-	// and the move's benefit depends on a node choice it would not surely
-	// make (ties, node sampling).
-	ReasonUnsteered = "unsteered"
-	// ReasonUnknownScheduler: no profile of the pod's scheduler is
-	// modelled, so where its replacement would go is unknown.
-	ReasonUnknownScheduler = "unknown-scheduler"
-	// ReasonTargetChanged: with the plan's replacements all pending
-	// together, as the cluster will have them, the scheduler puts this one
-	// elsewhere than planned (or the target changed since the plan).
-	ReasonTargetChanged = "target-changed"
-	// ReasonOptOut: the pod or its node carries an annotation that keeps it
-	// out of disruption (see pkg/optout).
-	ReasonOptOut = "opt-out"
-	// ReasonGang: the pod belongs to a gang (a group its scheduler places
-	// all or nothing, pkg/gang): it is never moved alone.
-	ReasonGang = "gang"
-	// ReasonSticky: the pod asks to stay on its node (rebalancer.dev/sticky),
-	// which balance plugins and Consolidation respect; a deschedule
-	// plugin's violation still moves it.
-	ReasonSticky = "sticky"
-	// ReasonTarget: the plan moves pods onto the pod's node, and a plan
-	// does not move pods off a node it fills (it would undo itself).
-	ReasonTarget = "target"
-	// ReasonNoNodeFreed: a packing plugin's move whose source the plan
-	// leaves in use, or that takes the plan above the nodes in use it began
-	// with (a RemoveDuplicates move too, when the policy packs): under a
-	// packing policy it only moves the pod.
-	ReasonNoNodeFreed = "no-node-freed"
-	// ReasonEvicting: the pod's owner is evicting it in the background (it
-	// carries descheduler.alpha.kubernetes.io/eviction-in-progress): it
-	// leaves on its own, and counts against the policy's limits until then.
-	ReasonEvicting = "evicting"
-	// ReasonCost: emptying the pod's node costs more than the policy's
-	// maxDrainCostPercent allows (Consolidation); the pod named is the
-	// costliest of the node's.
-	ReasonCost = "cost"
-	// ReasonClaim: the pod uses devices through a ResourceClaim (Dynamic
-	// Resource Allocation), named in the detail, that stays allocated where
-	// it is: one the pod names (others may share it), one for extended
-	// resources, or one sharing a device's capacity. A pod whose claims are
-	// made from templates moves: its replacement gets fresh claims.
-	ReasonClaim = "resource-claim"
-	// ReasonNoRoom: a pending pod (the one named) that MakeRoom found no
-	// moves within its limits to make room for, or a move of a room that
-	// the plan's replay drops because its pending pod still fits nowhere;
-	// the detail says why.
-	ReasonNoRoom = "no-room"
-)
-
-// Reasons lists every skip reason, in the order reports show them.
-var Reasons = []string{ReasonPDB, ReasonLimit, ReasonWorkloadLimit, ReasonNoFit, ReasonSameNode, ReasonLowGain, ReasonProtected, ReasonConflict, ReasonCooldown,
-	ReasonUnsteered, ReasonUnknownScheduler, ReasonTargetChanged, ReasonOptOut, ReasonGang, ReasonSticky, ReasonTarget, ReasonNoNodeFreed, ReasonEvicting, ReasonCost, ReasonClaim, ReasonNoRoom}
-
 // Plan is one planning cycle's decision.
 type Plan struct {
 	// ID identifies the plan; the executor writes it into the rebalance hint.
@@ -218,7 +138,7 @@ type Skip struct {
 	Strategy string `json:"strategy"`
 	// Scheduler is the pod's scheduler, when the skip depends on it.
 	Scheduler string `json:"scheduler,omitempty"`
-	// Reason is one of the Reason constants, or one of the executor's.
+	// Reason is one of Reasons.
 	Reason string `json:"reason"`
 	Detail string `json:"detail"`
 	// Move is the planned move the executor skipped; nil for the plan's
