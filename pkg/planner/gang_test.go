@@ -139,6 +139,30 @@ func TestDropTakesTheGangWhole(t *testing.T) {
 	if len(p.out.Skipped) != 2 {
 		t.Errorf("skipped %+v, want the two members", p.out.Skipped)
 	}
+	for _, s := range p.out.Skipped {
+		if s.Reason != plan.ReasonTargetChanged {
+			t.Errorf("%s dropped as %s, want the failed member's %s", s.Pod, s.Reason, plan.ReasonTargetChanged)
+		}
+	}
+}
+
+// TestReplayTakesTheGangWhole: in the plan's replay a gang's other moves go
+// with the one that does not land as planned, each with the reason of a
+// move that does not (changed): unsteered for a move left anywhere.
+func TestReplayTakesTheGangWhole(t *testing.T) {
+	p := &planner{out: &plan.Plan{Moves: []plan.Move{
+		{Pod: "ml/train-0", Namespace: "ml", Gang: "train"},
+		{Pod: "ml/train-1", Namespace: "ml", Gang: "train", Anywhere: true},
+		{Pod: "ml/train-2", Namespace: "ml", Gang: "train"},
+	}}}
+	failed := map[int]refusal{2: {plan.ReasonTargetChanged, "it lands elsewhere"}}
+	p.withGangs(failed, changed)
+	if failed[0].reason != plan.ReasonTargetChanged || failed[1].reason != plan.ReasonUnsteered {
+		t.Errorf("companions dropped as %q and %q, want %s and %s (left anywhere)", failed[0].reason, failed[1].reason, plan.ReasonTargetChanged, plan.ReasonUnsteered)
+	}
+	if !strings.Contains(failed[1].detail, "ml/train-2") {
+		t.Errorf("detail %q: want the failed member named", failed[1].detail)
+	}
 }
 
 // TestConsolidationDrainsGangsWhole: a node running a gang's member is
