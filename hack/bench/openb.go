@@ -13,9 +13,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 )
 
 func benchOpenb(ctx context.Context, dir, list string, n int) (measurement, error) {
@@ -60,14 +62,18 @@ func benchOpenb(ctx context.Context, dir, list string, n int) (measurement, erro
 			}
 		}
 	}
-	opts := rounds.Options{Strategy: rounds.Rebalancer, Rounds: n,
-		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
-	ours, err := rounds.Run(ctx, pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+	sess := session.New(session.Options{Planner: planner.Options{MinScoreGain: 1}})
+	opened, err := sess.OpenLoaded(ctx, &inputs.Inputs{Policy: pol, Schedulers: []*config.KubeSchedulerProfile{prof}, Snapshot: snap}, nil)
+	if err != nil {
+		return measurement{}, err
+	}
+	opts := rounds.Options{Strategy: rounds.Rebalancer, Rounds: n, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
+	ours, err := rounds.Run(ctx, sess, opened, opts)
 	if err != nil {
 		return measurement{}, err
 	}
 	opts.Strategy = rounds.Upstream
-	up, err := rounds.Run(ctx, pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+	up, err := rounds.Run(ctx, sess, opened, opts)
 	if err != nil {
 		return measurement{}, err
 	}

@@ -138,9 +138,7 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 	}
 	opts := rounds.Options{
 		Strategy: rounds.Rebalancer, Rounds: o.rounds, Replays: o.replays, Arrivals: o.arrivals,
-		Planner:  sess.Options().Planner,
 		Interval: o.interval, Cooldown: o.cooldown,
-		Steering: opened.Placement,
 		Progress: func(strategy string, i int, r result.Round) {
 			if i == 0 {
 				progress("%s: round 0 (the snapshot): %d nodes in use, lower bound %d (by node class %d)", strategy, r.NodesInUse, r.LowerBound, r.ClassLowerBound)
@@ -156,10 +154,10 @@ func (o *simulateOptions) run(cmd *cobra.Command) error {
 		},
 	}
 	var c result.Comparison
-	c.Rebalancer, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts)
+	c.Rebalancer, err = rounds.Run(ctx, sess, opened, opts)
 	if err == nil && o.baseline != "" {
 		opts.Strategy = o.baseline
-		if c.Baseline, err = rounds.Run(ctx, in.Policy, in.Schedulers, in.Snapshot, opts); err != nil && ctx.Err() == nil {
+		if c.Baseline, err = rounds.Run(ctx, sess, opened, opts); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("baseline %s: %w", o.baseline, err)
 		}
 	}

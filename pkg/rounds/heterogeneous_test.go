@@ -244,7 +244,7 @@ func TestPackingKeepsGoing(t *testing.T) {
 			testHookRound = func(_ int, state *snapshot.Snapshot) { last = state }
 			defer func() { testHookRound = nil }()
 			opts := options(Rebalancer, 12)
-			res, err := Run(testContext(t), pol, profs, snap, opts)
+			res, err := runOn(testContext(t), pol, profs, snap, opts, planning)
 			if err != nil {
 				t.Fatal(err)
 			}

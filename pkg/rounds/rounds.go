@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
-	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/descheduler/pkg/api"
 
@@ -29,8 +28,8 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/upstream"
@@ -47,8 +46,6 @@ type Options struct {
 	// Strategy is Rebalancer or Upstream.
 	Strategy string
 	Rounds   int
-	// Planner tunes rebalancer's planner; its ID is set per round.
-	Planner planner.Options
 	// Interval is the time between rounds and Cooldown how long a
 	// workload's pods stay on a node it moved pods onto, as `rebalancer run`
 	// has them: rebalancer's planner leaves those pods alone, as it does in
@@ -59,9 +56,6 @@ type Options struct {
 	// Replacements' creation times, hints and the cooldown count on that
 	// clock. The zero time means a fixed date, so results are repeatable.
 	Start time.Time
-	// Steering models how the cluster's schedulers follow the plans
-	// (simulator.WithExtenders, simulator.WithOptIn).
-	Steering []simulator.Option
 	// Seed seeds the random choices the schedulers make when they place
 	// the replacements (ties between equal best nodes, node sampling), so
 	// that a run is repeatable.
@@ -122,6 +116,9 @@ type eviction struct {
 type run struct {
 	o      Options
 	policy *api.DeschedulerPolicy
+	// sess plans rebalancer's rounds on sim, modelled as opened.
+	sess   *session.Session
+	opened *session.Opened
 	sim    *simulator.Simulator
 	clock  *clocktesting.FakePassiveClock
 	moves  *history.History // rebalancer's cooldown
@@ -137,12 +134,16 @@ type run struct {
 	queue []*v1.Pod
 }
 
-// Run simulates opts.Rounds rounds and measures the cluster after each.
+// Run simulates opts.Rounds rounds on the snapshot sess opened (o) and
+// measures the cluster after each. The simulated cluster is opened by sess,
+// modelled as o (the extenders, the webhook's opt-in, the usage window),
+// and rebalancer's rounds plan through sess, with its planner options.
 // The snapshot is not modified.
-func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options) (*result.Result, error) {
+func Run(ctx context.Context, sess *session.Session, o *session.Opened, opts Options) (*result.Result, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	policy, snap := o.Inputs.Policy, o.Snapshot
 	if opts.Start.IsZero() {
 		opts.Start = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -158,12 +159,12 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, schedulers []*confi
 		snap, queue = holdBack(snap)
 	}
 	clock := clocktesting.NewFakePassiveClock(opts.Start)
-	sim, err := simulator.New(ctx, schedulers, snap, append([]simulator.Option{simulator.WithClock(clock)}, opts.Steering...)...)
+	sim, err := sess.Simulate(ctx, o, snap, simulator.WithClock(clock))
 	if err != nil {
 		return nil, err
 	}
 	r := &run{
-		o: opts, policy: policy, sim: sim, clock: clock, moves: history.New(clock, opts.Cooldown),
+		o: opts, policy: policy, sess: sess, opened: o, sim: sim, clock: clock, moves: history.New(clock, opts.Cooldown),
 		random:  rand.New(rand.NewPCG(opts.Seed, 0)),
 		lineage: map[types.UID]types.UID{}, lastEvicted: map[types.UID]int{},
 		queue: queue,
@@ -434,7 +435,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, *plan.Summ
 		}
 		return out, nil, nil, nil
 	}
-	opts := r.o.Planner
+	opts := r.sess.Options().Planner
 	opts.ID = fmt.Sprintf("round-%d", i)
 	// As in run mode: a workload's pods on a node it moved pods onto stay
 	// for the cooldown, and the planner knows, so drains do not count on them.
@@ -445,7 +446,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, *plan.Summ
 		// rounds' at -v=1.
 		ctx = klog.NewContext(ctx, klog.FromContext(ctx).V(1))
 	}
-	p, err := planner.Plan(ctx, r.sim, r.policy, opts)
+	p, err := r.sess.PlanOn(ctx, r.opened, r.sim, opts)
 	if err != nil {
 		return nil, nil, nil, err
 	}

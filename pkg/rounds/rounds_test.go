@@ -25,10 +25,12 @@ import (
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/planner"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/rounds/result"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
@@ -53,8 +55,21 @@ func testContext(t *testing.T) context.Context {
 }
 
 func options(strategy string, rounds int) Options {
-	return Options{Strategy: strategy, Rounds: rounds,
-		Planner: planner.Options{MinScoreGain: 1}, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
+	return Options{Strategy: strategy, Rounds: rounds, Interval: 10 * time.Minute, Cooldown: 30 * time.Minute}
+}
+
+// planning are the planner's options the tests' sessions plan with.
+var planning = planner.Options{MinScoreGain: 1}
+
+// runOn runs opts's rounds on snap through a session planning with
+// po, on pol and profs.
+func runOn(ctx context.Context, pol *api.DeschedulerPolicy, profs []*config.KubeSchedulerProfile, snap *snapshot.Snapshot, opts Options, po planner.Options) (*result.Result, error) {
+	sess := session.New(session.Options{Planner: po})
+	opened, err := sess.OpenLoaded(ctx, &inputs.Inputs{Policy: pol, Schedulers: profs, Snapshot: snap}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return Run(ctx, sess, opened, opts)
 }
 
 // owned counts the pods a controller recreates, bound or pending.
@@ -80,7 +95,7 @@ func TestRebalancerConverges(t *testing.T) {
 	pods := owned(snap)
 	pol, prof := loadPair(t, "binpacking")
 	ctx := testContext(t)
-	res, err := Run(ctx, pol, prof, snap, options(Rebalancer, 8))
+	res, err := runOn(ctx, pol, prof, snap, options(Rebalancer, 8), planning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +154,7 @@ func TestUpstreamBaseline(t *testing.T) {
 	}
 	pol, prof := loadPair(t, "binpacking")
 	ctx := testContext(t)
-	res, err := Run(ctx, pol, prof, snap, options(Upstream, 3))
+	res, err := runOn(ctx, pol, prof, snap, options(Upstream, 3), planning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +213,7 @@ func TestRoundsHoldWithEachScheduler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Run(testContext(t), pol, profs, snap, options(Rebalancer, 20))
+			res, err := runOn(testContext(t), pol, profs, snap, options(Rebalancer, 20), planning)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +261,7 @@ func TestUnsteeredPackingRoundsHoldInEveryReplay(t *testing.T) {
 	}
 	opts := options(Rebalancer, 3)
 	opts.Replays = 5
-	res, err := Run(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+	res, err := runOn(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts, planning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,11 +300,12 @@ func TestHoldingEmptyNodesRounds(t *testing.T) {
 	run := func(hold bool) *result.Result {
 		opts := options(Rebalancer, 3)
 		opts.Replays = 5
-		opts.Planner.HoldEmptyNodes = planner.HoldNever
+		po := planning
+		po.HoldEmptyNodes = planner.HoldNever
 		if hold {
-			opts.Planner.HoldEmptyNodes = planner.HoldAlways
+			po.HoldEmptyNodes = planner.HoldAlways
 		}
-		res, err := Run(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts)
+		res, err := runOn(testContext(t), pol, []*config.KubeSchedulerProfile{prof}, snap, opts, po)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +380,7 @@ func TestReplaysHoldOntoAPlannedEmptyNode(t *testing.T) {
 	pol, profs := loadPair(t, "binpacking")
 	opts := options(Rebalancer, 2)
 	opts.Replays = 5
-	res, err := Run(testContext(t), pol, profs, snap, opts)
+	res, err := runOn(testContext(t), pol, profs, snap, opts, planning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,7 +463,7 @@ func TestArrivalsAreMadeRoomFor(t *testing.T) {
 			before := len(snap.Pods)
 			opts := options(Rebalancer, 5)
 			opts.Arrivals = arrivals
-			res, err := Run(ctx, pol, profs, snap, opts)
+			res, err := runOn(ctx, pol, profs, snap, opts, planning)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -486,7 +502,7 @@ func TestArrivalsAreMadeRoomFor(t *testing.T) {
 			placed += res.Totals().Placed
 
 			opts.Strategy = Upstream
-			base, err := Run(ctx, pol, profs, snap, opts)
+			base, err := runOn(ctx, pol, profs, snap, opts, planning)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,14 +1,16 @@
-// Package session is the one planning pipeline that plan, run and simulate
-// share: it opens the inputs (the files, or a live cluster with its usage,
-// its Prometheus answers and probes of rebalancer's extender and webhook),
-// resolves once who places each pod's replacement, and plans on it, then
-// rechecks the plan before it is carried out. The command line keeps only
-// its flags and its printing.
+// Package session is the one planning pipeline that plan, run, simulate's
+// rounds and the replica estimator share: it opens the inputs (the files,
+// or a live cluster with its usage, its Prometheus answers and probes of
+// rebalancer's extender and webhook), resolves once who places each pod's
+// replacement, simulates the cluster so and plans on it, then rechecks the
+// plan before it is carried out. The command line keeps only its flags and
+// its printing.
 package session
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,9 +104,20 @@ func (s *Session) Open(ctx context.Context, view View) (*Opened, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.OpenLoaded(ctx, in, view)
+}
+
+// OpenLoaded opens inputs already loaded (by Load, or built in memory) as
+// Open opens the files: it reads the cluster through view when in has no
+// snapshot, and resolves who places the replacements. in is not modified,
+// so a daemon can open the same inputs at every read.
+func (s *Session) OpenLoaded(ctx context.Context, in *inputs.Inputs, view View) (*Opened, error) {
+	copied := *in
+	in = &copied
 	o := &Opened{Inputs: in, Snapshot: in.Snapshot}
 	if o.Snapshot == nil {
 		var usageWarnings []string
+		var err error
 		if o.Snapshot, usageWarnings, err = s.readCluster(ctx, view, in); err != nil {
 			return nil, err
 		}
@@ -133,22 +146,39 @@ func (s *Session) Plan(ctx context.Context, view View, moves *history.History) (
 	logger.Info("Building the simulation", "cluster", o.Snapshot.String())
 	opts := s.o.Planner
 	opts.History = moves
-	opts.Warnings = append(append([]string(nil), opts.Warnings...), o.Warnings...)
 	// The simulation's informers run until the plan is made: a daemon
 	// planning every cycle must not accumulate them.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(ctx, o.Inputs.Schedulers, o.Snapshot, o.Placement...)
+	sim, err := s.Simulate(ctx, o, o.Snapshot)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Warnings = append(opts.Warnings, optInNote(sim, o.Snapshot, o.Inputs.OptIn)...)
 	logger.Info("Planning", "profiles", len(o.Inputs.Policy.Profiles))
-	p, err := planner.Plan(ctx, sim, o.Inputs.Policy, opts)
+	p, err := s.PlanOn(ctx, o, sim, opts)
 	if err == nil {
 		logger.Info("Planned", "moves", len(p.Moves), "skipped", len(p.Skipped), "took", time.Since(start).Round(10*time.Millisecond).String())
 	}
 	return p, o, err
+}
+
+// Simulate returns a simulation of snap (o's, or one read or derived from
+// it) modelled as o: its schedulers, the extenders that answer, the
+// webhook's opt-in and the usage window (o.Placement), then extra (a
+// simulated clock). Its informers run until ctx ends. A caller may carry
+// it forward and plan on it again (PlanOn).
+func (s *Session) Simulate(ctx context.Context, o *Opened, snap *snapshot.Snapshot, extra ...simulator.Option) (*simulator.Simulator, error) {
+	return simulator.New(ctx, o.Inputs.Schedulers, snap, append(slices.Clone(o.Placement), extra...)...)
+}
+
+// PlanOn plans o's policy on sim, a simulation Simulate opened for o, as it
+// is now: opts are the planner's options (the session's, Options().Planner,
+// with the caller's ID and History), to whose warnings o's are added, and
+// how many pods the simulation plans as opted in by the webhook. sim is
+// left as it was found.
+func (s *Session) PlanOn(ctx context.Context, o *Opened, sim *simulator.Simulator, opts planner.Options) (*plan.Plan, error) {
+	opts.Warnings = append(append(slices.Clone(opts.Warnings), o.Warnings...), optInNote(sim, o.Snapshot, o.Inputs.OptIn)...)
+	return planner.Plan(ctx, sim, o.Inputs.Policy, opts)
 }
 
 // Recheck reads the live cluster again through view and returns the
@@ -159,7 +189,7 @@ func (s *Session) Recheck(ctx context.Context, view View, o *Opened, p *plan.Pla
 	if err != nil {
 		return nil, fmt.Errorf("reading the cluster again before executing: %w", err)
 	}
-	sim, err := simulator.New(ctx, o.Inputs.Schedulers, snap, o.Placement...)
+	sim, err := s.Simulate(ctx, o, snap)
 	if err != nil {
 		return nil, err
 	}

@@ -113,6 +113,16 @@ func TestOpenResolvesTheOptIn(t *testing.T) {
 	if opened.Inputs.OptIn == nil || opened.Inputs.OptIn.From != "--opt-in-namespaces opt=in" {
 		t.Fatalf("opt-in %+v, want the selector's", opened.Inputs.OptIn)
 	}
+	// Inputs loaded once and opened again (a daemon's every read) are
+	// resolved afresh each time, not modified.
+	in := without.Inputs
+	again, err := s.OpenLoaded(ctx, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.OptIn != nil || again.Inputs == in || again.Inputs.OptIn == nil {
+		t.Errorf("opening loaded inputs: given %+v, opened %+v; want the opt-in on the opened copy only", in.OptIn, again.Inputs.OptIn)
+	}
 	p, _, err := s.Plan(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
