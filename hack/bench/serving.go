@@ -26,7 +26,9 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
 	"github.com/rebalancer-dev/rebalancer/pkg/extender"
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 )
 
 // benchPrioritize times count prioritize calls of rebalancer's extender at
@@ -89,7 +91,7 @@ func benchEstimate(ctx context.Context, nodes, count int) (measurement, error) {
 	if err != nil {
 		return measurement{}, err
 	}
-	est := estimator.New(estimator.Options{MaxReplicas: 1000}, []*config.KubeSchedulerProfile{&cfg.Profiles[0]})
+	est := estimator.New(estimator.Options{MaxReplicas: 1000}, session.New(session.Options{}), &inputs.Inputs{Schedulers: []*config.KubeSchedulerProfile{&cfg.Profiles[0]}})
 	if err := est.Update(ctx, snap); err != nil {
 		return measurement{}, err
 	}

@@ -8,29 +8,36 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
+	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
+	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
 type estimatorOptions struct {
 	clientFlags
-	policy          string
-	schedulerConfig []string
-	schedulerName   string
-	snapshot        string
-	maxReplicas     int32
-	clusterName     string
-	budget, resync  time.Duration
-	grpc            estimator.GRPCOptions
-	serving         serving.Options
+	policy                     string
+	schedulerConfig            []string
+	schedulerName              string
+	snapshot                   string
+	maxReplicas                int32
+	clusterName                string
+	budget, resync             time.Duration
+	optIn, webhookConfig       string
+	usageWindow, usageInterval time.Duration
+	grpc                       estimator.GRPCOptions
+	serving                    serving.Options
 }
 
 func newEstimatorCommand() *cobra.Command {
@@ -52,8 +59,12 @@ resources are counted node by node in one pass, to the same answer. When Karmada
 cluster has, the copies are its pod template (read from the API server),
 or offline its newest pod; otherwise they are built from the request. Trouble, or an answer not found within --answer-timeout, is
 answered -1 (no opinion). The cluster is read through informers and
-simulated afresh every --resync, or read once from --snapshot. /healthz,
-/readyz and /metrics are served on --bind-address.`,
+simulated afresh every --resync, or read once from --snapshot, as
+` + "`rebalancer plan`" + ` reads and simulates it: with rebalancer's extenders that
+the scheduler configurations list and that answer, the scheduler
+rebalancer's webhook gives the pods of opted-in namespaces, and the usage
+over --usage-window. /healthz, /readyz and /metrics are served on
+--bind-address.`,
 		Example: `  rebalancer estimator --scheduler-config /etc/kubernetes/scheduler.yaml
   rebalancer estimator --snapshot cluster.yaml --grpc-bind-address 127.0.0.1:10352`,
 		Args: noArgs,
@@ -61,10 +72,11 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 			if err := o.validate(); err != nil {
 				return err
 			}
-			profiles, err := o.profiles()
+			in, err := o.inputs()
 			if err != nil {
 				return err
 			}
+			profiles := in.Schedulers
 			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, ClusterName: o.clusterName, GRPC: o.grpc, Serving: o.serving}
 			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}
 			if err := opts.Validate(profiles); err != nil {
@@ -89,11 +101,14 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 				classes = run.Client
 			}
 			if o.policy != "" {
-				if opts.Policy, err = policy.Load(o.policy, classes, policy.Registry()); err != nil {
+				if in.Policy, err = policy.Load(o.policy, classes, policy.Registry()); err != nil {
 					return err
 				}
+				if in.Metrics, err = policy.MetricsOf(in.Policy); err != nil {
+					return fmt.Errorf("%s: %w", o.policy, err)
+				}
 			}
-			est := estimator.New(opts, profiles)
+			est := estimator.New(opts, o.session(run.Client), in)
 			return estimator.Run(cmd.Context(), est, run)
 		},
 	}
@@ -106,6 +121,10 @@ simulated afresh every --resync, or read once from --snapshot. /healthz,
 	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
 	f.DurationVar(&o.budget, "answer-timeout", estimator.DefaultBudget, "longest time an answer may take; past it the answer is -1 (Karmada's scheduler waits 3s)")
 	f.DurationVar(&o.resync, "resync", 30*time.Second, "how often the live cluster is simulated afresh")
+	f.StringVar(&o.optIn, "opt-in-namespaces", "", "label selector of the namespaces whose pods rebalancer's webhook gives rebalancer-scheduler, e.g. "+wellknown.SchedulerLabel+"="+webhook.Enabled+" (offline; live, it overrides --webhook-configuration)")
+	f.StringVar(&o.webhookConfig, "webhook-configuration", webhook.DefaultConfiguration, `MutatingWebhookConfiguration of rebalancer's webhook, read live: the pods it gives rebalancer-scheduler are simulated as that scheduler's; "" reads none`)
+	f.DurationVar(&o.usageWindow, "usage-window", time.Minute, "how long a node's usage must last to count, for policies and profiles that read usage (a node is as hot as its coolest sample); 0: the newest sample")
+	f.DurationVar(&o.usageInterval, "usage-interval", 15*time.Second, "how often a live cluster's usage is sampled over --usage-window, for policies and profiles that read usage")
 	f.StringVar(&o.grpc.Address, "grpc-bind-address", ":10352", "address of the estimator's gRPC service")
 	f.StringVar(&o.grpc.CertFile, "grpc-tls-cert-file", "", "serve gRPC over TLS with this certificate (PEM); with --grpc-tls-private-key-file")
 	f.StringVar(&o.grpc.KeyFile, "grpc-tls-private-key-file", "", "private key of --grpc-tls-cert-file (PEM)")
@@ -142,6 +161,20 @@ func (o *estimatorOptions) validate() error {
 	for _, msg := range validation.IsDNS1123Subdomain(o.schedulerName) {
 		errs = append(errs, fmt.Errorf("--scheduler-name %q: %s", o.schedulerName, msg))
 	}
+	if o.webhookConfig != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(o.webhookConfig) {
+			errs = append(errs, fmt.Errorf("--webhook-configuration %q: %s", o.webhookConfig, msg))
+		}
+	}
+	if _, err := labels.Parse(o.optIn); err != nil {
+		errs = append(errs, fmt.Errorf("--opt-in-namespaces %q: %w", o.optIn, err))
+	}
+	if o.usageWindow < 0 || o.usageWindow > time.Hour {
+		errs = append(errs, fmt.Errorf("--usage-window %s: want 0 to 1h", o.usageWindow))
+	}
+	if o.usageInterval < time.Second || o.usageInterval > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("--usage-interval %s: want 1s to 10m", o.usageInterval))
+	}
 	errs = append(errs, checkReadable("snapshot", o.snapshot), checkReadable("policy", o.policy),
 		checkReadable("grpc-tls-cert-file", o.grpc.CertFile), checkReadable("grpc-tls-private-key-file", o.grpc.KeyFile))
 	for _, f := range o.schedulerConfig {
@@ -156,16 +189,33 @@ func (o *estimatorOptions) validate() error {
 	return o.grpc.Validate()
 }
 
-// profiles are the cluster's schedulers: the files', and kube-scheduler's
-// default profile for default-scheduler unless a file configures it.
-func (o *estimatorOptions) profiles() ([]*config.KubeSchedulerProfile, error) {
+// inputs are the cluster's schedulers: the files' profiles, with the
+// extenders they list, and kube-scheduler's default profile for
+// default-scheduler unless a file configures it.
+func (o *estimatorOptions) inputs() (*inputs.Inputs, error) {
+	in := &inputs.Inputs{}
 	if len(o.schedulerConfig) > 0 {
-		profiles, _, err := profile.Schedulers(o.schedulerConfig, "")
-		return profiles, err
+		var err error
+		in.Schedulers, in.Extenders, err = profile.Schedulers(o.schedulerConfig, "")
+		return in, err
 	}
 	cfg, err := profile.Default()
 	if err != nil {
 		return nil, err
 	}
-	return []*config.KubeSchedulerProfile{&cfg.Profiles[0]}, nil
+	in.Schedulers = []*config.KubeSchedulerProfile{&cfg.Profiles[0]}
+	return in, nil
+}
+
+// session simulates and plans for the estimator as plan does, on the live
+// cluster of client (nil: offline, on --snapshot).
+func (o *estimatorOptions) session(client kubernetes.Interface) *session.Session {
+	opts := session.Options{
+		Client: client, UsageWindow: o.usageWindow, UsageInterval: o.usageInterval, WebhookConfiguration: o.webhookConfig,
+	}
+	if o.optIn != "" {
+		opts.OptIn, _ = labels.Parse(o.optIn) // validated with the flags
+		opts.OptInFrom = "--opt-in-namespaces " + o.optIn
+	}
+	return session.New(opts)
 }

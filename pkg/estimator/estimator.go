@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,11 +25,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
-	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
-	"github.com/rebalancer-dev/rebalancer/pkg/planner"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
@@ -45,20 +46,22 @@ type Options struct {
 	// cluster; without it, or for a workload it does not find, replicas
 	// are the workload's newest pod's.
 	Templates Templates
-	// Policy, when set, is the DeschedulerPolicy the cluster's rebalancer
-	// runs: each Update plans it, and a pending pod it makes room for
-	// (MakeRoom) is not counted unschedulable.
-	Policy *api.DeschedulerPolicy
 }
 
 // Estimator answers from the latest simulation of the cluster that Update
-// gave it, one question at a time: the simulation is not safe for
+// (or Run, live) gave it, one question at a time: the simulation is not safe for
 // concurrent use, and each answer forks it and reverts the fork.
 type Estimator struct {
-	o        Options
-	profiles []*config.KubeSchedulerProfile
-	turn     chan struct{} // held while the view is read or replaced
-	view     *view
+	o Options
+	// sess opens each simulation and plans on it, as `rebalancer plan`
+	// does; in are what it opens: the schedulers' profiles and extenders
+	// and, when set, the DeschedulerPolicy the cluster's rebalancer runs
+	// (each read plans it, and a pending pod it makes room for, MakeRoom,
+	// is not counted unschedulable).
+	sess *session.Session
+	in   *inputs.Inputs
+	turn chan struct{} // held while the view is read or replaced
+	view *view
 }
 
 // view is one simulation of the cluster and what is looked up in it.
@@ -75,15 +78,22 @@ type view struct {
 	// random breaks the scheduler's ties; reseeded for every answer, so
 	// that the same cluster gets the same answer.
 	random *rand.Rand
+	// warnings are what the session said of the read: an extender that
+	// does not answer, a webhook that cannot be counted on, usage that
+	// cannot be read.
+	warnings []string
 }
 
-// New returns an Estimator that simulates profiles; it answers once Update
-// has given it the cluster.
-func New(o Options, profiles []*config.KubeSchedulerProfile) *Estimator {
+// New returns an Estimator that simulates in (in.Schedulers, and
+// in.Extenders and in.Policy when set; in.Snapshot is not read) through
+// sess: each simulation models the extenders, the webhook's opt-in and
+// the usage window as sess models them for a plan. It answers once Update
+// (or Run) has given it the cluster.
+func New(o Options, sess *session.Session, in *inputs.Inputs) *Estimator {
 	if o.SchedulerName == "" {
 		o.SchedulerName = v1.DefaultSchedulerName
 	}
-	return &Estimator{o: o, profiles: profiles, turn: make(chan struct{}, 1)}
+	return &Estimator{o: o, sess: sess, in: in, turn: make(chan struct{}, 1)}
 }
 
 // Validate refuses options no answer could come of: a SchedulerName none
@@ -107,25 +117,41 @@ func (o Options) Validate(profiles []*config.KubeSchedulerProfile) error {
 // ErrNotReady is the answer before the first Update.
 var ErrNotReady = errors.New("the cluster has not been read yet")
 
-// Update replaces the simulation with one of snap. The new one is built
-// before the old one is let go, so questions are answered meanwhile; the
-// old one's informers stop then (each simulation runs its own until its
-// context ends).
+// Update replaces the simulation with one of snap, opened as the session
+// opens a snapshot file. The new one is built before the old one is let
+// go, so questions are answered meanwhile; the old one's informers stop
+// then (each simulation runs its own until its context ends).
 func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
+	_, err := e.open(ctx, snap, nil)
+	return err
+}
+
+// open opens snap, or the cluster read shows when snap is nil, through the
+// session, plans the policy on it and makes it the view.
+func (e *Estimator) open(ctx context.Context, snap *snapshot.Snapshot, read session.View) (*snapshot.Snapshot, error) {
+	in := *e.in
+	in.Snapshot = snap
+	opened, err := e.sess.OpenLoaded(ctx, &in, read)
+	if err != nil {
+		return nil, err
+	}
+	snap = opened.Snapshot
 	ctx, stop := context.WithCancel(ctx)
-	sim, err := simulator.New(ctx, e.profiles, snap)
+	sim, err := e.sess.Simulate(ctx, opened, snap)
 	if err != nil {
 		stop()
-		return err
+		return nil, err
 	}
-	v := &view{sim: sim, stop: stop, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string]()}
-	if e.o.Policy != nil {
+	v := &view{sim: sim, stop: stop, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string](), warnings: opened.Warnings}
+	if in.Policy != nil {
 		// The rooms the cluster's rebalancer would make now; the plan
 		// leaves the simulation as it found it.
-		p, err := planner.Plan(ctx, sim, e.o.Policy, planner.Options{ID: "estimator", AllowConflicting: true})
+		opts := e.sess.Options().Planner
+		opts.ID, opts.AllowConflicting = "estimator", true
+		p, err := e.sess.PlanOn(ctx, opened, sim, opts)
 		if err != nil {
 			stop()
-			return fmt.Errorf("planning the policy: %w", err)
+			return nil, fmt.Errorf("planning the policy: %w", err)
 		}
 		for _, m := range p.Moves {
 			if m.Room != "" {
@@ -143,11 +169,17 @@ func (e *Estimator) Update(ctx context.Context, snap *snapshot.Snapshot) error {
 	}
 	if err := e.lock(ctx); err != nil {
 		stop()
-		return err
+		return nil, err
+	}
+	if e.view == nil || !slices.Equal(e.view.warnings, v.warnings) {
+		// Said when they change, not at every read.
+		for _, w := range v.warnings {
+			klog.FromContext(ctx).Info("Warning: " + w)
+		}
 	}
 	e.replace(v)
 	e.unlock()
-	return nil
+	return snap, nil
 }
 
 // replace makes v the view (nil: none) and stops the one it replaces; the
@@ -305,7 +337,8 @@ func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAv
 // UnschedulableReplicas counts the workload's pods that the scheduler has
 // found unschedulable for at least threshold and that find no node in the
 // simulation either (a pod that would fit now is one the scheduler has not
-// come back to yet), nor room made by the policy's moves (Options.Policy).
+// come back to yet), nor room made by the policy's moves (the inputs'
+// Policy).
 func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectReference, threshold time.Duration) (int32, error) {
 	w := workload{kind: ref.GetKind(), namespace: ref.GetNamespace(), name: ref.GetName()}
 	if w.kind == "" || w.name == "" {

@@ -17,17 +17,21 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/descheduler/pkg/api"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator/pb"
+	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -40,9 +44,15 @@ func defaultProfiles(t *testing.T) []*config.KubeSchedulerProfile {
 	return []*config.KubeSchedulerProfile{&cfg.Profiles[0]}
 }
 
+// newEstimator is an estimator of profiles and pol (nil: none) through a
+// session of default options, as the estimator runs offline without flags.
+func newEstimator(o Options, profiles []*config.KubeSchedulerProfile, pol *api.DeschedulerPolicy) *Estimator {
+	return New(o, session.New(session.Options{}), &inputs.Inputs{Schedulers: profiles, Policy: pol})
+}
+
 func estimatorFor(t *testing.T, ctx context.Context, snap *snapshot.Snapshot, max int32) *Estimator {
 	t.Helper()
-	e := New(Options{MaxReplicas: max}, defaultProfiles(t))
+	e := newEstimator(Options{MaxReplicas: max}, defaultProfiles(t), nil)
 	if err := e.Update(ctx, snap); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +297,7 @@ func TestUnschedulableReplicasThatStillFitNowhere(t *testing.T) {
 // request that does not decode, a scheduler not modelled, no time left.
 func TestTroubleIsNoOpinion(t *testing.T) {
 	logger, ctx := testutil.Context(t)
-	notRead := NewServer(logger, New(Options{MaxReplicas: 10}, defaultProfiles(t)), time.Second, "", nil)
+	notRead := NewServer(logger, newEstimator(Options{MaxReplicas: 10}, defaultProfiles(t), nil), time.Second, "", nil)
 	if res, err := notRead.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != NoOpinion {
 		t.Errorf("before the cluster is read: %d (%v), want -1", res.GetMaxReplicas(), err)
 	}
@@ -308,7 +318,7 @@ func TestTroubleIsNoOpinion(t *testing.T) {
 	if res, err := srv.MaxAvailableReplicas(ctx, request(t, "1", "1Gi")); err != nil || res.GetMaxReplicas() != 4 {
 		t.Errorf("after the trouble: %d (%v), want 4", res.GetMaxReplicas(), err)
 	}
-	other := New(Options{MaxReplicas: 10, SchedulerName: "elsewhere"}, defaultProfiles(t))
+	other := newEstimator(Options{MaxReplicas: 10, SchedulerName: "elsewhere"}, defaultProfiles(t), nil)
 	if err := other.Update(ctx, &snapshot.Snapshot{Nodes: nodes(2, "2", "4Gi")}); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +384,7 @@ func TestWorkloadsTemplateBeforeItsPods(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Template: v1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: spec}},
 	})
-	e := New(Options{MaxReplicas: 1000, Templates: APITemplates(client)}, defaultProfiles(t))
+	e := newEstimator(Options{MaxReplicas: 1000, Templates: APITemplates(client)}, defaultProfiles(t), nil)
 	if err := e.Update(ctx, &snapshot.Snapshot{Nodes: nodes(6, "8", "16Gi")}); err != nil {
 		t.Fatal(err)
 	}
@@ -417,31 +427,44 @@ profiles:
 		t.Fatal(err)
 	}
 	old := metav1.NewTime(time.Now().Add(-time.Hour))
-	steered := testutil.WithScheduler("rebalancer-scheduler")
-	small := func(name, node string, i int) *v1.Pod {
-		p := deploymentPod(name, node, i, steered)
-		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
-		return p
-	}
-	pending := func(name, cpu string) *v1.Pod {
-		p := deploymentPod(name, "", 9, steered)
-		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
-		p.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
-			Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, LastTransitionTime: old}}}
-		return p
-	}
 	// 2 and 3 CPUs free: a 4-CPU pod fits once one pod moves off node-1; a
 	// 6-CPU pod fits no node, however the pods move.
-	snap := &snapshot.Snapshot{Nodes: nodes(2, "4", "16Gi"), Pods: []*v1.Pod{
-		small("a", "node-0", 0), small("a", "node-0", 1), small("b", "node-1", 0),
-		pending("big", "4"), pending("huge", "6")}}
+	cluster := func(scheduler string) *snapshot.Snapshot {
+		named := testutil.WithScheduler(scheduler)
+		small := func(name, node string, i int) *v1.Pod {
+			p := deploymentPod(name, node, i, named)
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+			return p
+		}
+		pending := func(name, cpu string) *v1.Pod {
+			p := deploymentPod(name, "", 9, named)
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+			p.Status = v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{
+				Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, LastTransitionTime: old}}}
+			return p
+		}
+		return &snapshot.Snapshot{Nodes: nodes(2, "4", "16Gi"), Pods: []*v1.Pod{
+			small("a", "node-0", 0), small("a", "node-0", 1), small("b", "node-1", 0),
+			pending("big", "4"), pending("huge", "6")}}
+	}
+	// rebalancer's extender steers default-scheduler's replacements as the
+	// session models it for a plan: its moves then make room too.
+	extender := []profile.Extender{{Extender: config.Extender{URLPrefix: "http://extender.invalid", Weight: 5}, Schedulers: []string{v1.DefaultSchedulerName}}}
 	for _, tc := range []struct {
+		profiles  []*config.KubeSchedulerProfile
+		scheduler string
+		extenders []profile.Extender
 		policy    *api.DeschedulerPolicy
 		big, huge int32
 		what      string
-	}{{nil, 1, 1, "without the policy"}, {pol, 0, 1, "with MakeRoom"}} {
-		e := New(Options{MaxReplicas: 100, Policy: tc.policy}, []*config.KubeSchedulerProfile{prof})
-		if err := e.Update(ctx, snap); err != nil {
+	}{
+		{[]*config.KubeSchedulerProfile{prof}, "rebalancer-scheduler", nil, nil, 1, 1, "without the policy"},
+		{[]*config.KubeSchedulerProfile{prof}, "rebalancer-scheduler", nil, pol, 0, 1, "with MakeRoom"},
+		{defaultProfiles(t), v1.DefaultSchedulerName, nil, pol, 1, 1, "with MakeRoom, default-scheduler unsteered"},
+		{defaultProfiles(t), v1.DefaultSchedulerName, extender, pol, 0, 1, "with MakeRoom, default-scheduler steered by the extender"},
+	} {
+		e := New(Options{MaxReplicas: 100}, session.New(session.Options{}), &inputs.Inputs{Schedulers: tc.profiles, Extenders: tc.extenders, Policy: tc.policy})
+		if err := e.Update(ctx, cluster(tc.scheduler)); err != nil {
 			t.Fatal(err)
 		}
 		for name, want := range map[string]int32{"big": tc.big, "huge": tc.huge} {
@@ -453,11 +476,50 @@ profiles:
 	}
 }
 
+// The pods of the namespaces rebalancer's webhook opts in are given
+// rebalancer-scheduler, in the session's simulation as by the webhook: a
+// workload of such a namespace whose pods name default-scheduler is
+// answered as rebalancer-scheduler's, as if its pods named it, and not
+// answered where only rebalancer-scheduler is modelled and nothing opts it
+// in.
+func TestOptedInReplicasArePlacedByTheWebhooksScheduler(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	_, prof, err := profile.Load("../../policies/binpacking-scheduler.yaml", "rebalancer-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := func(scheduler string) *snapshot.Snapshot {
+		pod := deploymentPod("web", "node-0", 0, testutil.WithScheduler(scheduler))
+		pod.Namespace = "team"
+		return &snapshot.Snapshot{Nodes: nodes(2, "4", "8Gi"), Pods: []*v1.Pod{pod},
+			Namespaces: []*v1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "team", Labels: map[string]string{"opt": "in"}}}}}
+	}
+	in := &inputs.Inputs{Schedulers: []*config.KubeSchedulerProfile{prof}}
+	answer := func(s *session.Session, snap *snapshot.Snapshot) (int32, error) {
+		e := New(Options{MaxReplicas: 1000}, s, in)
+		if err := e.Update(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		return e.MaxAvailableReplicas(ctx, "kind=Deployment, name=team/web", request(t, "100m", "100Mi"))
+	}
+	want, err := answer(session.New(session.Options{}), cluster("rebalancer-scheduler"))
+	if err != nil || want <= 0 {
+		t.Fatalf("naming rebalancer-scheduler: %d (%v), want some", want, err)
+	}
+	optIn := session.New(session.Options{OptIn: labels.SelectorFromSet(labels.Set{"opt": "in"}), OptInFrom: "--opt-in-namespaces opt=in"})
+	if got, err := answer(optIn, cluster(v1.DefaultSchedulerName)); err != nil || got != want {
+		t.Errorf("opted in: %d (%v), want %d, as naming rebalancer-scheduler", got, err, want)
+	}
+	if got, err := answer(session.New(session.Options{}), cluster(v1.DefaultSchedulerName)); err == nil {
+		t.Errorf("not opted in: %d, want an error: default-scheduler is not modelled", got)
+	}
+}
+
 // Each Update lets the simulation it replaces go: its informers stop, so a
 // long-lived estimator re-reading the cluster does not pile them up.
 func TestUpdatesLetTheOldSimulationGo(t *testing.T) {
 	_, ctx := testutil.Context(t)
-	e := New(Options{MaxReplicas: 10}, defaultProfiles(t))
+	e := newEstimator(Options{MaxReplicas: 10}, defaultProfiles(t), nil)
 	snap := &snapshot.Snapshot{Nodes: nodes(3, "4", "8Gi")}
 	if err := e.Update(ctx, snap); err != nil {
 		t.Fatal(err)
@@ -502,7 +564,7 @@ func TestDevicesBoundTheAnswer(t *testing.T) {
 				}
 			}
 		}
-		e := New(Options{MaxReplicas: 100}, profiles)
+		e := newEstimator(Options{MaxReplicas: 100}, profiles, nil)
 		if err := e.Update(ctx, snap); err != nil {
 			t.Fatal(err)
 		}
@@ -511,6 +573,40 @@ func TestDevicesBoundTheAnswer(t *testing.T) {
 		}
 		if got, err := e.MaxAvailableReplicas(ctx, "", request(t, "1", "4Gi")); err != nil || got <= want {
 			t.Errorf("second GPU on gpu-a %v: from the requests alone %d (%v), want more than %d", extraGPU, got, err, want)
+		}
+	}
+}
+
+// A profile that places by usage (LoadAware) sees a node's usage over the
+// session's usage window, as a plan does: a spike shorter than the window
+// (the newest sample hot, one 30s before cool) does not keep the replicas
+// off the node; the newest sample alone does.
+func TestUsageCountsOverTheSessionsWindow(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	_, prof, err := profile.Load("../../policies/load-aware-scheduler.yaml", "rebalancer-scheduler")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	sample := func(cpu string, ago time.Duration) *metricsv1beta1.NodeMetrics {
+		return &metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}, Timestamp: metav1.NewTime(at.Add(-ago)),
+			Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("1Gi")}}
+	}
+	// 3.5 of 4 CPUs now, over LoadAware's 70%; 0.3 thirty seconds before.
+	snap := &snapshot.Snapshot{Nodes: nodes(1, "4", "8Gi"), NodeMetrics: []*metricsv1beta1.NodeMetrics{sample("3500m", 0), sample("300m", 30*time.Second)}}
+	in := &inputs.Inputs{Schedulers: []*config.KubeSchedulerProfile{prof}}
+	req := request(t, "100m", "100Mi")
+	for _, tc := range []struct {
+		window time.Duration
+		fit    bool
+	}{{0, false}, {10 * time.Second, false}, {time.Minute, true}} {
+		e := New(Options{MaxReplicas: 10, SchedulerName: "rebalancer-scheduler"}, session.New(session.Options{UsageWindow: tc.window}), in)
+		if err := e.Update(ctx, snap); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.MaxAvailableReplicas(ctx, "", req)
+		if err != nil || (got > 0) != tc.fit {
+			t.Errorf("window %s: %d replicas (%v), want some: %t", tc.window, got, err, tc.fit)
 		}
 	}
 }

@@ -269,11 +269,11 @@ func TestOptionsThatCannotAnswerAreRefused(t *testing.T) {
 	_, ctx := testutil.Context(t)
 	snap := &snapshot.Snapshot{Nodes: nodes(1, "1", "1Gi")}
 	run := RunOptions{Snapshot: snap, Budget: time.Second, Resync: time.Minute, GRPC: GRPCOptions{Address: "127.0.0.1:0"}, Serving: serving.Options{Address: "127.0.0.1:0"}}
-	if err := Run(ctx, New(Options{MaxReplicas: 1, SchedulerName: "my-scheduler"}, profiles), run); err == nil || !strings.Contains(err.Error(), "--scheduler-name") {
+	if err := Run(ctx, newEstimator(Options{MaxReplicas: 1, SchedulerName: "my-scheduler"}, profiles, nil), run); err == nil || !strings.Contains(err.Error(), "--scheduler-name") {
 		t.Errorf("Run with --scheduler-name my-scheduler: %v", err)
 	}
 	run.GRPC = GRPCOptions{Address: "127.0.0.1:0", CertFile: expired, KeyFile: "../../test/badinput/testdata/expired-2021.key"}
-	if err := Run(ctx, New(Options{MaxReplicas: 1}, profiles), run); err == nil || !strings.Contains(err.Error(), "expired at") {
+	if err := Run(ctx, newEstimator(Options{MaxReplicas: 1}, profiles, nil), run); err == nil || !strings.Contains(err.Error(), "expired at") {
 		t.Errorf("Run with an expired certificate: %v", err)
 	}
 }

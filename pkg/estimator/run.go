@@ -13,6 +13,7 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/live"
+	"github.com/rebalancer-dev/rebalancer/pkg/session"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -37,7 +38,7 @@ type RunOptions struct {
 // Run serves est until ctx ends: the estimator service over gRPC, probes
 // and metrics over HTTP, and the cluster simulated afresh every Resync.
 func Run(ctx context.Context, est *Estimator, o RunOptions) error {
-	if err := est.o.Validate(est.profiles); err != nil {
+	if err := est.o.Validate(est.in.Schedulers); err != nil {
 		return err
 	}
 	if err := o.GRPC.Validate(); err != nil {
@@ -69,9 +70,11 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 		cancel()
 		return errors.Join(err, <-httpDone)
 	}
-	read := func(snap *snapshot.Snapshot) error {
+	// read simulates snap, or the live cluster view shows when snap is nil.
+	read := func(snap *snapshot.Snapshot, view session.View) error {
 		start := time.Now()
-		if err := est.Update(ctx, snap); err != nil {
+		snap, err := est.open(ctx, snap, view)
+		if err != nil {
 			return err
 		}
 		lastRead.SetToCurrentTime()
@@ -81,7 +84,7 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 	}
 	var reading chan error // nil offline: the snapshot is read once, here
 	if o.Snapshot != nil {
-		if err := read(o.Snapshot); err != nil {
+		if err := read(o.Snapshot, nil); err != nil {
 			cancel()
 			return errors.Join(err, <-httpDone, <-grpcDone)
 		}
@@ -109,10 +112,10 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 	return errors.Join(errs...)
 }
 
-// follow reads the live cluster through informers and gives read its state
-// every resync until ctx ends. A failed read is logged and retried at the
-// next resync; the last good simulation answers meanwhile.
-func follow(ctx context.Context, logger klog.Logger, client kubernetes.Interface, resync time.Duration, read func(*snapshot.Snapshot) error) error {
+// follow reads the live cluster through informers and gives read a view of
+// its state every resync until ctx ends. A failed read is logged and
+// retried at the next resync; the last good simulation answers meanwhile.
+func follow(ctx context.Context, logger klog.Logger, client kubernetes.Interface, resync time.Duration, read func(*snapshot.Snapshot, session.View) error) error {
 	cluster := live.NewCluster(client)
 	if err := cluster.Start(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -123,12 +126,11 @@ func follow(ctx context.Context, logger klog.Logger, client kubernetes.Interface
 	defer cluster.Stop()
 	tick := time.NewTicker(resync)
 	defer tick.Stop()
+	current := func(ctx context.Context, _ kubernetes.Interface) (*snapshot.Snapshot, error) {
+		return cluster.Current(ctx)
+	}
 	for {
-		snap, err := cluster.Current(ctx)
-		if err == nil {
-			err = read(snap)
-		}
-		if err != nil && ctx.Err() == nil {
+		if err := read(nil, current); err != nil && ctx.Err() == nil {
 			logger.Error(err, "Reading the cluster; answering from the last read", "retryIn", resync)
 		}
 		select {
