@@ -143,8 +143,10 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 
 	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer-estimator", started)
 	checkRBAC(t, "estimator/rbac.yaml", used, map[string]string{
-		"get apps/statefulsets": "questions about StatefulSets (TestWorkloadsTemplateBeforeItsPods reads the same way)",
-		"get apps/replicasets":  "questions about ReplicaSets",
-		"get batch/jobs":        "questions about Jobs",
+		"get apps/statefulsets":     "questions about StatefulSets (TestWorkloadsTemplateBeforeItsPods reads the same way)",
+		"get apps/replicasets":      "questions about ReplicaSets",
+		"get batch/jobs":            "questions about Jobs",
+		"list metrics.k8s.io/nodes": "a policy or profile that reads usage, read as the planner reads it (TestLoadAwareMovesPodsOffAHotNode)",
+		"list metrics.k8s.io/pods":  "a policy or profile that reads usage",
 	})
 }
