@@ -6,8 +6,9 @@
 #                   control plane that it starts and stops itself
 #   make lint       golangci-lint (pinned in hack/tools/lint; see .golangci.yml),
 #                   shellcheck
-#   make verify     lint, go.mod tidy, the chart's copies the same as their
-#                   sources: what CI checks before the tests
+#   make verify     lint, go.mod tidy, the generated deep copies and the
+#                   chart's copies the same as their sources: what CI checks
+#                   before the tests
 #   make image      the container image, built in Go (no Docker engine): an
 #                   OCI layout in _output/image for linux/amd64 and linux/arm64
 #   make image-push IMAGE=registry.example.com/rebalancer:v0.1.0
@@ -135,12 +136,14 @@ lint: $(LINT)
 
 verify: lint
 	$(GO) run ./hack/gendocs -check
+	hack/update-codegen.sh -check
 	$(GO) mod tidy -diff
 	cd test/karmada && $(GO) mod tidy -diff
 	cd hack/tools/proto && $(GO) mod tidy -diff
 	cd hack/tools/image && $(GO) mod tidy -diff
 	cd hack/tools/sbom && $(GO) mod tidy -diff
 	cd hack/tools/k8s-prev && $(GO) mod tidy -diff
+	cd hack/tools/codegen && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
 # Static binaries without build paths for one platform, bin-<os>_<arch>,

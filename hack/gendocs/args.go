@@ -25,22 +25,22 @@ var plugins = []struct {
 }{
 	{"Consolidation", "DeschedulerPolicy balance plugin", "pkg/consolidation", func() any {
 		a := &consolidation.Args{}
-		consolidation.SetDefaults(a)
+		consolidation.SetDefaults_Args(a)
 		return a
 	}},
 	{"MakeRoom", "DeschedulerPolicy balance plugin", "pkg/makeroom", func() any {
 		a := &makeroom.Args{}
-		makeroom.SetDefaults(a)
+		makeroom.SetDefaults_Args(a)
 		return a
 	}},
 	{"RebalanceHint", "scheduler plugin (PreFilter, Filter, PreScore, Score, Reserve)", "pkg/scheduler/rebalancehint", func() any {
 		a := &rebalancehint.Args{}
-		a.SetDefaults()
+		rebalancehint.SetDefaults_Args(a)
 		return a
 	}},
 	{"LoadAware", "scheduler plugin (Filter, Score)", "pkg/scheduler/loadaware", func() any {
 		a := &loadaware.Args{}
-		a.SetDefaults()
+		loadaware.SetDefaults_Args(a)
 		return a
 	}},
 }
@@ -89,7 +89,7 @@ type field struct {
 // dir, but embedded ones (TypeMeta).
 func argsFields(dir string) ([]field, error) {
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, filepath.Join(dir, "args.go"), nil, parser.ParseComments)
+	f, err := parser.ParseFile(fset, filepath.Join(dir, "types.go"), nil, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func argsFields(dir string) ([]field, error) {
 		return false
 	})
 	if !found {
-		return nil, fmt.Errorf("no type Args in %s/args.go", dir)
+		return nil, fmt.Errorf("no type Args in %s/types.go", dir)
 	}
 	return out, nil
 }

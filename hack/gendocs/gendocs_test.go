@@ -86,7 +86,7 @@ func TestAChangeLeavesPagesStale(t *testing.T) {
 			}
 		}, false, "docs/reference/skip-reasons.md"},
 		{"plugin argument", func(t *testing.T, root string) {
-			path := filepath.Join(root, "pkg/makeroom/args.go")
+			path := filepath.Join(root, "pkg/makeroom/types.go")
 			data, _ := os.ReadFile(path)
 			data = []byte(strings.Replace(string(data), "type Args struct {\n", "type Args struct {\n\t// New is new.\n\tNew int32 `json:\"new,omitempty\"`\n", 1))
 			if err := os.WriteFile(path, data, 0o644); err != nil {

@@ -45,16 +45,17 @@ func (h Hint) RankOf(node string) Rank {
 // scheduling queue backoff with room to spare.
 const DefaultTTL = 10 * time.Minute
 
+// MinTTL and MaxTTL bound how long hints steer.
 const (
-	minTTL = time.Second
-	maxTTL = 24 * time.Hour
+	MinTTL = time.Second
+	MaxTTL = 24 * time.Hour
 )
 
 // ValidateTTL checks how long hints steer: RebalanceHint's hintTTL and the
 // extender's --hint-ttl.
 func ValidateTTL(d time.Duration) error {
-	if d < minTTL || d > maxTTL {
-		return fmt.Errorf("invalid value %q: must be between %s and %s", d, minTTL, maxTTL)
+	if d < MinTTL || d > MaxTTL {
+		return fmt.Errorf("invalid value %q: must be between %s and %s", d, MinTTL, MaxTTL)
 	}
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	"github.com/rebalancer-dev/rebalancer/internal/readfile"
+	"github.com/rebalancer-dev/rebalancer/internal/strictjson"
+	"github.com/rebalancer-dev/rebalancer/pkg/pluginargs"
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -225,15 +227,17 @@ func MetricsOf(p *api.DeschedulerPolicy) (Metrics, error) {
 
 // argsInErrors is registry with each plugin's args validator naming the
 // plugin and the args it refused: several of the descheduler's messages name
-// neither ("invalid PodsHavingTooManyRestarts threshold").
+// neither ("invalid PodsHavingTooManyRestarts threshold"). Errors that name
+// their fields under pluginConfig[plugin].args, as those of rebalancer's own
+// plugins do, with the value refused, are left as they are.
 func argsInErrors(registry pluginregistry.Registry) pluginregistry.Registry {
 	out := make(pluginregistry.Registry, len(registry))
 	for name, u := range registry {
 		if validate := u.PluginArgValidator; validate != nil {
 			u.PluginArgValidator = func(args runtime.Object) error {
 				err := validate(args)
-				if err == nil {
-					return nil
+				if err == nil || namesArgs(err, name) {
+					return err
 				}
 				value, jsonErr := json.Marshal(args)
 				if jsonErr != nil {
@@ -245,4 +249,16 @@ func argsInErrors(registry pluginregistry.Registry) pluginregistry.Registry {
 		out[name] = u
 	}
 	return out
+}
+
+// namesArgs reports whether each of err's messages begins with plugin's
+// args' field path, pluginConfig[plugin].args.
+func namesArgs(err error, plugin string) bool {
+	prefix := pluginargs.Path(plugin).String()
+	for _, msg := range strictjson.Messages(err) {
+		if !strings.HasPrefix(msg, prefix) {
+			return false
+		}
+	}
+	return true
 }

@@ -287,7 +287,7 @@ func TestLoadErrors(t *testing.T) {
     balance:
       enabled: [Consolidation]
 `,
-		want: []string{`resources[1]: unknown resource "cpuz"`},
+		want: []string{`in profile p: pluginConfig[Consolidation].args.resources[1]: Invalid value: "cpuz": unknown resource: want cpu, memory`},
 	}, {
 		name: "unknown threshold resource",
 		policy: header + `profiles:

@@ -20,9 +20,9 @@ func Registry() pluginregistry.Registry {
 	setupOnce.Do(func() {
 		descheduler.SetupPlugins() // replaces the global registry: ours must be added after
 		pluginregistry.Register(consolidation.Name, consolidation.New, &consolidation.Consolidation{}, &consolidation.Args{},
-			consolidation.ValidateArgs, consolidation.SetDefaults, pluginregistry.PluginRegistry)
+			consolidation.ValidateArgs, consolidation.SetDefaults_Args, pluginregistry.PluginRegistry)
 		pluginregistry.Register(makeroom.Name, makeroom.New, &makeroom.MakeRoom{}, &makeroom.Args{},
-			makeroom.ValidateArgs, makeroom.SetDefaults, pluginregistry.PluginRegistry)
+			makeroom.ValidateArgs, makeroom.SetDefaults_Args, pluginregistry.PluginRegistry)
 	})
 	return pluginregistry.PluginRegistry
 }

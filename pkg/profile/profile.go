@@ -319,8 +319,12 @@ func validate(cfg *config.KubeSchedulerConfiguration) error {
 			}
 			validate := map[string]func(runtime.Object) error{rebalancehint.Name: rebalancehint.ValidateArgs, loadaware.Name: loadaware.ValidateArgs}[pc.Name]
 			if validate != nil {
+				// Every error of the args, each under
+				// pluginConfig[plugin].args.
 				if err := validate(pc.Args); err != nil {
-					msgs = append(msgs, fmt.Sprintf("profiles[%d].%s", i, err))
+					for _, msg := range strictjson.Messages(err) {
+						msgs = append(msgs, fmt.Sprintf("profiles[%d].%s", i, msg))
+					}
 				}
 			}
 		}

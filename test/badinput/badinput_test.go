@@ -214,7 +214,7 @@ func TestBadInput(t *testing.T) {
 		{name: "policy plugin enabled twice", file: "policy-plugin-enabled-twice.yaml",
 			want: []string{"profiles[0].plugins.balance.enabled[1]", `"Consolidation" is already enabled at enabled[0]`}},
 		{name: "policy unknown resource", file: "policy-unknown-resource.yaml",
-			want: []string{"resources[1]", `unknown resource "cpuz"`}},
+			want: []string{`in profile binpacking: pluginConfig[Consolidation].args.resources[1]: Invalid value: "cpuz": unknown resource`}},
 		{name: "policy unknown threshold resource", file: "policy-unknown-threshold-resource.yaml",
 			want: []string{"profiles[0].pluginConfig[HighNodeUtilization].args.thresholds.gpus", `unknown resource "gpus"`}},
 		{name: "policy without profiles", file: "policy-no-profiles.yaml",
@@ -226,9 +226,12 @@ func TestBadInput(t *testing.T) {
 		{name: "policy plugin without pluginConfig", file: "policy-plugin-without-config.yaml",
 			want: []string{`"RemovePodsViolatingInterPodAntiAffinity" has no pluginConfig entry`}},
 		{name: "policy Consolidation ceiling out of range", file: "policy-consolidation-ceiling.yaml",
-			want: []string{"Consolidation", "targetUtilizationCeiling", "150"}},
+			want: []string{"in profile binpacking: pluginConfig[Consolidation].args.targetUtilizationCeiling: Invalid value: 150: must be a percentage in [1, 100]"}},
 		{name: "policy Consolidation negative maxNodesPerCycle", file: "policy-consolidation-max-nodes.yaml",
-			want: []string{"Consolidation", "maxNodesPerCycle", "-1"}},
+			want: []string{"in profile binpacking: pluginConfig[Consolidation].args.maxNodesPerCycle: Invalid value: -1: must be positive"}},
+		{name: "policy Consolidation two bad args", file: "policy-consolidation-two-fields.yaml",
+			want: []string{"in profile binpacking: [pluginConfig[Consolidation].args.maxNodesPerCycle: Invalid value: -1: must be positive, " +
+				"pluginConfig[Consolidation].args.targetUtilizationCeiling: Invalid value: 150: must be a percentage in [1, 100]]"}},
 
 		// KubeSchedulerConfiguration
 		{name: "scheduler MostAlocated", file: "scheduler-most-alocated.yaml",
@@ -248,9 +251,12 @@ func TestBadInput(t *testing.T) {
 		{name: "scheduler hintTtl typo", file: "scheduler-hint-ttl-typo.yaml",
 			want: []string{"RebalanceHint", `unknown field "hintTtl"`}},
 		{name: "scheduler hintTTL below 1s", file: "scheduler-hint-ttl-short.yaml",
-			want: []string{"RebalanceHint", "hintTTL", "500ms", "must be between 1s"}},
+			want: []string{`profiles[0].pluginConfig[RebalanceHint].args.hintTTL: Invalid value: "500ms": must be between 1s and 24h0m0s`}},
 		{name: "scheduler LoadAware threshold above 100%", file: "scheduler-loadaware-threshold.yaml",
-			want: []string{"pluginConfig[LoadAware].args.usageThresholds[cpu]", "170", "want 1 to 100"}},
+			want: []string{"profiles[0].pluginConfig[LoadAware].args.usageThresholds[cpu]: Invalid value: 170: must be between 1 and 100"}},
+		{name: "scheduler LoadAware two bad args", file: "scheduler-loadaware-two-fields.yaml",
+			want: []string{"profiles[0].pluginConfig[LoadAware].args.resourceWeights[cpu]: Invalid value: -1: must be between 0 and 100; " +
+				"profiles[0].pluginConfig[LoadAware].args.usageThresholds[cpu]: Invalid value: 170: must be between 1 and 100"}},
 		// usage
 		{name: "policy usage without a provider", file: "policy-metrics-no-provider.yaml",
 			want: []string{"pluginConfig[LowNodeUtilization].args.metricsUtilization", "does not provide", "metricsProviders: [{source: KubernetesMetrics}]"}},

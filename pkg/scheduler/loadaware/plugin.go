@@ -66,7 +66,7 @@ var (
 
 // NewWithSource builds the plugin over a given source of usage.
 func NewWithSource(obj runtime.Object, source Source) (*Plugin, error) {
-	args, err := decodeArgs(obj)
+	args, err := argsCodec.Decode(obj)
 	if err != nil {
 		return nil, err
 	}

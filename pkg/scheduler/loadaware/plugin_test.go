@@ -92,11 +92,12 @@ func TestFilterKeepsNodesFromRunningHot(t *testing.T) {
 
 func TestArgs(t *testing.T) {
 	for in, want := range map[string]string{
-		`resourceWeights: {gpu: 1}`:              `resourceWeights: unknown resource "gpu"`,
-		`resourceWeights: {cpu: 0, memory: 0}`:   "every weight is 0",
-		`resourceWeights: {cpu: -1}`:             "resourceWeights[cpu]: -1, want 0 to 100",
-		`usageThresholds: {memory: 0}`:           "usageThresholds[memory]: 0, want 1 to 100",
-		`usageThresholds: {cpu: 101}`:            "usageThresholds[cpu]: 101",
+		`resourceWeights: {gpu: 1}`:              `resourceWeights[gpu]: Unsupported value: "gpu": supported values: "cpu", "memory"`,
+		`resourceWeights: {cpu: 0, memory: 0}`:   `resourceWeights: Invalid value: {"cpu":0,"memory":0}: every weight is 0: at least one must be positive`,
+		`resourceWeights: {cpu: -1}`:             "resourceWeights[cpu]: Invalid value: -1: must be between 0 and 100",
+		`usageThresholds: {memory: 0}`:           "usageThresholds[memory]: Invalid value: 0: must be between 1 and 100 (percent of allocatable)",
+		`usageThresholds: {cpu: 101}`:            "usageThresholds[cpu]: Invalid value: 101",
+		`usageThresholds: {gpu: 50}`:             `usageThresholds[gpu]: Unsupported value: "gpu"`,
 		`usageTresholds: {cpu: 70}`:              `unknown field "usageTresholds"`,
 		`resourceWeights: {cpu: 1}` + "\n" + `x`: "pluginConfig[LoadAware].args",
 	} {
@@ -107,5 +108,14 @@ func TestArgs(t *testing.T) {
 	}
 	if err := ValidateArgs(raw(`{resourceWeights: {cpu: 2, memory: 1}, usageThresholds: {cpu: 70, memory: 80}}`)); err != nil {
 		t.Errorf("valid args: %v", err)
+	}
+	// Every bad field at once, in one error, resources in name order.
+	err := ValidateArgs(raw(`{resourceWeights: {memory: 101, cpu: -1}, usageThresholds: {memory: 0, cpu: 170}}`))
+	want := "[pluginConfig[LoadAware].args.resourceWeights[cpu]: Invalid value: -1: must be between 0 and 100, " +
+		"pluginConfig[LoadAware].args.resourceWeights[memory]: Invalid value: 101: must be between 0 and 100, " +
+		"pluginConfig[LoadAware].args.usageThresholds[cpu]: Invalid value: 170: must be between 1 and 100 (percent of allocatable), " +
+		"pluginConfig[LoadAware].args.usageThresholds[memory]: Invalid value: 0: must be between 1 and 100 (percent of allocatable)]"
+	if err == nil || err.Error() != want {
+		t.Errorf("four bad fields: err = %v\nwant %s", err, want)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/rebalancer-dev/rebalancer/internal/seeds"
+	"github.com/rebalancer-dev/rebalancer/pkg/pluginargs"
 )
 
-// FuzzDecodeArgs checks that no raw args panic decodeArgs, that an error is a
-// non-empty message naming the plugin's args, and that args that decode are
-// valid and decode to themselves once encoded as JSON.
+// FuzzDecodeArgs checks that no raw args panic argsCodec.Decode, that an
+// error is a non-empty message naming the plugin's args, and that args that
+// decode are valid and decode to themselves once encoded as JSON.
 func FuzzDecodeArgs(f *testing.F) {
 	for _, raw := range []string{
 		``,
@@ -37,7 +38,7 @@ func FuzzDecodeArgs(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
-		args, err := decodeArgs(&runtime.Unknown{Raw: data})
+		args, err := argsCodec.Decode(&runtime.Unknown{Raw: data})
 		if err != nil {
 			msg := err.Error()
 			prefix := "pluginConfig[" + Name + "].args"
@@ -47,18 +48,18 @@ func FuzzDecodeArgs(f *testing.F) {
 			return
 		}
 		if args == nil {
-			t.Fatal("decodeArgs returned neither args nor an error")
+			t.Fatal("argsCodec.Decode returned neither args nor an error")
 		}
-		if err := args.Validate(); err != nil {
+		if err := validateArgs(pluginargs.Path(Name), args).ToAggregate(); err != nil {
 			t.Fatalf("decoded args do not validate: %v", err)
 		}
 		js, err := json.Marshal(args)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := decodeArgs(&runtime.Unknown{Raw: js})
+		again, err := argsCodec.Decode(&runtime.Unknown{Raw: js})
 		if err != nil {
-			t.Fatalf("decodeArgs(%s) of decoded args: %v", js, err)
+			t.Fatalf("argsCodec.Decode(%s) of decoded args: %v", js, err)
 		}
 		if again.HintTTL != args.HintTTL {
 			t.Fatalf("round trip: hintTTL %s, want %s", again.HintTTL.Duration, args.HintTTL.Duration)

@@ -109,7 +109,7 @@ func NewWithClock(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock
 }
 
 func newPlugin(ctx context.Context, obj runtime.Object, h fwk.Handle, c clock.PassiveClock, arrivals *hint.Arrivals) (*Plugin, error) {
-	args, err := decodeArgs(obj)
+	args, err := argsCodec.Decode(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -355,8 +355,8 @@ func TestArgs(t *testing.T) {
 		{raw: `{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"RebalanceHintArgs","hintTTL":"1m"}`, wantTTL: time.Minute},
 		{raw: `{"hintTtl":"1m"}`, wantErr: `unknown field "hintTtl"`},
 		{raw: `{"hintTTL":"1m","hintTTL":"2m"}`, wantErr: `key "hintTTL" already set`},
-		{raw: `{"hintTTL":"-1m"}`, wantErr: "args.hintTTL"},
-		{raw: `{"hintTTL":"48h"}`, wantErr: "args.hintTTL"},
+		{raw: `{"hintTTL":"-1m"}`, wantErr: `pluginConfig[RebalanceHint].args.hintTTL: Invalid value: "-1m0s": must be between 1s and 24h0m0s`},
+		{raw: `{"hintTTL":"48h"}`, wantErr: `pluginConfig[RebalanceHint].args.hintTTL: Invalid value: "48h0m0s": must be between 1s and 24h0m0s`},
 		{raw: `{"hintTTL":"soon"}`, wantErr: "pluginConfig[RebalanceHint].args"},
 		{raw: `{"hintTTL":5}`, wantErr: "pluginConfig[RebalanceHint].args"},
 	}
@@ -366,7 +366,7 @@ func TestArgs(t *testing.T) {
 			if tc.raw != "" {
 				obj = &runtime.Unknown{Raw: []byte(tc.raw)}
 			}
-			args, err := decodeArgs(obj)
+			args, err := argsCodec.Decode(obj)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want it to contain %q", err, tc.wantErr)
@@ -381,7 +381,7 @@ func TestArgs(t *testing.T) {
 			}
 		})
 	}
-	if _, err := decodeArgs(&config.NodeResourcesFitArgs{}); err == nil {
+	if _, err := argsCodec.Decode(&config.NodeResourcesFitArgs{}); err == nil {
 		t.Fatal("args of another plugin's type accepted")
 	}
 }

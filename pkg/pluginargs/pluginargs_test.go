@@ -1,24 +1,29 @@
 package pluginargs_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/pluginargs"
+	"github.com/rebalancer-dev/rebalancer/pkg/pluginargs"
 )
 
-// testArgs records what Decode did with it.
+// testArgs are the args of a plugin "Test".
 type testArgs struct {
 	metav1.TypeMeta `json:",inline"`
 	Count           int64            `json:"count,omitempty"`
 	Weights         map[string]int64 `json:"weights,omitempty"`
 	Nested          *nestedArgs      `json:"nested,omitempty"`
+}
 
-	calls []string // "SetDefaults" and "Validate", in order
+// DeepCopyObject makes testArgs a runtime.Object, as the descheduler's args
+// are; the test copies none.
+func (a *testArgs) DeepCopyObject() runtime.Object {
+	c := *a
+	return &c
 }
 
 type nestedArgs struct {
@@ -27,21 +32,37 @@ type nestedArgs struct {
 
 const defaultCount = 3
 
-func (a *testArgs) SetDefaults() {
-	a.calls = append(a.calls, "SetDefaults")
+// recorder's setDefaults and validate record, in calls, that they ran and
+// what they were given.
+type recorder struct {
+	calls []string // "setDefaults" and "validate path", in order
+}
+
+func (r *recorder) setDefaults(a *testArgs) {
+	r.calls = append(r.calls, "setDefaults")
 	if a.Count == 0 {
 		a.Count = defaultCount
 	}
 }
 
-// Validate refuses an unset count, so that a Validate run before
-// SetDefaults fails.
-func (a *testArgs) Validate() error {
-	a.calls = append(a.calls, "Validate")
+// validate refuses an unset count, so that validate run before setDefaults
+// fails, and a count above 100, so that two fields can be bad at once.
+func (r *recorder) validate(path *field.Path, a *testArgs) field.ErrorList {
+	r.calls = append(r.calls, "validate "+path.String())
+	var errs field.ErrorList
 	if a.Count <= 0 {
-		return fmt.Errorf("pluginConfig[Test].args.count: %d, want a positive count", a.Count)
+		errs = append(errs, field.Invalid(path.Child("count"), a.Count, "must be positive"))
 	}
-	return nil
+	for k, w := range a.Weights {
+		if w > 100 {
+			errs = append(errs, field.Invalid(path.Child("weights").Key(k), w, "must be at most 100"))
+		}
+	}
+	return errs
+}
+
+func (r *recorder) decode(plugin string, obj runtime.Object) (*testArgs, error) {
+	return pluginargs.Codec[testArgs]{Plugin: plugin, SetDefaults: r.setDefaults, Validate: r.validate}.Decode(obj)
 }
 
 func unknown(raw string) *runtime.Unknown {
@@ -66,8 +87,9 @@ func TestDecode(t *testing.T) {
 		{"only other fields, count defaulted", unknown("weights: {cpu: 1}\n"), defaultCount, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := &testArgs{}
-			if err := pluginargs.Decode("Test", tc.obj, args); err != nil {
+			var r recorder
+			args, err := r.decode("Test", tc.obj)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if args.Count != tc.count {
@@ -80,9 +102,10 @@ func TestDecode(t *testing.T) {
 			if mode != tc.mode {
 				t.Errorf("nested.mode %q, want %q", mode, tc.mode)
 			}
-			// Defaults first: Validate checks the args the plugin runs with.
-			if got := strings.Join(args.calls, ","); got != "SetDefaults,Validate" {
-				t.Errorf("calls %s, want SetDefaults,Validate", got)
+			// Defaults first: validate checks the args the plugin runs with,
+			// under the args' path.
+			if got, want := strings.Join(r.calls, ","), "setDefaults,validate pluginConfig[Test].args"; got != want {
+				t.Errorf("calls %s, want %s", got, want)
 			}
 		})
 	}
@@ -153,8 +176,8 @@ func TestDecodeErrors(t *testing.T) {
 		want:   []string{"want runtime.Unknown, got *v1.Status"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := &testArgs{}
-			err := pluginargs.Decode(tc.plugin, tc.obj, args)
+			var r recorder
+			args, err := r.decode(tc.plugin, tc.obj)
 			if err == nil {
 				t.Fatalf("decoded %+v", args)
 			}
@@ -168,22 +191,47 @@ func TestDecodeErrors(t *testing.T) {
 					t.Errorf("want %q in it", want)
 				}
 			}
-			if len(args.calls) > 0 {
-				t.Errorf("args %v after an error, want neither defaulted nor validated", args.calls)
+			if len(r.calls) > 0 {
+				t.Errorf("calls %v after an error, want args neither defaulted nor validated", r.calls)
 			}
 		})
 	}
 }
 
-// TestDecodeValidateError: Validate's error, which names the field itself,
-// is returned as it is, not prefixed a second time.
+// TestDecodeValidateError: validate's errors, which name their fields under
+// the args' path, are returned all at once, not prefixed a second time.
 func TestDecodeValidateError(t *testing.T) {
-	args := &testArgs{}
-	err := pluginargs.Decode("Test", unknown("count: -2\n"), args)
-	if want := "pluginConfig[Test].args.count: -2, want a positive count"; err == nil || err.Error() != want {
+	var r recorder
+	args, err := r.decode("Test", unknown("count: -2\n"))
+	if want := "pluginConfig[Test].args.count: Invalid value: -2: must be positive"; err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %s", err, want)
 	}
-	if args.Count != -2 {
-		t.Errorf("count %d, want -2: a value set is not defaulted", args.Count)
+	if args != nil {
+		t.Errorf("args %+v with an error, want none", args)
+	}
+	_, err = r.decode("Test", unknown("count: -2\nweights: {cpu: 101}\n"))
+	want := "[pluginConfig[Test].args.count: Invalid value: -2: must be positive, pluginConfig[Test].args.weights[cpu]: Invalid value: 101: must be at most 100]"
+	if err == nil || err.Error() != want {
+		t.Fatalf("two bad fields: err = %v, want %s", err, want)
+	}
+}
+
+// TestValidator: the descheduler registry's validator reports every bad
+// field of args of its type under the plugin's path, and refuses args of
+// another type.
+func TestValidator(t *testing.T) {
+	var r recorder
+	validate := pluginargs.Validator("Test", r.validate)
+	if err := validate(&testArgs{Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := validate(&testArgs{Count: -1, Weights: map[string]int64{"cpu": 200}})
+	want := "[pluginConfig[Test].args.count: Invalid value: -1: must be positive, pluginConfig[Test].args.weights[cpu]: Invalid value: 200: must be at most 100]"
+	if err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %s", err, want)
+	}
+	want = "pluginConfig[Test].args: want *pluginargs_test.testArgs, got *v1.Status"
+	if err := validate(&metav1.Status{}); err == nil || err.Error() != want {
+		t.Errorf("args of another type: err = %v, want %s", err, want)
 	}
 }
