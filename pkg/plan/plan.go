@@ -17,14 +17,9 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
-// DrainTaint is the drain taint of the plan planID (wellknown.DrainTaintKey,
-// the plan's ID its value): without it the scheduler could put a
-// replacement, or any new pod, back on the node being emptied. The planner
-// counts on it: a replacement cannot land on a node drained before its
-// eviction unless it tolerates the taint.
-func DrainTaint(planID string) v1.Taint {
-	return v1.Taint{Key: wellknown.DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
-}
+// DrainTaint is the drain taint of the plan planID (wellknown.DrainTaint),
+// which the executor puts on the nodes the plan empties.
+func DrainTaint(planID string) v1.Taint { return wellknown.DrainTaint(planID) }
 
 // Plan is one planning cycle's decision.
 type Plan struct {

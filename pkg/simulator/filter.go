@@ -12,7 +12,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
 )
 
@@ -93,7 +92,7 @@ func (s *Simulator) taintedNodes(pod *v1.Pod, f *cycleFilter, drained sets.Set[s
 	if len(drained) == 0 && len(s.held) == 0 {
 		return nil
 	}
-	drainTaint := plan.DrainTaint("")
+	drainTaint := wellknown.DrainTaint("")
 	if corev1helpers.TolerationsTolerateTaint(s.logger, pod.Spec.Tolerations, &drainTaint, true) {
 		return nil
 	}

@@ -65,7 +65,7 @@ type PredictOptions struct {
 	// of those it holds true for (a second choice, asked as Prefer is).
 	PreferElse func(node string) bool
 	// Drained are the nodes that carry the drain taint when the
-	// replacement is scheduled (plan.DrainTaint: the executor taints the
+	// replacement is scheduled (wellknown.DrainTaint: the executor taints the
 	// nodes a plan empties before its first eviction, to the end of the
 	// cycle). A replacement that does not tolerate it cannot go there,
 	// whatever the scores.

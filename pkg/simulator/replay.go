@@ -27,7 +27,7 @@ type Eviction struct {
 	// when nobody recreates it.
 	Replacement *v1.Pod
 	// Drain says the pod leaves a node being emptied: the node carries the
-	// drain taint (plan.DrainTaint) from this eviction to the replay's end.
+	// drain taint (wellknown.DrainTaint) from this eviction to the replay's end.
 	Drain bool
 }
 

@@ -4,6 +4,8 @@
 // write on pods, nodes and namespaces to tell each other something.
 package wellknown
 
+import v1 "k8s.io/api/core/v1"
+
 // Group is rebalancer's API group: the group of the objects its snapshots
 // carry beside Kubernetes' own (PrometheusQuery) and the domain of every key
 // below.
@@ -38,8 +40,17 @@ const DoNotDisruptAnnotation = Prefix + "do-not-disrupt"
 // node a plan empties (its drain moves), from its first eviction until the
 // cycle's replacements are bound, and on the empty nodes a plan holds: the
 // scheduler then puts no replacement, nor any new pod, there. Its value is
-// the plan's ID (plan.DrainTaint).
+// the plan's ID (DrainTaint).
 const DrainTaintKey = Prefix + "draining"
+
+// DrainTaint is the drain taint of the plan planID (DrainTaintKey, the
+// plan's ID its value): without it the scheduler could put a replacement,
+// or any new pod, back on the node being emptied. The planner counts on it:
+// a replacement cannot land on a node drained before its eviction unless it
+// tolerates the taint.
+func DrainTaint(planID string) v1.Taint {
+	return v1.Taint{Key: DrainTaintKey, Value: planID, Effect: v1.TaintEffectNoSchedule}
+}
 
 // SchedulerLabel on a namespace, "enabled", opts its new pods in to
 // rebalancer-scheduler through rebalancer's webhook; on a pod, "disabled"
