@@ -20,23 +20,39 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	deschedulerclient "sigs.k8s.io/descheduler/pkg/descheduler/client"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
 // prometheusTimeout bounds each query to the cluster's Prometheus.
 const prometheusTimeout = 30 * time.Second
 
-// ReadPrometheus adds to snap the answers of the Prometheus m's provider
-// configures to m's queries, asked now (a snapshot's usage is read once,
-// a query's own range says how long a value must last). A query that
-// fails or that the descheduler could not read is an error naming the
-// policy's field and the server.
-func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m policy.Metrics, snap *snapshot.Snapshot) error {
+// PrometheusQueries is what ReadPrometheus asks, as plain data its caller
+// takes from the policy: the Prometheus server a metricsProvider
+// configures and the queries the policy's plugins read from it.
+type PrometheusQueries struct {
+	// Provider is the field of the provider that configures Server
+	// (metricsProviders[i]), for errors.
+	Provider string
+	Server   *api.Prometheus
+	// Queries are asked in this order.
+	Queries []Query
+}
+
+// Query is a PromQL query and the policy field that asks it, for errors.
+type Query struct {
+	Field, PromQL string
+}
+
+// ReadPrometheus adds to snap the answers of m's Prometheus to m's
+// queries, asked now (a snapshot's usage is read once, a query's own range
+// says how long a value must last). A query that fails or that the
+// descheduler could not read is an error naming the policy's field and the
+// server.
+func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m PrometheusQueries, snap *snapshot.Snapshot) error {
 	if len(m.Queries) == 0 {
 		return nil
 	}
-	prom, err := PrometheusClient(ctx, client, m.Server, m.Prometheus)
+	prom, err := PrometheusClient(ctx, client, m.Server, m.Provider)
 	if err != nil {
 		return fmt.Errorf("the policy's %w", err)
 	}
@@ -49,7 +65,7 @@ func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m policy.M
 		answer, err := QueryPrometheus(ctx, prom, q.PromQL, now)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Prometheus, m.Server.URL, err)
+			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Provider, m.Server.URL, err)
 		}
 		snap.PrometheusQueries = append(snap.PrometheusQueries, answer)
 	}

@@ -218,7 +218,7 @@ func (s *Session) Capture(ctx context.Context, view View) (*snapshot.Snapshot, e
 	if err != nil {
 		return nil, err
 	}
-	if err := live.ReadPrometheus(ctx, s.o.Client, metrics, snap); err != nil {
+	if err := live.ReadPrometheus(ctx, s.o.Client, prometheusQueries(metrics), snap); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.o.Files.Policy, err)
 	}
 	// A sampler of its own, for this capture alone: it stops on return.
@@ -244,7 +244,7 @@ func (s *Session) readCluster(ctx context.Context, view View, in *inputs.Inputs)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := live.ReadPrometheus(ctx, s.o.Client, in.Metrics, snap); err != nil {
+	if err := live.ReadPrometheus(ctx, s.o.Client, prometheusQueries(in.Metrics), snap); err != nil {
 		return nil, nil, err
 	}
 	if !in.ReadsUsage() {
