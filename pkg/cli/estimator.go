@@ -15,11 +15,11 @@ import (
 
 	"github.com/rebalancer-dev/rebalancer/internal/serving"
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
+	"github.com/rebalancer-dev/rebalancer/pkg/fakeapi"
 	"github.com/rebalancer-dev/rebalancer/pkg/inputs"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/session"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 	"github.com/rebalancer-dev/rebalancer/pkg/wellknown"
@@ -90,7 +90,7 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 				if run.Snapshot, err = snapshot.Load(o.snapshot); err != nil {
 					return err
 				}
-				if classes, err = simulator.Clientset(&snapshot.Snapshot{PriorityClasses: run.Snapshot.PriorityClasses}); err != nil {
+				if classes, err = fakeapi.Clientset(&snapshot.Snapshot{PriorityClasses: run.Snapshot.PriorityClasses}); err != nil {
 					return err
 				}
 			} else {

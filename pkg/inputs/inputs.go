@@ -15,10 +15,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/fakeapi"
 	"github.com/rebalancer-dev/rebalancer/pkg/policy"
 	"github.com/rebalancer-dev/rebalancer/pkg/profile"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 	"github.com/rebalancer-dev/rebalancer/pkg/webhook"
 )
@@ -85,7 +85,7 @@ func Load(ctx context.Context, f Files, client kubernetes.Interface) (*Inputs, e
 	}
 	var err error
 	if in.Snapshot != nil || client == nil {
-		if client, err = simulator.Clientset(classes); err != nil {
+		if client, err = fakeapi.Clientset(classes); err != nil {
 			return nil, err
 		}
 	}

@@ -1,28 +1,13 @@
 package simulator
 
 import (
-	"fmt"
-
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/fakeapi"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
-
-// Clientset is a fake clientset serving every object of snap, for code that
-// reads the cluster through the API (the descheduler, the scheduler
-// framework's informers, policy loading). Objects are added one by one: the
-// fake's constructor panics on an object it cannot store.
-func Clientset(snap *snapshot.Snapshot) (*fake.Clientset, error) {
-	client := fake.NewClientset()
-	for _, o := range snap.Objects() {
-		if err := client.Tracker().Add(o); err != nil {
-			return nil, fmt.Errorf("seeding the fake API with %T: %w", o, err)
-		}
-	}
-	return client, nil
-}
 
 // Sandbox is what the descheduler's plugins read besides the pods on a
 // node: a clientset with the PriorityClasses of st, a State of the
@@ -31,7 +16,7 @@ func Clientset(snap *snapshot.Snapshot) (*fake.Clientset, error) {
 // directly, so listing 150,000 pods costs pointers, not copies, and nothing
 // is read before it is all there.
 func Sandbox(st *snapshot.Snapshot) (*fake.Clientset, informers.SharedInformerFactory, error) {
-	client, err := Clientset(&snapshot.Snapshot{PriorityClasses: st.PriorityClasses})
+	client, err := fakeapi.Clientset(&snapshot.Snapshot{PriorityClasses: st.PriorityClasses})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
+	"github.com/rebalancer-dev/rebalancer/pkg/fakeapi"
 	schedulerplugins "github.com/rebalancer-dev/rebalancer/pkg/scheduler"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/loadaware"
 	"github.com/rebalancer-dev/rebalancer/pkg/scheduler/rebalancehint"
@@ -93,7 +94,7 @@ func New(ctx context.Context, profiles []*config.KubeSchedulerProfile, snap *sna
 func (s *Simulator) frameworkOptions(ctx context.Context, snap *snapshot.Snapshot) (factory informers.SharedInformerFactory, fopts []frameworkruntime.Option, draSynced []cache.InformerSynced, err error) {
 	others := *snap
 	others.Pods, others.Nodes = nil, nil
-	client, err := Clientset(&others)
+	client, err := fakeapi.Clientset(&others)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/descheduler/pkg/features"
 
 	"github.com/rebalancer-dev/rebalancer/internal/liblog"
+	"github.com/rebalancer-dev/rebalancer/pkg/fakeapi"
 	rbpolicy "github.com/rebalancer-dev/rebalancer/pkg/policy"
-	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -72,7 +72,7 @@ func Run(ctx context.Context, policy *api.DeschedulerPolicy, snap *snapshot.Snap
 	}
 	rbpolicy.Registry() // the global registry RunDeschedulerStrategies builds profiles from
 
-	client, err := simulator.Clientset(snap)
+	client, err := fakeapi.Clientset(snap)
 	if err != nil {
 		return nil, err
 	}
