@@ -54,6 +54,18 @@ func New(_ context.Context, obj runtime.Object, handle frameworktypes.Handle) (f
 // Name returns the plugin name.
 func (c *Consolidation) Name() string { return Name }
 
+// Sequential is true: the planner judges each move as the plugin asks for
+// it, as the packing reads the cluster each move leaves.
+func (c *Consolidation) Sequential() bool { return true }
+
+var _ simhandle.Sequential = &Consolidation{}
+
+// MaxDrainCost is the profile's limit on what emptying a node may cost
+// (MaxDrainCostPercent), which the planner holds HighNodeUtilization to.
+func (a *Args) MaxDrainCost() int32 { return a.MaxDrainCostPercent }
+
+var _ simhandle.DrainCostLimit = &Args{}
+
 type candidate struct {
 	node *v1.Node
 	// ni is the node as the plan found it (keepOrder and pack read it).
@@ -123,7 +135,7 @@ type round struct {
 func (c *Consolidation) survey(ctx context.Context, nodes []*v1.Node) (*round, error) {
 	r := &round{c: c, logger: klog.FromContext(ctx).WithValues("plugin", Name),
 		allowed: map[string]bool{}, inUse: map[string]bool{}, pinned: map[string]bool{}, tried: map[string]bool{}}
-	sim := c.sim.Simulator()
+	sim := c.sim.Cluster()
 	var used []fwk.NodeInfo
 	for _, n := range nodes {
 		r.allowed[n.Name] = true

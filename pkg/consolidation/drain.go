@@ -117,7 +117,7 @@ func (c *Consolidation) movablePods(node string) (movable []*v1.Pod, blocker *v1
 	// The plugin lists the cluster as the plan found it; the simulation has
 	// the plan's moves applied.
 	n := 0
-	if ni, err := c.sim.Simulator().Node(node); err == nil {
+	if ni, err := c.sim.Cluster().Node(node); err == nil {
 		n = simulator.Workload(ni)
 	}
 	if n != len(movable) {
@@ -141,7 +141,7 @@ func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, 
 	}
 	var took []taken
 	for _, p := range pods {
-		if !c.sim.Simulator().Runs(p) {
+		if !c.sim.Cluster().Runs(p) {
 			continue // a gang's member, moved with an earlier pod's gang
 		}
 		s := pk.shapeOf(p)
@@ -181,7 +181,7 @@ func (c *Consolidation) overCeiling(node string, pod *v1.Pod) bool {
 	if c.args.TargetUtilizationCeiling >= 100 {
 		return false // the scheduler's own Fit filter decides
 	}
-	ni, err := c.sim.Simulator().Node(node)
+	ni, err := c.sim.Cluster().Node(node)
 	if err != nil {
 		return true
 	}

@@ -119,7 +119,7 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 	saves := func(emptied []string) ([]string, bool) {
 		var in []string
 		for _, t := range targets {
-			if ni, err := c.sim.Simulator().Node(t); err == nil && simulator.InUse(ni) {
+			if ni, err := c.sim.Cluster().Node(t); err == nil && simulator.InUse(ni) {
 				in = append(in, t)
 			}
 		}

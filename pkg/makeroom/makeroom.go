@@ -93,6 +93,12 @@ func New(_ context.Context, obj runtime.Object, handle frameworktypes.Handle) (f
 // Name returns the plugin name.
 func (m *MakeRoom) Name() string { return Name }
 
+// Sequential is true: the planner judges each move as the plugin asks for
+// it, as each room is searched for on the cluster the moves before left.
+func (m *MakeRoom) Sequential() bool { return true }
+
+var _ simhandle.Sequential = &MakeRoom{}
+
 // Balance makes room on the given nodes for the pods unschedulable longer
 // than unschedulableFor, highest priority first, then longest waiting.
 //
@@ -108,7 +114,7 @@ func (m *MakeRoom) Name() string { return Name }
 // arriving first) is searched for as any other.
 func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	logger := klog.FromContext(ctx).WithValues("plugin", Name)
-	sim := m.sim.Simulator()
+	sim := m.sim.Cluster()
 	m.stuck = sets.New[types.UID]()
 	m.requests = map[*v1.Pod]v1.ResourceList{}
 	m.shapes = map[*v1.Pod]string{}
@@ -155,7 +161,7 @@ func (m *MakeRoom) Balance(ctx context.Context, nodes []*v1.Node) *frameworktype
 // waiting lists the pending pods room may be made for, in the order it is
 // made: unschedulable for long enough, not nominated to a node (a
 // preemption is under way), highest priority first, then longest waiting.
-func (m *MakeRoom) waiting(sim *simulator.Simulator) []*v1.Pod {
+func (m *MakeRoom) waiting(sim simhandle.Cluster) []*v1.Pod {
 	now := sim.Now()
 	var out []*v1.Pod
 	for _, pod := range sim.Pending() {
@@ -204,7 +210,7 @@ func (o outcome) String() string {
 // (maxTriesPerNode on a node). It records a skip for the pod when it
 // found no room (none). ok says it made room.
 func (m *MakeRoom) makeRoom(ctx context.Context, logger klog.Logger, pod *v1.Pod, allowed sets.Set[string]) (ok, none bool, err error) {
-	sim := m.sim.Simulator()
+	sim := m.sim.Cluster()
 	// Only nodes the pod was refused by for what moving pods may resolve
 	// (resources, not a taint or an affinity), and that the policy covers.
 	fits, names, err := sim.Resolvable(ctx, pod)
@@ -315,7 +321,7 @@ func (m *MakeRoom) stuckWith(p *v1.Pod, node string) {
 	if shape == "" {
 		return
 	}
-	ni, err := m.sim.Simulator().Node(node)
+	ni, err := m.sim.Cluster().Node(node)
 	if err != nil {
 		return
 	}
@@ -365,7 +371,7 @@ func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, node string, pods []*v1
 // queue (higher priority, or as high and waiting since earlier) and fits
 // on node as it is now, nil if none does.
 func (m *MakeRoom) ahead(ctx context.Context, pod *v1.Pod, node string) (*v1.Pod, error) {
-	sim := m.sim.Simulator()
+	sim := m.sim.Cluster()
 	ni, err := sim.Node(node)
 	if err != nil {
 		return nil, err

@@ -5,9 +5,9 @@ import (
 	"sigs.k8s.io/descheduler/pkg/api"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
 	"github.com/rebalancer-dev/rebalancer/pkg/disruption"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
+	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -22,12 +22,13 @@ func (p *planner) drainCost(node string) float64 {
 }
 
 // maxDrainCostPercent is the profile's limit on what emptying a node may
-// cost: Consolidation's argument, which HighNodeUtilization in the same
-// profile obeys as well (its own arguments are the descheduler's).
+// cost: the first plugin args that set it (simhandle.DrainCostLimit,
+// Consolidation's), which HighNodeUtilization in the same profile obeys as
+// well (its own arguments are the descheduler's).
 func maxDrainCostPercent(prof api.DeschedulerProfile) int32 {
 	for _, pc := range prof.PluginConfigs {
-		if a, ok := pc.Args.(*consolidation.Args); ok {
-			return a.MaxDrainCostPercent
+		if a, ok := pc.Args.(simhandle.DrainCostLimit); ok {
+			return a.MaxDrainCost()
 		}
 	}
 	return 0

@@ -49,7 +49,7 @@ func (h *judgingHandle) PrometheusClient() promapi.Client {
 // simulation and grouped moves.
 var _ simhandle.Handle = &judgingHandle{}
 
-func (h *judgingHandle) Simulator() *simulator.Simulator { return h.evictor.p.sim }
+func (h *judgingHandle) Cluster() simhandle.Cluster { return h.evictor.p.sim }
 
 func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
 	p := h.evictor.p

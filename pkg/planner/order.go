@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
+	"sigs.k8s.io/descheduler/pkg/framework/plugins/nodeutilization"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
-	"github.com/rebalancer-dev/rebalancer/pkg/consolidation"
-	"github.com/rebalancer-dev/rebalancer/pkg/makeroom"
+	"github.com/rebalancer-dev/rebalancer/pkg/simhandle"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
@@ -33,7 +33,7 @@ type request struct {
 //
 // The plugin is told every eviction succeeded: it asks for all it would
 // evict, and limits and PDBs are applied when the requests are judged.
-// The plugins in sequential are judged as they ask: they walk nodes and
+// The sequential plugins are judged as they ask: they walk nodes and
 // pods in sorted order and must see each outcome as it happens (a node's
 // usage falls as its pods move); the utilization plugins' walk over nodes
 // of equal usage is put in order by ties. A plugin that is both a deschedule and a balance
@@ -41,7 +41,7 @@ type request struct {
 func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
 	d, deschedule := pl.(frameworktypes.DeschedulePlugin)
 	b, balance := pl.(frameworktypes.BalancePlugin)
-	if sequential.Has(pl.Name()) {
+	if sequential(pl) {
 		if j.ties != nil && balance && !deschedule {
 			return &tieBroken{BalancePlugin: b, ties: j.ties, budget: j.budget}
 		}
@@ -56,9 +56,19 @@ func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
 	return pl
 }
 
-// sequential are the plugins judged as they ask: they account for each
-// eviction as they go.
-var sequential = sets.New("HighNodeUtilization", "LowNodeUtilization", consolidation.Name, makeroom.Name)
+// sequential says whether pl is judged as it asks: it accounts for each
+// eviction as it goes. rebalancer's own plugins say so themselves
+// (simhandle.Sequential); the descheduler's are named in
+// sequentialUpstream.
+func sequential(pl frameworktypes.Plugin) bool {
+	if s, ok := pl.(simhandle.Sequential); ok {
+		return s.Sequential()
+	}
+	return sequentialUpstream.Has(pl.Name())
+}
+
+// sequentialUpstream are the descheduler's plugins judged as they ask.
+var sequentialUpstream = sets.New(nodeutilization.HighNodeUtilizationPluginName, nodeutilization.LowNodeUtilizationPluginName)
 
 type orderedDeschedule struct {
 	frameworktypes.DeschedulePlugin

@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 
@@ -20,8 +22,9 @@ import (
 
 // Handle is the planner's handle as rebalancer's own plugins see it.
 type Handle interface {
-	// Simulator is the planner's simulation of the scheduler profiles.
-	Simulator() *simulator.Simulator
+	// Cluster is the planner's simulation of the scheduler profiles, as
+	// far as the plugins read it.
+	Cluster() Cluster
 	// Move judges the eviction of pod as the planner judges every eviction
 	// (limits, PDBs, the simulated target), with extra prediction options;
 	// nil means the move is in the plan, its replacement bound to target.
@@ -57,6 +60,46 @@ type Handle interface {
 	// empty (plan.NodeOutcomes): plan.NodeEmptied, plan.NodeKept, or the
 	// skip reason it was neither; the last word on a node stands.
 	Consider(node, outcome string)
+}
+
+// Cluster is the planner's simulation as rebalancer's own plugins read it:
+// its nodes and pods, and scheduling cycles run on it without changing it.
+// *simulator.Simulator satisfies it; moves go through the Handle.
+type Cluster interface {
+	// Node is the simulation's view of a node: its object and requested resources.
+	Node(name string) (fwk.NodeInfo, error)
+	// Nodes lists every node of the simulation.
+	Nodes() ([]fwk.NodeInfo, error)
+	// Runs says whether pod (by UID) is still bound to a node: not once moved or evicted.
+	Runs(pod *v1.Pod) bool
+	// Pending lists the pods waiting for a node, in the order they arrived.
+	Pending() []*v1.Pod
+	// Now is the simulation's time.
+	Now() time.Time
+	// Predict is where pod's own scheduler would put its replacement (simulator.Simulator.Predict).
+	Predict(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions) (simulator.Prediction, error)
+	// Resolvable lists the nodes that refused the pending pod only for what moving pods may resolve.
+	Resolvable(ctx context.Context, pod *v1.Pod) (fits bool, nodes []string, err error)
+}
+
+var _ Cluster = (*simulator.Simulator)(nil)
+
+// Sequential is implemented by a plugin whose evictions the planner judges
+// as the plugin asks for them, not gathered and put in order after it ran:
+// it walks nodes and pods in an order of its own and must see each outcome
+// as it happens (a node's usage falls as its pods move).
+type Sequential interface {
+	// Sequential says whether the plugin is judged as it asks.
+	Sequential() bool
+}
+
+// DrainCostLimit is implemented by a plugin's args that limit what
+// emptying a node may cost in its profile: HighNodeUtilization in the same
+// profile obeys that limit as well (its own args are the descheduler's).
+type DrainCostLimit interface {
+	// MaxDrainCost is the limit, in percent of what a node in use costs on
+	// average; 0: none.
+	MaxDrainCost() int32
 }
 
 // Refusal is the error of a Move the planner refused, with the skip it
