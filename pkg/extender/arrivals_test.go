@@ -64,11 +64,11 @@ func TestReplacementAheadOfTheWatch(t *testing.T) {
 				arrivals = hint.NewArrivals(30 * time.Second)
 			}
 			watching := fakewatch.Started(client, "pods")
-			factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(Strip))
+			factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(strip))
 			informer := factory.Core().V1().Pods().Informer()
 			var gate fakewatch.Gate
 			var regs []cache.ResourceEventHandlerRegistration
-			if err := Watch(logger, gatedInformer{SharedIndexInformer: informer, gate: &gate, regs: &regs}, book, arrivals, m); err != nil {
+			if err := watchPods(logger, gatedInformer{SharedIndexInformer: informer, gate: &gate, regs: &regs}, book, arrivals, m); err != nil {
 				t.Fatal(err)
 			}
 			if len(regs) != 1 {

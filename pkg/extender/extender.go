@@ -39,9 +39,9 @@ const (
 	PrioritizePath = "/" + PrioritizeVerb
 )
 
-// Header names the answering extender in every prioritize response, so
+// header names the answering extender in every prioritize response, so
 // rebalancer can tell its own extender from another at the same address.
-const Header = "Rebalancer-Extender"
+const header = "Rebalancer-Extender"
 
 // maxBody bounds a request. The largest kube-scheduler sends is a pod of
 // 3 MiB (the API server's request limit) with the names of 5,000 nodes of
@@ -75,7 +75,7 @@ type Extender struct {
 // New returns an extender over book. synced says whether the pod watch has
 // its first full list: before that it knows no hints and answers 503, so an
 // ignorable extender is skipped rather than trusted. arrivals, fed by the
-// same watch (Watch), holds a call until the watch has seen its pod: the
+// same watch (watchPods), holds a call until the watch has seen its pod: the
 // scheduler's own watch may be ahead of the extender's. Nil waits for
 // nothing.
 func New(logger klog.Logger, book *hint.Book, arrivals *hint.Arrivals, synced func() bool, m *Metrics) *Extender {
@@ -105,7 +105,7 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 	if !e.synced() {
 		return fail(http.StatusServiceUnavailable, errors.New("the pod watch has not synced yet: no hints are known"))
 	}
-	args, nodes, err := DecodeArgs(http.MaxBytesReader(w, r.Body, maxBody))
+	args, nodes, err := decodeArgs(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return fail(serving.Status(err), err)
 	}
@@ -115,7 +115,7 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 	}
 	list := e.Prioritize(args.Pod, nodes)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(Header, version.Version)
+	w.Header().Set(header, version.Version)
 	if _, err := w.Write(appendList(make([]byte, 0, len(list)*(len(`{"Host":"","Score":10},`)+32)), list)); err != nil {
 		e.logger.V(2).Info("Writing a prioritize response failed", "err", err)
 	}
@@ -173,11 +173,11 @@ func plain(s string) bool {
 	return true
 }
 
-// DecodeArgs reads an ExtenderArgs body as kube-scheduler sends it and
+// decodeArgs reads an ExtenderArgs body as kube-scheduler sends it and
 // returns it with its candidate node names (NodeNames when
 // nodeCacheCapable, else the names of Nodes). Every problem is an error
 // naming the field.
-func DecodeArgs(r io.Reader) (*extenderv1.ExtenderArgs, []string, error) {
+func decodeArgs(r io.Reader) (*extenderv1.ExtenderArgs, []string, error) {
 	body, err := serving.ReadBody(r, "ExtenderArgs JSON")
 	if err != nil {
 		return nil, nil, err
@@ -290,11 +290,11 @@ func plainStrings(b []byte) (out []string, ok bool) {
 	}
 }
 
-// Watch feeds the book from pod events: a pod the executor writes a hint on
+// watchPods feeds the book from pod events: a pod the executor writes a hint on
 // (its eviction in flight), or that starts terminating or is deleted with
 // one, leaves its hint; a pod whose hint is taken back withdraws it; a pod that is bound consumes
 // its owner's; a pending pod that is deleted gives back the hint it claimed.
-func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, arrivals *hint.Arrivals, m *Metrics) error {
+func watchPods(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, arrivals *hint.Arrivals, m *Metrics) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
@@ -341,10 +341,10 @@ func Watch(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Bo
 	return err
 }
 
-// Strip keeps what the extender reads of a pod (identity, owner and its
+// strip keeps what the extender reads of a pod (identity, owner and its
 // pod-template-hash, hint annotations, deletion and node), so a cluster-wide watch holds a few
 // hundred bytes per pod rather than whole pods.
-func Strip(obj any) (any, error) {
+func strip(obj any) (any, error) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
 		return obj, nil

@@ -20,7 +20,7 @@ func FuzzDecodeArgs(f *testing.F) {
 	f.Add([]byte(`{"pod":{"metadata":{"name":"p"}},"nodenames": [ "a" ,"b\u0063", "\u00e9t\u00e9"] }`))
 	f.Add([]byte(`{"pod":{"metadata":{"name":"p"}},"NodeNames":[],"NODENAMES":["x","y.z"]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		args, nodes, err := DecodeArgs(bytes.NewReader(body))
+		args, nodes, err := decodeArgs(bytes.NewReader(body))
 		// The node names read as encoding/json reads ExtenderArgs.
 		var want extenderv1.ExtenderArgs
 		if json.Unmarshal(body, &want) == nil && err == nil {

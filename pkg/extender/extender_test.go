@@ -62,9 +62,9 @@ func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	e.book = hint.NewBook(clock.RealClock{}, hint.DefaultTTL)
 	m := NewMetrics(e.reg, e.book)
 	watching := fakewatch.Started(e.client, "pods")
-	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(Strip))
+	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(strip))
 	pods := factory.Core().V1().Pods().Informer()
-	if err := Watch(logger, pods, e.book, nil, m); err != nil {
+	if err := watchPods(logger, pods, e.book, nil, m); err != nil {
 		t.Fatal(err)
 	}
 	e.ext = New(logger, e.book, nil, pods.HasSynced, m)
@@ -270,7 +270,7 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	p.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
 	p.OwnerReferences[0].Name = "web-5d8f"
-	out, _ := Strip(p)
+	out, _ := strip(p)
 	s := out.(*v1.Pod)
 	if key, _ := hint.OwnerKey(s); key != "Deployment/default/web" || s.Labels["app"] != "" {
 		t.Fatalf("after Strip the pod's owner key is %q (labels %v), want its Deployment's and no other label", key, s.Labels)

@@ -59,8 +59,8 @@ func Probe(ctx context.Context, cfg config.Extender) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	if resp.Header.Get(Header) == "" {
-		return fmt.Errorf("POST %s answers without the %s header: it is not rebalancer's extender", url, Header)
+	if resp.Header.Get(header) == "" {
+		return fmt.Errorf("POST %s answers without the %s header: it is not rebalancer's extender", url, header)
 	}
 	var list extenderv1.HostPriorityList
 	if err := json.Unmarshal(msg, &list); err != nil {

@@ -37,10 +37,10 @@ func Run(ctx context.Context, o Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := NewMetrics(reg, book)
 
-	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(Strip))
+	factory := informers.NewSharedInformerFactoryWithOptions(o.Client, 0, informers.WithTransform(strip))
 	pods := factory.Core().V1().Pods().Informer()
 	arrivals := hint.NewArrivals(hint.ArrivalWait)
-	if err := Watch(logger, pods, book, arrivals, m); err != nil {
+	if err := watchPods(logger, pods, book, arrivals, m); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
 	ext := New(logger, book, arrivals, pods.HasSynced, m)

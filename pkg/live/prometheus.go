@@ -52,7 +52,7 @@ func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m Promethe
 	if len(m.Queries) == 0 {
 		return nil
 	}
-	prom, err := PrometheusClient(ctx, client, m.Server, m.Provider)
+	prom, err := prometheusClient(ctx, client, m.Server, m.Provider)
 	if err != nil {
 		return fmt.Errorf("the policy's %w", err)
 	}
@@ -62,7 +62,7 @@ func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m Promethe
 	now := time.Now()
 	for _, q := range m.Queries {
 		ctx, cancel := context.WithTimeout(ctx, prometheusTimeout)
-		answer, err := QueryPrometheus(ctx, prom, q.PromQL, now)
+		answer, err := queryPrometheus(ctx, prom, q.PromQL, now)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("the policy's %s, from the Prometheus of %s (%s): %w", q.Field, m.Provider, m.Server.URL, err)
@@ -72,11 +72,11 @@ func ReadPrometheus(ctx context.Context, client kubernetes.Interface, m Promethe
 	return nil
 }
 
-// QueryPrometheus asks client's Prometheus the instant query now, and
+// queryPrometheus asks client's Prometheus the instant query now, and
 // returns the answer as a snapshot records it. An answer the descheduler
 // cannot read (not a vector, a sample without an instance label, a value
 // outside [0, 1]) is an error naming the query and the sample.
-func QueryPrometheus(ctx context.Context, client promapi.Client, query string, now time.Time) (*snapshot.PrometheusQuery, error) {
+func queryPrometheus(ctx context.Context, client promapi.Client, query string, now time.Time) (*snapshot.PrometheusQuery, error) {
 	value, warnings, err := promv1.NewAPI(client).Query(ctx, query, now)
 	if err != nil {
 		return nil, fmt.Errorf("query %q: %w", query, err)
@@ -100,14 +100,14 @@ func QueryPrometheus(ctx context.Context, client promapi.Client, query string, n
 // descheduler reads it.
 const PrometheusAuthTokenKey = "prometheusAuthToken"
 
-// PrometheusClient is a client of the Prometheus server a policy's
+// prometheusClient is a client of the Prometheus server a policy's
 // metricsProviders configure, authenticated as the descheduler does: with
 // the token in the Secret authToken.secretReference names, else, inside a
 // pod, with the pod's ServiceAccount token. Inside a pod the client is the
 // descheduler's own (it trusts the cluster's CA); outside, as when `plan`
 // runs from a workstation, it trusts the system's CAs. field names the
 // provider in errors.
-func PrometheusClient(ctx context.Context, kube kubernetes.Interface, cfg *api.Prometheus, field string) (promapi.Client, error) {
+func prometheusClient(ctx context.Context, kube kubernetes.Interface, cfg *api.Prometheus, field string) (promapi.Client, error) {
 	if cfg == nil || cfg.URL == "" {
 		return nil, fmt.Errorf("%s.prometheus.url: required", field)
 	}

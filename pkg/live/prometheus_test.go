@@ -54,12 +54,12 @@ func TestQueryPrometheus(t *testing.T) {
 		"by job":                     `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"job":"node"},"value":[1795860000,"0.5"]}]}}`,
 	})
 	ctx := context.Background()
-	client, err := PrometheusClient(ctx, fake.NewClientset(), &api.Prometheus{URL: srv.URL}, "metricsProviders[0]")
+	client, err := prometheusClient(ctx, fake.NewClientset(), &api.Prometheus{URL: srv.URL}, "metricsProviders[0]")
 	if err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
-	q, err := QueryPrometheus(ctx, client, "instance:node_cpu:rate:sum", at)
+	q, err := queryPrometheus(ctx, client, "instance:node_cpu:rate:sum", at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestQueryPrometheus(t *testing.T) {
 		"by job":     `result[0].metric.instance: Required value`,
 		"cpu * ":     `query "cpu * ": bad_data: invalid parameter "query": 1:9: parse error`,
 	} {
-		if _, err := QueryPrometheus(ctx, client, query, at); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := queryPrometheus(ctx, client, query, at); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("query %q: error %v, want %q", query, err, want)
 		}
 	}
 
 	srv.Close()
-	if _, err := QueryPrometheus(ctx, client, "instance:node_cpu:rate:sum", at); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	if _, err := queryPrometheus(ctx, client, "instance:node_cpu:rate:sum", at); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("server down: error %v, want connection refused", err)
 	}
 }
@@ -106,11 +106,11 @@ func TestPrometheusClientToken(t *testing.T) {
 	secret := func(data map[string][]byte) *v1.Secret {
 		return &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "authtoken"}, Data: data}
 	}
-	client, err := PrometheusClient(ctx, fake.NewClientset(secret(map[string][]byte{PrometheusAuthTokenKey: []byte("s3cret")})), ref, "metricsProviders[0]")
+	client, err := prometheusClient(ctx, fake.NewClientset(secret(map[string][]byte{PrometheusAuthTokenKey: []byte("s3cret")})), ref, "metricsProviders[0]")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := QueryPrometheus(ctx, client, "q", time.Now()); err != nil {
+	if _, err := queryPrometheus(ctx, client, "q", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if *auth != "Bearer s3cret" {
@@ -125,11 +125,11 @@ func TestPrometheusClientToken(t *testing.T) {
 		{"no secret", fake.NewClientset(), "metricsProviders[0].prometheus.authToken.secretReference: Secret kube-system/authtoken: not found"},
 		{"no key", fake.NewClientset(secret(map[string][]byte{"token": []byte("x")})), `Secret kube-system/authtoken: no "prometheusAuthToken" in its data`},
 	} {
-		if _, err := PrometheusClient(ctx, tc.client, ref, "metricsProviders[0]"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := prometheusClient(ctx, tc.client, ref, "metricsProviders[0]"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := PrometheusClient(ctx, fake.NewClientset(), &api.Prometheus{}, "metricsProviders[0]"); err == nil || !strings.Contains(err.Error(), "metricsProviders[0].prometheus.url: required") {
+	if _, err := prometheusClient(ctx, fake.NewClientset(), &api.Prometheus{}, "metricsProviders[0]"); err == nil || !strings.Contains(err.Error(), "metricsProviders[0].prometheus.url: required") {
 		t.Errorf("no URL: error %v", err)
 	}
 }
