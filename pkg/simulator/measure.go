@@ -60,9 +60,9 @@ func DrainCost(ni fwk.NodeInfo) float64 {
 	return sum
 }
 
-// Percent is used/total in percent, truncated to two decimals so that the
+// percent is used/total in percent, truncated to two decimals so that the
 // same node prints the same figure everywhere; 0 when total is not positive.
-func Percent(used, total int64) float64 {
+func percent(used, total int64) float64 {
 	if total <= 0 {
 		return 0
 	}
@@ -94,13 +94,13 @@ func (s *Simulator) Usage() ([]NodeUsage, error) {
 		req, alloc := ni.GetRequested(), ni.GetAllocatable()
 		u := NodeUsage{
 			Node:   ni.Node().Name,
-			CPU:    Percent(req.GetMilliCPU(), alloc.GetMilliCPU()),
-			Memory: Percent(req.GetMemory(), alloc.GetMemory()),
+			CPU:    percent(req.GetMilliCPU(), alloc.GetMilliCPU()),
+			Memory: percent(req.GetMemory(), alloc.GetMemory()),
 			InUse:  InUse(ni),
 		}
 		if used, ok := s.loads.NodeLoad(ni); ok {
 			u.Measured = true
-			u.UsedCPU, u.UsedMemory = Percent(used.MilliCPU, alloc.GetMilliCPU()), Percent(used.Memory, alloc.GetMemory())
+			u.UsedCPU, u.UsedMemory = percent(used.MilliCPU, alloc.GetMilliCPU()), percent(used.Memory, alloc.GetMemory())
 		}
 		out = append(out, u)
 	}

@@ -7,15 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the webhook's series on /metrics.
-type Metrics struct {
+// metrics are the webhook's series on /metrics.
+type metrics struct {
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
 }
 
-// NewMetrics registers the webhook's metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
+// newMetrics registers the webhook's metrics on reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "rebalancer", Subsystem: "webhook", Name: "requests_total",
 			Help: "Admission requests by HTTP status code and result: mutated (given the scheduler), unchanged, or error.",
@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(code int, result string, took time.Duration) {
+func (m *metrics) observe(code int, result string, took time.Duration) {
 	m.requests.WithLabelValues(strconv.Itoa(code), result).Inc()
 	m.latency.Observe(took.Seconds())
 }

@@ -38,7 +38,7 @@ func configFor(url string, ca []byte) *admissionregistrationv1.MutatingWebhookCo
 // configuration's selectors and the scheduler the webhook answered with.
 func TestLive(t *testing.T) {
 	logger, ctx := ktesting.NewTestContext(t)
-	srv := httptest.NewTLSServer(New(logger, "packing-scheduler", NewMetrics(prometheus.NewRegistry())))
+	srv := httptest.NewTLSServer(newMutator(logger, "packing-scheduler", newMetrics(prometheus.NewRegistry())))
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 
@@ -89,7 +89,7 @@ func TestSchedulerForFollowsTheWebhooksOwnRule(t *testing.T) {
 func TestProbeFailures(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	mux := http.NewServeMux()
-	mux.Handle(MutatePath, New(logger, "rebalancer-scheduler", NewMetrics(prometheus.NewRegistry())))
+	mux.Handle(MutatePath, newMutator(logger, "rebalancer-scheduler", newMetrics(prometheus.NewRegistry())))
 	srv := httptest.NewTLSServer(mux)
 	defer srv.Close()
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})

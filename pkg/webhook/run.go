@@ -26,7 +26,7 @@ func Run(ctx context.Context, o Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	mux := http.NewServeMux()
-	mux.Handle(MutatePath, serving.Limit(New(logger, o.Scheduler, NewMetrics(reg)), budget, maxBody))
+	mux.Handle(MutatePath, serving.Limit(newMutator(logger, o.Scheduler, newMetrics(reg)), budget, maxBody))
 	serving.Probes{Metrics: reg}.Register(mux)
 	o.Serving.Metrics = reg
 	done, err := serving.Serve(ctx, o.Serving, mux)

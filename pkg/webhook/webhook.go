@@ -51,27 +51,27 @@ const (
 
 var podsResource = metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-// Webhook answers AdmissionReviews for pod creation.
-type Webhook struct {
+// mutator answers AdmissionReviews for pod creation.
+type mutator struct {
 	logger klog.Logger
 	// scheduler is the schedulerName given to opted-in pods.
 	scheduler string
-	metrics   *Metrics
+	metrics   *metrics
 }
 
-// New returns a webhook that gives opted-in pods the scheduler named.
-func New(logger klog.Logger, scheduler string, m *Metrics) *Webhook {
-	return &Webhook{logger: logger, scheduler: scheduler, metrics: m}
+// newMutator returns a webhook that gives opted-in pods the scheduler named.
+func newMutator(logger klog.Logger, scheduler string, m *metrics) *mutator {
+	return &mutator{logger: logger, scheduler: scheduler, metrics: m}
 }
 
 // ServeHTTP serves AdmissionReview v1.
-func (wh *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (wh *mutator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code, result := wh.serve(w, r)
 	wh.metrics.observe(code, result, time.Since(start))
 }
 
-func (wh *Webhook) serve(w http.ResponseWriter, r *http.Request) (int, string) {
+func (wh *mutator) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 	fail := func(code int, err error) (int, string) {
 		wh.logger.V(2).Info("Refused an admission request", "code", code, "err", err.Error())
 		http.Error(w, err.Error(), code)
@@ -81,7 +81,7 @@ func (wh *Webhook) serve(w http.ResponseWriter, r *http.Request) (int, string) {
 		w.Header().Set("Allow", http.MethodPost)
 		return fail(http.StatusMethodNotAllowed, fmt.Errorf("%s %s: only POST", r.Method, r.URL.Path))
 	}
-	req, err := DecodeReview(http.MaxBytesReader(w, r.Body, maxBody))
+	req, err := decodeReview(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		return fail(serving.Status(err), err)
 	}
@@ -110,7 +110,7 @@ const (
 // Admit allows every pod; a pod of an opted-in namespace that names no
 // scheduler or default-scheduler, and is not labelled to opt out, is given
 // the webhook's scheduler with a JSON patch.
-func (wh *Webhook) Admit(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
+func (wh *mutator) Admit(req *admissionv1.AdmissionRequest) (*admissionv1.AdmissionResponse, string) {
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	var pod v1.Pod
 	if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
@@ -150,9 +150,9 @@ func podName(req *admissionv1.AdmissionRequest, pod *v1.Pod) string {
 	}
 }
 
-// DecodeReview reads an AdmissionReview v1 for the creation of a pod, as the
+// decodeReview reads an AdmissionReview v1 for the creation of a pod, as the
 // API server sends it. Every problem is an error naming the field.
-func DecodeReview(r io.Reader) (*admissionv1.AdmissionRequest, error) {
+func decodeReview(r io.Reader) (*admissionv1.AdmissionRequest, error) {
 	body, err := serving.ReadBody(r, "an AdmissionReview")
 	if err != nil {
 		return nil, err

@@ -16,9 +16,9 @@ func FuzzDecodeReview(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`))
 	f.Add([]byte(`[]`))
 	f.Add([]byte(``))
-	wh := New(klog.Background().V(10), "rebalancer-scheduler", NewMetrics(prometheus.NewRegistry()))
+	wh := newMutator(klog.Background().V(10), "rebalancer-scheduler", newMetrics(prometheus.NewRegistry()))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := DecodeReview(bytes.NewReader(body))
+		req, err := decodeReview(bytes.NewReader(body))
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")

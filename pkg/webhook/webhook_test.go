@@ -46,14 +46,14 @@ func pod(scheduler string, labels map[string]string) *v1.Pod {
 }
 
 type env struct {
-	wh  *Webhook
+	wh  *mutator
 	reg *prometheus.Registry
 }
 
 func newEnv(t *testing.T) env {
 	logger, _ := ktesting.NewTestContext(t)
 	reg := prometheus.NewRegistry()
-	return env{wh: New(logger, "rebalancer-scheduler", NewMetrics(reg)), reg: reg}
+	return env{wh: newMutator(logger, "rebalancer-scheduler", newMetrics(reg)), reg: reg}
 }
 
 func (e env) post(t *testing.T, body []byte) (int, string, *admissionv1.AdmissionReview) {
