@@ -1,8 +1,10 @@
 // Package simhandle is what rebalancer's own descheduler plugins
 // (Consolidation, MakeRoom) get from the planner besides the descheduler's
-// handle: the simulation of the scheduler profiles, moves judged as the
-// planner judges every eviction, and groups of moves that enter the plan
-// together or not at all. Such plugins run only inside the planner.
+// handle: the simulation of the scheduler profiles (Cluster, the part they
+// read), moves judged as the planner judges every eviction, and groups of
+// moves that enter the plan together or not at all. Such plugins run only
+// inside the planner. It also declares what a plugin may tell the planner
+// of itself (Sequential, DrainCostLimit), so the planner need not name it.
 package simhandle
 
 import (
