@@ -152,7 +152,7 @@ func (c *Consolidation) empty(ctx context.Context, node string, pods []*v1.Pod, 
 			Prefer:      first,
 			PreferElse:  second,
 		}
-		target, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
+		target, err := c.sim.PlanMove(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: "emptying node " + node})
 		if err == nil {
 			if pk.take(target, s) {
 				took = append(took, taken{target, s})

@@ -146,7 +146,7 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 			opts := simulator.PredictOptions{LeaveSource: true, Prefer: isTarget.Has, Exclude: func(n string) bool {
 				return !allowed(n) || c.overCeiling(n, p)
 			}}
-			_, err := c.sim.Move(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s, several onto empty %s", src.node.Name, strings.Join(targets, ", "))})
+			_, err := c.sim.PlanMove(ctx, p, opts, evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("emptying node %s, several onto empty %s", src.node.Name, strings.Join(targets, ", "))})
 			if err == nil {
 				continue
 			}

@@ -161,7 +161,7 @@ func (r *runner) cycle(ctx context.Context, view session.View, cached bool) erro
 		if err != nil {
 			return err
 		}
-		validate = rc.Move
+		validate = rc.Validate
 	}
 	res := ex.Execute(ctx, p, validate)
 	klog.FromContext(ctx).Info("Cycle done", "plan", p.ID, "moves", len(p.Moves), "evicted", len(res.Evicted), "inBackground", len(res.InBackground), "skipped", len(res.Skipped), "errors", res.Errors)

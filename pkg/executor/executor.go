@@ -87,7 +87,7 @@ type Options struct {
 
 // Validate re-checks a move against the live cluster just before it is
 // carried out, given the live pod (the caller simulates the move again, as
-// planner.Recheck.Move does). It returns ok=false, a short reason,
+// planner.Recheck.Validate does). It returns ok=false, a short reason,
 // preferably one of plan.Reasons, and a detail to skip the move.
 type Validate func(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string)
 
@@ -374,11 +374,11 @@ func (e *Executor) forgetStored(ctx context.Context) {
 // writeAhead records the move in the history, and its store, before its
 // eviction; a move of a pod without an owner is not recorded (it has no
 // replacement to hold).
-func (e *Executor) writeAhead(ctx context.Context, p *plan.Plan, m plan.Move) (history.Move, error) {
+func (e *Executor) writeAhead(ctx context.Context, p *plan.Plan, m plan.Move) (history.Eviction, error) {
 	if m.Owner == nil {
-		return history.Move{}, nil
+		return history.Eviction{}, nil
 	}
-	return e.o.History.WriteAhead(ctx, history.Move{
+	return e.o.History.WriteAhead(ctx, history.Eviction{
 		Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
 		From: m.Source, To: m.Target, Plan: p.ID,
 	})

@@ -21,7 +21,7 @@ const historyNS, historyName = "rebalancer-system", "rebalancer-history"
 
 // stored decodes the history the fixture's API server holds, through the
 // tracker (callable from a reactor).
-func (f *fixture) stored(t *testing.T) []history.Move {
+func (f *fixture) stored(t *testing.T) []history.Eviction {
 	t.Helper()
 	obj, err := f.client.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, historyNS, historyName)
 	if apierrors.IsNotFound(err) {
@@ -37,7 +37,7 @@ func (f *fixture) stored(t *testing.T) []history.Move {
 	return moves
 }
 
-func owners(moves []history.Move) []string {
+func owners(moves []history.Eviction) []string {
 	var out []string
 	for _, m := range moves {
 		out = append(out, string(m.Owner))

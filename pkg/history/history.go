@@ -25,8 +25,8 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Move is one eviction rebalancer carried out.
-type Move struct {
+// Eviction is one eviction rebalancer carried out.
+type Eviction struct {
 	// Owner is the UID of the pod's controller: its replacement has the
 	// same one.
 	Owner types.UID `json:"owner"`
@@ -56,14 +56,14 @@ type History struct {
 	store    *Store // nil: in memory only
 
 	mu    sync.Mutex
-	moves []Move // in the order they were made
+	moves []Eviction // in the order they were made
 	// byOwner holds the same moves by owner: the planner asks about every
 	// pod it looks at, and a long history must not make each answer longer.
-	byOwner map[types.UID][]Move
-	pending []Move // recorded, not yet written to the store
+	byOwner map[types.UID][]Eviction
+	pending []Eviction // recorded, not yet written to the store
 	// forgotten are moves recorded ahead of an eviction that did not
 	// happen (Forget), to remove from the store at the next Flush.
-	forgotten []Move
+	forgotten []Eviction
 	reset     bool // the stored history was unreadable: overwrite it
 	lastFlush time.Time
 }
@@ -126,23 +126,23 @@ func (h *History) Load(ctx context.Context) error {
 	moves := append(h.live(stored), h.pending...)
 	if len(h.forgotten) > 0 {
 		gone := keys(h.forgotten)
-		moves = slices.DeleteFunc(moves, func(m Move) bool { return gone[m.key()] })
+		moves = slices.DeleteFunc(moves, func(m Eviction) bool { return gone[m.key()] })
 	}
 	h.setMoves(moves)
 	return nil
 }
 
 // setMoves replaces the moves, and their index by owner.
-func (h *History) setMoves(moves []Move) {
+func (h *History) setMoves(moves []Eviction) {
 	h.moves = moves
-	h.byOwner = make(map[types.UID][]Move, len(moves))
+	h.byOwner = make(map[types.UID][]Eviction, len(moves))
 	for _, m := range moves {
 		h.byOwner[m.Owner] = append(h.byOwner[m.Owner], m)
 	}
 }
 
 // Record notes an eviction; At is now when it is zero.
-func (h *History) Record(m Move) {
+func (h *History) Record(m Eviction) {
 	if h == nil || h.cooldown <= 0 || m.Owner == "" {
 		return
 	}
@@ -176,7 +176,7 @@ func (h *History) Record(m Move) {
 // process that dies in between leaves the move recorded, which holds its
 // pods on their nodes for one cooldown more than needed: the safe side.
 // An in-memory history just records it.
-func (h *History) WriteAhead(ctx context.Context, m Move) (Move, error) {
+func (h *History) WriteAhead(ctx context.Context, m Eviction) (Eviction, error) {
 	if h == nil || h.cooldown <= 0 || m.Owner == "" {
 		return m, nil
 	}
@@ -195,14 +195,14 @@ func (h *History) WriteAhead(ctx context.Context, m Move) (Move, error) {
 // happen (a PodDisruptionBudget refused it, the pod was gone, the run was
 // stopped): it no longer counts, and the next Flush removes it from the
 // store.
-func (h *History) Forget(m Move) {
+func (h *History) Forget(m Eviction) {
 	if h == nil || h.cooldown <= 0 || m.Owner == "" {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := m.key()
-	drop := func(x Move) bool { return x.key() == k }
+	drop := func(x Eviction) bool { return x.key() == k }
 	if i := slices.IndexFunc(h.moves, drop); i >= 0 {
 		h.moves = slices.Delete(h.moves, i, i+1)
 		h.byOwner[m.Owner] = slices.DeleteFunc(h.byOwner[m.Owner], drop)
@@ -257,10 +257,10 @@ type moveKey struct {
 	at              int64
 }
 
-func (m Move) key() moveKey { return moveKey{string(m.Owner), m.To, m.Plan, m.At.UnixNano()} }
+func (m Eviction) key() moveKey { return moveKey{string(m.Owner), m.To, m.Plan, m.At.UnixNano()} }
 
 // keys is the set of the moves' keys.
-func keys(moves []Move) map[moveKey]bool {
+func keys(moves []Eviction) map[moveKey]bool {
 	out := make(map[moveKey]bool, len(moves))
 	for _, m := range moves {
 		out[m.key()] = true
@@ -280,9 +280,9 @@ func (h *History) fresh(at, now time.Time) bool {
 }
 
 // live returns the moves that have not cooled yet.
-func (h *History) live(moves []Move) []Move {
+func (h *History) live(moves []Eviction) []Eviction {
 	now := h.clock.Now()
-	return slices.DeleteFunc(moves, func(m Move) bool { return !h.fresh(m.At, now) })
+	return slices.DeleteFunc(moves, func(m Eviction) bool { return !h.fresh(m.At, now) })
 }
 
 // InCooldown says whether the pods of owner stay on node: a pod of owner
@@ -323,7 +323,7 @@ func (h *History) Moved(owner types.UID) int {
 }
 
 // Moves returns the moves that have not cooled, oldest first.
-func (h *History) Moves() []Move {
+func (h *History) Moves() []Eviction {
 	if h == nil {
 		return nil
 	}

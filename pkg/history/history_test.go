@@ -19,7 +19,7 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakePassiveClock(start)
 	h := New(clock, 10*time.Minute)
-	h.Record(Move{Owner: "uid-web", To: "node-b"})
+	h.Record(Eviction{Owner: "uid-web", To: "node-b"})
 
 	if !cooling(h, "web", "node-b") {
 		t.Error("a pod of web on node-b, just moved there: want cooldown")
@@ -48,7 +48,7 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 		t.Error("after 10m of 10m: want the cooldown over")
 	}
 	// Recording prunes what has cooled.
-	h.Record(Move{Owner: "uid-db", To: "node-a"})
+	h.Record(Eviction{Owner: "uid-db", To: "node-a"})
 	if got := h.Moves(); len(got) != 1 || got[0].Owner != "uid-db" {
 		t.Errorf("moves kept %v, want db's only", got)
 	}
@@ -56,7 +56,7 @@ func TestCooldownPerOwnerAndNode(t *testing.T) {
 
 func TestNoCooldown(t *testing.T) {
 	for name, h := range map[string]*History{"nil": nil, "zero": New(nil, 0)} {
-		h.Record(Move{Owner: "uid-web", To: "node-b"})
+		h.Record(Eviction{Owner: "uid-web", To: "node-b"})
 		if cooling(h, "web", "node-b") {
 			t.Errorf("%s history: want no cooldown", name)
 		}
@@ -67,10 +67,10 @@ func TestMovedCountsRecentMovesOfOwner(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakePassiveClock(start)
 	h := New(clock, 10*time.Minute)
-	h.Record(Move{Owner: "uid-web", To: "node-b"})
+	h.Record(Eviction{Owner: "uid-web", To: "node-b"})
 	clock.SetTime(start.Add(5 * time.Minute))
-	h.Record(Move{Owner: "uid-web", To: "node-c"})
-	h.Record(Move{Owner: "uid-db", To: "node-c"})
+	h.Record(Eviction{Owner: "uid-web", To: "node-c"})
+	h.Record(Eviction{Owner: "uid-db", To: "node-c"})
 	if got := h.Moved("uid-web"); got != 2 {
 		t.Errorf("Moved(web) = %d, want 2", got)
 	}
@@ -86,11 +86,11 @@ func TestFutureMovesAreIgnored(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clocktesting.NewFakePassiveClock(start)
 	h := New(clock, 10*time.Minute)
-	h.Record(Move{Owner: "uid-web", To: "node-b", At: start.Add(24 * time.Hour)})
+	h.Record(Eviction{Owner: "uid-web", To: "node-b", At: start.Add(24 * time.Hour)})
 	if cooling(h, "web", "node-b") || h.Moved("uid-web") != 0 {
 		t.Error("a move a day ahead holds the pods: want it ignored")
 	}
-	h.Record(Move{Owner: "uid-web", To: "node-b"})
+	h.Record(Eviction{Owner: "uid-web", To: "node-b"})
 	if at, ok := h.InCooldown("uid-web", "node-b", time.Time{}); !ok || !at.Equal(start) {
 		t.Errorf("InCooldown = %v, %v; want the real move at %v", at, ok, start)
 	}
@@ -105,7 +105,7 @@ func TestOwnerIndexAgreesWithTheMoves(t *testing.T) {
 	owners := []k8stypes.UID{"a", "b", "c"}
 	nodes := []string{"n1", "n2"}
 	for step := range 200 {
-		h.Record(Move{Owner: owners[step%3], To: nodes[step%5%2], At: clock.Now()})
+		h.Record(Eviction{Owner: owners[step%3], To: nodes[step%5%2], At: clock.Now()})
 		clock.SetTime(clock.Now().Add(time.Duration(step%7) * 17 * time.Second))
 		live := h.Moves()
 		for _, o := range owners {
@@ -139,7 +139,7 @@ func BenchmarkInCooldown(b *testing.B) {
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := New(clock, time.Hour)
 	for i := range 20000 {
-		h.Record(Move{Owner: k8stypes.UID(fmt.Sprint(i % 5000)), To: fmt.Sprint("node-", i%300), At: clock.Now()})
+		h.Record(Eviction{Owner: k8stypes.UID(fmt.Sprint(i % 5000)), To: fmt.Sprint("node-", i%300), At: clock.Now()})
 	}
 	for b.Loop() {
 		h.InCooldown("1234", "node-34", time.Time{})

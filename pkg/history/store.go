@@ -80,7 +80,7 @@ func (e *NewerVersionError) Error() string {
 // Read returns the stored moves, what was dropped from them (Decode), and
 // whether the ConfigMap exists; a *CorruptError if it cannot be decoded, a
 // *NewerVersionError if a newer rebalancer wrote it.
-func (s *Store) Read(ctx context.Context) ([]Move, []string, bool, error) {
+func (s *Store) Read(ctx context.Context) ([]Eviction, []string, bool, error) {
 	cm, err := s.configMaps.Get(ctx, s.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -92,7 +92,7 @@ func (s *Store) Read(ctx context.Context) ([]Move, []string, bool, error) {
 	return moves, dropped, true, err
 }
 
-func (s *Store) decode(cm *v1.ConfigMap) ([]Move, []string, error) {
+func (s *Store) decode(cm *v1.ConfigMap) ([]Eviction, []string, error) {
 	data, ok := cm.Data[DataKey]
 	if !ok {
 		if len(cm.Data) > 0 || len(cm.BinaryData) > 0 {
@@ -115,14 +115,14 @@ func (s *Store) decode(cm *v1.ConfigMap) ([]Move, []string, error) {
 // Append adds moves to the stored history and drops the stored moves made
 // before cooled. It creates the ConfigMap if it does not exist and replaces
 // a stored history that cannot be decoded.
-func (s *Store) Append(ctx context.Context, moves []Move, cooled time.Time) error {
+func (s *Store) Append(ctx context.Context, moves []Eviction, cooled time.Time) error {
 	return s.Update(ctx, moves, nil, cooled)
 }
 
 // Update is Append that also removes the moves of remove (the same owner,
 // node, plan and time) from the stored history, and from moves: an
 // eviction recorded ahead that did not happen.
-func (s *Store) Update(ctx context.Context, moves, remove []Move, cooled time.Time) error {
+func (s *Store) Update(ctx context.Context, moves, remove []Eviction, cooled time.Time) error {
 	retriable := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 	err := retry.OnError(retry.DefaultRetry, retriable, func() error {
 		cm, err := s.configMaps.Get(ctx, s.name, metav1.GetOptions{})
@@ -170,9 +170,9 @@ func (s *Store) Update(ctx context.Context, moves, remove []Move, cooled time.Ti
 // merge returns the stored and the new moves made after cooled, less
 // those of remove, oldest first, each once: a write retried after a
 // timeout may find its moves stored already.
-func merge(stored, moves, remove []Move, cooled time.Time) []Move {
+func merge(stored, moves, remove []Eviction, cooled time.Time) []Eviction {
 	seen := keys(remove)
-	var out []Move
+	var out []Eviction
 	for _, m := range slices.Concat(stored, moves) {
 		k := m.key()
 		if seen[k] || !m.At.After(cooled) {
@@ -181,13 +181,13 @@ func merge(stored, moves, remove []Move, cooled time.Time) []Move {
 		seen[k] = true
 		out = append(out, m)
 	}
-	slices.SortStableFunc(out, func(a, b Move) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b Eviction) int { return a.At.Compare(b.At) })
 	return out
 }
 
 // encodeBounded encodes the moves, forgetting the oldest until they fit in
 // maxBytes; it returns how many it forgot.
-func encodeBounded(moves []Move) ([]byte, int) {
+func encodeBounded(moves []Eviction) ([]byte, int) {
 	dropped := 0
 	for {
 		data := Encode(moves)
@@ -207,7 +207,7 @@ type stored struct {
 
 // Encode renders moves as the stored JSON, one move per line so the object
 // reads well in kubectl.
-func Encode(moves []Move) []byte {
+func Encode(moves []Eviction) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "{\"version\":%d,\"moves\":[", formatVersion)
 	for i, m := range moves {
@@ -229,7 +229,7 @@ func Encode(moves []Move) []byte {
 // dropped, the others kept: one bad entry (edited by hand, written by a
 // bug) must not make the next plan forget every move. dropped says which
 // and why, for the log.
-func Decode(data []byte) (moves []Move, dropped []string, err error) {
+func Decode(data []byte) (moves []Eviction, dropped []string, err error) {
 	// The version first, leniently: a newer format may have fields this
 	// one would refuse.
 	var v struct {
@@ -253,7 +253,7 @@ func Decode(data []byte) (moves []Move, dropped []string, err error) {
 	for i, raw := range s.Moves {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
-		var m Move
+		var m Eviction
 		err := dec.Decode(&m)
 		if err == nil {
 			err = m.validate()
@@ -267,7 +267,7 @@ func Decode(data []byte) (moves []Move, dropped []string, err error) {
 	return moves, dropped, nil
 }
 
-func (m Move) validate() error {
+func (m Eviction) validate() error {
 	if m.Owner == "" || len(m.Owner) > validation.DNS1123SubdomainMaxLength {
 		return fmt.Errorf("owner %q: want the UID of the pod's controller", m.Owner)
 	}

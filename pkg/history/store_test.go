@@ -21,7 +21,7 @@ import (
 
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func storedMoves(t *testing.T, client *fake.Clientset) []Move {
+func storedMoves(t *testing.T, client *fake.Clientset) []Eviction {
 	t.Helper()
 	cm, err := client.CoreV1().ConfigMaps("rebalancer-system").Get(context.Background(), "rebalancer-history", metav1.GetOptions{})
 	if err != nil {
@@ -46,7 +46,7 @@ func TestStoredHistorySurvivesTheProcess(t *testing.T) {
 	if err := first.Load(ctx); err != nil {
 		t.Fatalf("Load with no ConfigMap yet: %v", err)
 	}
-	first.Record(Move{Owner: "uid-web", Workload: "ReplicaSet shop/web", From: "node-a", To: "node-b", Plan: "p1"})
+	first.Record(Eviction{Owner: "uid-web", Workload: "ReplicaSet shop/web", From: "node-a", To: "node-b", Plan: "p1"})
 	if !first.Due() {
 		t.Error("a recorded move never written: want Due")
 	}
@@ -65,7 +65,7 @@ func TestStoredHistorySurvivesTheProcess(t *testing.T) {
 	if !cooling(second, "web", "node-b") || second.Moved("uid-web") != 1 {
 		t.Fatal("the next process does not see the first one's move")
 	}
-	second.Record(Move{Owner: "uid-db", To: "node-c"})
+	second.Record(Eviction{Owner: "uid-db", To: "node-c"})
 	if err := second.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestStoredHistorySurvivesTheProcess(t *testing.T) {
 	}
 
 	clock.SetTime(start.Add(12 * time.Minute))
-	second.Record(Move{Owner: "uid-api", To: "node-c"})
+	second.Record(Eviction{Owner: "uid-api", To: "node-c"})
 	if err := second.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestAppendKeepsConcurrentWritersMoves(t *testing.T) {
 	ctx := context.Background()
 	client := fake.NewClientset()
 	store := NewStore(client, "rebalancer-system", "rebalancer-history")
-	if err := store.Append(ctx, []Move{{Owner: "uid-a", To: "node-a", At: start}}, start.Add(-time.Hour)); err != nil {
+	if err := store.Append(ctx, []Eviction{{Owner: "uid-a", To: "node-a", At: start}}, start.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	// Before the next update goes through, another writer adds its move and
@@ -109,13 +109,13 @@ func TestAppendKeepsConcurrentWritersMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 		cm := obj.(*v1.ConfigMap)
-		cm.Data[DataKey] = string(Encode([]Move{{Owner: "uid-a", To: "node-a", At: start}, {Owner: "uid-other", To: "node-o", At: start}}))
+		cm.Data[DataKey] = string(Encode([]Eviction{{Owner: "uid-a", To: "node-a", At: start}, {Owner: "uid-other", To: "node-o", At: start}}))
 		if err := client.Tracker().Update(gvr, cm, "rebalancer-system"); err != nil {
 			t.Fatal(err)
 		}
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, "rebalancer-history", errors.New("stale"))
 	})
-	if err := store.Append(ctx, []Move{{Owner: "uid-b", To: "node-b", At: start.Add(time.Second)}}, start.Add(-time.Hour)); err != nil {
+	if err := store.Append(ctx, []Eviction{{Owner: "uid-b", To: "node-b", At: start.Add(time.Second)}}, start.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	var owners []string
@@ -166,9 +166,9 @@ func TestUnreadableAndCorruptHistory(t *testing.T) {
 }
 
 func TestEncodeBoundedForgetsOldestFirst(t *testing.T) {
-	var moves []Move
+	var moves []Eviction
 	for i := range 10000 {
-		moves = append(moves, Move{Owner: types.UID("0f0e4a5c-8a8e-4bd4-9b8c-3c6f2a1d7e9" + fmt.Sprint(i%10)), Workload: "ReplicaSet some-namespace/some-workload-7d4b9c",
+		moves = append(moves, Eviction{Owner: types.UID("0f0e4a5c-8a8e-4bd4-9b8c-3c6f2a1d7e9" + fmt.Sprint(i%10)), Workload: "ReplicaSet some-namespace/some-workload-7d4b9c",
 			From: fmt.Sprintf("node-%05d", i), To: fmt.Sprintf("node-%05d", i+1), At: start.Add(time.Duration(i) * time.Second), Plan: "plan-20260101-000000"})
 	}
 	data, dropped := encodeBounded(moves)
@@ -185,7 +185,7 @@ func TestEncodeBoundedForgetsOldestFirst(t *testing.T) {
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
-	moves := []Move{
+	moves := []Eviction{
 		{Owner: "uid-1", Workload: "StatefulSet db/pg", From: "node-a", To: "node-b", At: start, Plan: "p"},
 		{Owner: "uid-2", To: "node-c", At: start.Add(time.Second)},
 	}
@@ -260,7 +260,7 @@ func TestBadMovesDroppedOthersKept(t *testing.T) {
 	if got := len(h.Moves()); got != 2 {
 		t.Errorf("loaded %d moves, want 2", got)
 	}
-	h.Record(Move{Owner: "uid-new", To: "node-c"})
+	h.Record(Eviction{Owner: "uid-new", To: "node-c"})
 	if err := h.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestNewerHistoryLeftAlone(t *testing.T) {
 			!strings.Contains(err.Error(), fmt.Sprintf("format version %d", version)) || !strings.Contains(err.Error(), "reads version 1") {
 			t.Errorf("version %d: Load: %v, want a NewerVersionError naming the ConfigMap and both versions", version, err)
 		}
-		h.Record(Move{Owner: "uid-new", To: "node-c"})
+		h.Record(Eviction{Owner: "uid-new", To: "node-c"})
 		if err := h.Flush(ctx); !errors.As(err, &newer) {
 			t.Errorf("version %d: Flush: %v, want a NewerVersionError", version, err)
 		}

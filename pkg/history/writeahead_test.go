@@ -25,7 +25,7 @@ func TestWriteAheadIsStoredBeforeItReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m, err := h.WriteAhead(ctx, Move{Owner: "uid-web", From: "node-a", To: "node-b", Plan: "p1"})
+	m, err := h.WriteAhead(ctx, Eviction{Owner: "uid-web", From: "node-a", To: "node-b", Plan: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,18 +59,18 @@ func TestForgetTakesTheMoveBack(t *testing.T) {
 	store := NewStore(client, "rebalancer-system", "rebalancer-history")
 	h := NewStored(clock, 10*time.Minute, store)
 
-	kept, err := h.WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b", Plan: "p1"})
+	kept, err := h.WriteAhead(ctx, Eviction{Owner: "uid-web", To: "node-b", Plan: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock.SetTime(start.Add(time.Second))
-	refused, err := h.WriteAhead(ctx, Move{Owner: "uid-db", To: "node-b", Plan: "p1"})
+	refused, err := h.WriteAhead(ctx, Eviction{Owner: "uid-db", To: "node-b", Plan: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another writer's move, of the same owner and node at another time.
-	other := Move{Owner: "uid-db", To: "node-b", Plan: "p0", At: start.Add(-time.Minute)}
-	if err := store.Append(ctx, []Move{other}, start.Add(-time.Hour)); err != nil {
+	other := Eviction{Owner: "uid-db", To: "node-b", Plan: "p0", At: start.Add(-time.Minute)}
+	if err := store.Append(ctx, []Eviction{other}, start.Add(-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -125,7 +125,7 @@ func TestWriteAheadFailure(t *testing.T) {
 		}
 		return true, nil, errors.New("connection reset")
 	})
-	m, err := h.WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b", Plan: "p1"})
+	m, err := h.WriteAhead(ctx, Eviction{Owner: "uid-web", To: "node-b", Plan: "p1"})
 	if err == nil {
 		t.Fatal("WriteAhead: want the write's error")
 	}
@@ -148,7 +148,7 @@ func TestWriteAheadFailure(t *testing.T) {
 func TestWriteAheadWithoutStore(t *testing.T) {
 	ctx := context.Background()
 	h := New(clocktesting.NewFakePassiveClock(start), 10*time.Minute)
-	m, err := h.WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b"})
+	m, err := h.WriteAhead(ctx, Eviction{Owner: "uid-web", To: "node-b"})
 	if err != nil || !cooling(h, "web", "node-b") {
 		t.Fatalf("in memory: err %v, cooldown %v; want the move recorded", err, cooling(h, "web", "node-b"))
 	}
@@ -157,11 +157,11 @@ func TestWriteAheadWithoutStore(t *testing.T) {
 		t.Error("in memory: the move taken back still holds")
 	}
 	var none *History
-	if _, err := none.WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b"}); err != nil {
+	if _, err := none.WriteAhead(ctx, Eviction{Owner: "uid-web", To: "node-b"}); err != nil {
 		t.Fatal(err)
 	}
-	none.Forget(Move{Owner: "uid-web"})
-	if _, err := New(nil, 0).WriteAhead(ctx, Move{Owner: "uid-web", To: "node-b"}); err != nil {
+	none.Forget(Eviction{Owner: "uid-web"})
+	if _, err := New(nil, 0).WriteAhead(ctx, Eviction{Owner: "uid-web", To: "node-b"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -339,7 +339,7 @@ func (m *MakeRoom) try(ctx context.Context, pod *v1.Pod, node string, pods []*v1
 	tx := m.sim.Begin()
 	eo := evictions.EvictOptions{StrategyName: Name, Reason: fmt.Sprintf("making room on %s for pending pod %s/%s", node, pod.Namespace, pod.Name)}
 	for i, p := range pods {
-		if err := m.sim.MoveFor(ctx, p, pod, eo); err != nil {
+		if err := m.sim.PlanMoveFor(ctx, p, pod, eo); err != nil {
 			if rbErr := tx.Rollback(); rbErr != nil {
 				return refused, i, rbErr
 			}

@@ -80,7 +80,7 @@ func BenchmarkPlanWithHistory(b *testing.B) {
 				if owner == nil {
 					continue
 				}
-				h.Record(history.Move{Owner: owner.UID, From: "elsewhere", To: snap.Nodes[(i*31)%len(snap.Nodes)].Name})
+				h.Record(history.Eviction{Owner: owner.UID, From: "elsewhere", To: snap.Nodes[(i*31)%len(snap.Nodes)].Name})
 			}
 			_, ctx := ktesting.NewTestContext(b)
 			b.ResetTimer()

@@ -51,7 +51,7 @@ var _ simhandle.Handle = &judgingHandle{}
 
 func (h *judgingHandle) Cluster() simhandle.Cluster { return h.evictor.p.sim }
 
-func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
+func (h *judgingHandle) PlanMove(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (string, error) {
 	p := h.evictor.p
 	planned, skipped := len(p.out.Moves), len(p.out.Skipped)
 	if err := h.evictor.move(ctx, pod, eo, opts, ""); err != nil {
@@ -69,10 +69,10 @@ func (h *judgingHandle) Move(ctx context.Context, pod *v1.Pod, opts simulator.Pr
 	return "", nil
 }
 
-// MoveFor judges the eviction of pod to make room on its node for the
+// PlanMoveFor judges the eviction of pod to make room on its node for the
 // pending pod room (MakeRoom): its replacement may not come back there,
 // and its node is not drained (the pending pod goes there).
-func (h *judgingHandle) MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error {
+func (h *judgingHandle) PlanMoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error {
 	return h.evictor.move(ctx, pod, eo, simulator.PredictOptions{LeaveSource: true}, key(room))
 }
 

@@ -150,7 +150,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 		return skip(v.reason, v.detail, errSkipped)
 	}
 
-	replacement, err := p.sim.Move(ctx, pod, pred.Node)
+	replacement, err := p.sim.Relocate(ctx, pod, pred.Node)
 	if err != nil {
 		return fmt.Errorf("applying the move of %s: %w", klog.KObj(pod), err)
 	}
@@ -240,7 +240,7 @@ func (p *planner) mustStayAlone(pod *v1.Pod) (why, detail string) {
 
 // stays says why pod on node is not moved by anyone (untouchable), or,
 // for a balance move, because it is sticky; judge's first checks, and
-// Recheck.Move's before each eviction.
+// Recheck.Validate's before each eviction.
 func stays(sim *simulator.Simulator, pod *v1.Pod, node string, balance bool) (why, detail string) {
 	why, detail = untouchable(sim, pod, node)
 	if why != "" && why != plan.ReasonGang {
@@ -306,7 +306,7 @@ func (p *planner) pdbDetail(pod *v1.Pod, err error) string {
 // or its node opts out, it uses devices through a ResourceClaim that cannot
 // follow it, or it belongs to a gang (which moves only whole, see
 // moveGang); a plan reason and its detail, "" when none. judge, mustStay
-// and Recheck.Move begin with it.
+// and Recheck.Validate begin with it.
 func untouchable(sim *simulator.Simulator, pod *v1.Pod, node string) (why, detail string) {
 	if evictingInBackground(pod) {
 		return plan.ReasonEvicting, evictingDetail(pod)

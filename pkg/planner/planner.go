@@ -144,7 +144,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 	}
 	var after []simulator.NodeUsage
 	if err == nil {
-		after, err = p.hold(ctx, before)
+		after, err = p.replay(ctx, before)
 	}
 	if err == nil {
 		err = interrupted(ctx)

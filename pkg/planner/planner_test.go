@@ -692,7 +692,7 @@ func TestCooldownProtectsPods(t *testing.T) {
 	moves := history.New(nil, time.Hour)
 	for _, pod := range c.snap.Pods {
 		if owner := metav1.GetControllerOf(pod); owner != nil && (pod.Spec.NodeName == "node-00" || pod.Spec.NodeName == "node-01") {
-			moves.Record(history.Move{Owner: owner.UID, To: pod.Spec.NodeName})
+			moves.Record(history.Eviction{Owner: owner.UID, To: pod.Spec.NodeName})
 		}
 	}
 	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
@@ -720,7 +720,7 @@ func TestWorkloadLimitCountsRecentMoves(t *testing.T) {
 		c.pod("team-b", "web", "ReplicaSet", n.Name, "1", "1Gi")
 	}
 	moves := history.New(nil, time.Hour)
-	moves.Record(history.Move{Owner: "owner-team-a-api", From: "node-99", To: "node-11"})
+	moves.Record(history.Eviction{Owner: "owner-team-a-api", From: "node-99", To: "node-11"})
 	// 25% of 12 pods: 3 moves each, one of api's made already.
 	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves, MaxPerWorkload: intstr.FromString("25%")})
 	perOwner := map[string]int{}
@@ -1020,7 +1020,7 @@ func TestConsolidationSaysWhatBecameOfEachNode(t *testing.T) {
 	c := thinCluster(12)
 	moves := history.New(nil, time.Hour)
 	pinned := c.snap.Pods[len(c.snap.Pods)-1]
-	moves.Record(history.Move{Owner: metav1.GetControllerOf(pinned).UID, To: pinned.Spec.NodeName})
+	moves.Record(history.Eviction{Owner: metav1.GetControllerOf(pinned).UID, To: pinned.Spec.NodeName})
 	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
 	o := p.Summary.Consolidation
 	if o == nil {

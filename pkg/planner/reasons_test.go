@@ -107,7 +107,7 @@ func fromReplay(s plan.Skip) bool {
 // (stays, heldBack, untouchable) and of decide: planning (judge, through
 // Plan), the plan's replay (hold, inside Plan: every replacement pending
 // together with the pods already pending) and the recheck before an
-// eviction (Recheck.Move). Each row is one condition on the cluster. For
+// eviction (Recheck.Validate). Each row is one condition on the cluster. For
 // plan and replay it is set before planning, and the subject is skipped
 // for exactly that reason, by judge or by the replay; for recheck the plan
 // is made on the clean cluster and the condition set on the view the move
@@ -255,7 +255,7 @@ func TestEveryReasonThroughEveryCaller(t *testing.T) {
 			name: plan.ReasonCooldown, scenario: thinDrain,
 			cond: func(e env) {
 				h := history.New(nil, time.Hour)
-				h.Record(history.Move{Owner: metav1.GetControllerOf(e.pod).UID, To: e.pod.Spec.NodeName})
+				h.Record(history.Eviction{Owner: metav1.GetControllerOf(e.pod).UID, To: e.pod.Spec.NodeName})
 				e.opts.History = h
 			},
 			// Recheck takes no history: the executor checks the cooldown
@@ -289,7 +289,7 @@ func TestEveryReasonThroughEveryCaller(t *testing.T) {
 				if pod == nil || pod.Spec.NodeName != m.Source {
 					t.Fatalf("%s is not on %s in the view", m.Pod, m.Source)
 				}
-				return NewRecheck(sim, p, opts.MinScoreGain).Move(ctx, m, pod)
+				return NewRecheck(sim, p, opts.MinScoreGain).Validate(ctx, m, pod)
 			}
 			if ok, reason, detail := recheck(sc.build(), base); !ok {
 				t.Fatalf("control (%s): the move of %s is refused on the plan's own view: %s: %s", sc.name, m.Pod, reason, detail)

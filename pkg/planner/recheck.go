@@ -54,7 +54,7 @@ func (r *Recheck) stray(node string) bool {
 	return r.sources.Has(node) || err != nil || !simulator.InUse(ni)
 }
 
-// Move rechecks one move of the live pod (which the caller found on the
+// Validate rechecks one move of the live pod (which the caller found on the
 // move's source) by the rule that planned it (decide), on the cluster as it
 // is now: a steered move's target must still pass the filters, an
 // unsteered one must still be its scheduler's sure choice, a drain's
@@ -64,7 +64,7 @@ func (r *Recheck) stray(node string) bool {
 // returns false and a plan reason (opt-out, sticky, no-fit, target-changed
 // for a replacement that would now go elsewhere, low-gain) with a detail
 // otherwise. It matches executor.Validate.
-func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
+func (r *Recheck) Validate(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, reason, detail string) {
 	// An eviction its owner began since in the background, an opt-out set
 	// since, a gang the pod joined since, and against a balance plugin's
 	// move a sticky annotation set since: it stays. A gang's member moves
@@ -101,7 +101,7 @@ func (r *Recheck) Move(ctx context.Context, m plan.Move, pod *v1.Pod) (ok bool, 
 	if v := decide(pred, intent{balance: m.Balance, drain: m.Drain, planned: &m}, r.stray, r.minGain); v.reason != "" {
 		return false, v.reason, v.detail
 	}
-	if _, err := r.sim.Move(ctx, pod, pred.Node); err != nil {
+	if _, err := r.sim.Relocate(ctx, pod, pred.Node); err != nil {
 		klog.FromContext(ctx).Error(err, "Could not apply a rechecked move to the simulation", "pod", klog.KObj(pod))
 	}
 	return true, "", ""

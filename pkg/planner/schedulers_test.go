@@ -285,7 +285,7 @@ func recheckAll(t *testing.T, profs []*config.KubeSchedulerProfile, pol *api.Des
 	byUID := podsByUID(snap)
 	var refused []string
 	for _, m := range p.Moves {
-		if ok, reason, detail := r.Move(ctx, m, byUID[m.UID]); !ok {
+		if ok, reason, detail := r.Validate(ctx, m, byUID[m.UID]); !ok {
 			refused = append(refused, m.Pod+": "+reason+": "+detail)
 		}
 	}

@@ -272,7 +272,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			continue // nobody recreates it
 		}
 		if e.target != "" {
-			r.moves.Record(history.Move{Owner: owner.UID, From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
+			r.moves.Record(history.Eviction{Owner: owner.UID, From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
 			// The scheduler sees the pod go with its hint, as in the cluster.
 			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i)}
 		}
@@ -456,7 +456,7 @@ func (r *run) plan(ctx context.Context, i int) ([]eviction, []string, *plan.Summ
 			return nil, nil, nil, fmt.Errorf("plan moves pod %s (UID %s), which is not in the cluster", m.Pod, m.UID)
 		}
 		// An unsteered drain holds wherever its replacements land in nodes
-		// the plan keeps (see planner's hold).
+		// the plan keeps (see the planner's replay).
 		out = append(out, eviction{pod: pod, target: m.Target, anywhere: m.Anywhere, packed: m.Drain && !m.Steered, drain: m.Drain})
 	}
 	return out, p.HeldEmpty, &p.Summary, nil

@@ -27,13 +27,13 @@ type Handle interface {
 	// Cluster is the planner's simulation of the scheduler profiles, as
 	// far as the plugins read it.
 	Cluster() Cluster
-	// Move judges the eviction of pod as the planner judges every eviction
+	// PlanMove judges the eviction of pod as the planner judges every eviction
 	// (limits, PDBs, the simulated target), with extra prediction options;
 	// nil means the move is in the plan, its replacement bound to target.
-	Move(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (target string, err error)
-	// MoveFor judges the eviction of pod to make room on its node for the
+	PlanMove(ctx context.Context, pod *v1.Pod, opts simulator.PredictOptions, eo evictions.EvictOptions) (target string, err error)
+	// PlanMoveFor judges the eviction of pod to make room on its node for the
 	// pending pod room: the replacement must leave the node, steered.
-	MoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error
+	PlanMoveFor(ctx context.Context, pod, room *v1.Pod, eo evictions.EvictOptions) error
 	// Place places a pending pod where its scheduler would in the
 	// simulation; the planner then offers it for no eviction (it does not
 	// run yet). It returns the node, "" when the pod fits nowhere.

@@ -141,7 +141,7 @@ func TestMoveTakesItsDevicesAlong(t *testing.T) {
 	}
 
 	f := s.Fork()
-	r, err := s.Move(ctx, trainer, "gpu-b")
+	r, err := s.Relocate(ctx, trainer, "gpu-b")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,12 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// Move applies an accepted move: the pod leaves its node and a replacement
+// Relocate applies an accepted move: the pod leaves its node and a replacement
 // (a copy with a new UID) is bound to target. It returns the replacement.
 // The pod's claims made from templates go with it and the replacement's
 // are made and allocated on target, as the cluster's controllers and the
 // scheduler's DynamicResources plugin would.
-func (s *Simulator) Move(ctx context.Context, pod *v1.Pod, target string) (*v1.Pod, error) {
+func (s *Simulator) Relocate(ctx context.Context, pod *v1.Pod, target string) (*v1.Pod, error) {
 	if _, err := s.snapshot.NodeInfos().Get(target); err != nil {
 		return nil, fmt.Errorf("moving pod %s: target node %q is not in the simulation", klog.KObj(pod), target)
 	}

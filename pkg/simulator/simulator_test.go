@@ -187,7 +187,7 @@ func TestMoveIsSeenByLaterPredictions(t *testing.T) {
 	ctx := context.Background()
 	// Move c1 to a (a full at 8/8); then b1 (3 CPU) no longer fits on a, and
 	// b and c tie: the tie goes to the pod's own node.
-	r, err := s.Move(context.Background(), pod("c1", "c", "1"), "a")
+	r, err := s.Relocate(context.Background(), pod("c1", "c", "1"), "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestMoveIsSeenByLaterPredictions(t *testing.T) {
 		t.Fatalf("%d pods on a, want 3", len(onA))
 	}
 	// Moving a pod the simulation no longer holds is an error, not a corruption.
-	if _, err := s.Move(context.Background(), pod("c1", "c", "1"), "b"); err == nil {
+	if _, err := s.Relocate(context.Background(), pod("c1", "c", "1"), "b"); err == nil {
 		t.Fatal("moved a pod twice")
 	}
 }
@@ -249,7 +249,7 @@ func TestForkRevertCommit(t *testing.T) {
 	before := state()
 
 	outer := s.Fork()
-	if _, err := s.Move(context.Background(), pod("c1", "c", "1"), "a"); err != nil {
+	if _, err := s.Relocate(context.Background(), pod("c1", "c", "1"), "a"); err != nil {
 		t.Fatal(err)
 	}
 	inner := s.Fork()
@@ -288,7 +288,7 @@ func TestForkRevertCommit(t *testing.T) {
 	}
 	s.Commit(f)
 	g := s.Fork()
-	if _, err := s.Move(context.Background(), pod("b1", "b", "3"), "c"); err != nil {
+	if _, err := s.Relocate(context.Background(), pod("b1", "b", "3"), "c"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Revert(g); err != nil {

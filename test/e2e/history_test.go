@@ -122,7 +122,7 @@ func TestHistoryAcrossRuns(t *testing.T) {
 }
 
 // readHistory decodes the stored history, failing if it is not valid.
-func readHistory(t *testing.T, e *testEnv, name string) []history.Move {
+func readHistory(t *testing.T, e *testEnv, name string) []history.Eviction {
 	t.Helper()
 	cm, err := client.CoreV1().ConfigMaps("rebalancer-system").Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {

@@ -17,11 +17,11 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
-// hold checks the plan the way the cluster will carry it out. The planner
+// replay checks the plan the way the cluster will carry it out. The planner
 // decides one move at a time, each replacement placed before the next pod
 // goes; the executor evicts them back to back, so the replacements are
 // pending together and the schedulers place them in queue order (priority,
-// then arrival), with the pods already pending among them. hold replays the
+// then arrival), with the pods already pending among them. It replays the
 // plan like that on the cluster as it was and keeps only the moves that
 // still hold by the rule that planned them (decide, told where each
 // replacement landed): a steered move's replacement lands on its target;
@@ -32,7 +32,7 @@ import (
 // drain with a move that fails is dropped whole. It repeats until the
 // replay is the plan, and returns the nodes' usage after it: the plan's
 // "after".
-func (p *planner) hold(ctx context.Context, before []simulator.NodeUsage) ([]simulator.NodeUsage, error) {
+func (p *planner) replay(ctx context.Context, before []simulator.NodeUsage) ([]simulator.NodeUsage, error) {
 	inUse := map[string]bool{}
 	for _, u := range before {
 		inUse[u.Node] = u.InUse
