@@ -41,11 +41,11 @@ const (
 	eventAction           = "Evict"
 )
 
-// DefaultBackoff spaces the attempts to evict a pod a PodDisruptionBudget
+// defaultBackoff spaces the attempts to evict a pod a PodDisruptionBudget
 // protects: four attempts over seven seconds give a replacement that is
 // becoming ready a chance without holding the rest of the plan up for long;
 // the next cycle tries again anyway.
-var DefaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 10 * time.Second}
+var defaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 4, Cap: 10 * time.Second}
 
 // cleanupTimeout bounds the writes that undo a half-done move (drain taints,
 // hints) after the context is cancelled.
@@ -64,7 +64,7 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Backoff spaces the attempts to evict a pod while the Eviction API
 	// answers 429; Steps is the most attempts per pod. The zero value is
-	// DefaultBackoff.
+	// defaultBackoff.
 	Backoff wait.Backoff
 	// History is the cooldown: a move of a pod off a node onto which an
 	// earlier plan moved a pod of its owner is skipped, and every eviction
@@ -110,7 +110,7 @@ func New(o Options) *Executor {
 		o.Clock = clock.RealClock{}
 	}
 	if o.Backoff == (wait.Backoff{}) {
-		o.Backoff = DefaultBackoff
+		o.Backoff = defaultBackoff
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = DefaultDrainTimeout

@@ -190,7 +190,7 @@ func merge(stored, moves, remove []Eviction, cooled time.Time) []Eviction {
 func encodeBounded(moves []Eviction) ([]byte, int) {
 	dropped := 0
 	for {
-		data := Encode(moves)
+		data := encode(moves)
 		if len(data) <= maxBytes || len(moves) == 0 {
 			return data, dropped
 		}
@@ -205,9 +205,9 @@ type stored struct {
 	Moves   []json.RawMessage `json:"moves"`
 }
 
-// Encode renders moves as the stored JSON, one move per line so the object
+// encode renders moves as the stored JSON, one move per line so the object
 // reads well in kubectl.
-func Encode(moves []Eviction) []byte {
+func encode(moves []Eviction) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "{\"version\":%d,\"moves\":[", formatVersion)
 	for i, m := range moves {

@@ -18,7 +18,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again, dropped, err := Decode(Encode(moves))
+		again, dropped, err := Decode(encode(moves))
 		if len(dropped) > 0 {
 			t.Fatalf("a kept move is dropped after encoding: %v", dropped)
 		}

@@ -109,7 +109,7 @@ func TestAppendKeepsConcurrentWritersMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 		cm := obj.(*v1.ConfigMap)
-		cm.Data[DataKey] = string(Encode([]Eviction{{Owner: "uid-a", To: "node-a", At: start}, {Owner: "uid-other", To: "node-o", At: start}}))
+		cm.Data[DataKey] = string(encode([]Eviction{{Owner: "uid-a", To: "node-a", At: start}, {Owner: "uid-other", To: "node-o", At: start}}))
 		if err := client.Tracker().Update(gvr, cm, "rebalancer-system"); err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +189,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		{Owner: "uid-1", Workload: "StatefulSet db/pg", From: "node-a", To: "node-b", At: start, Plan: "p"},
 		{Owner: "uid-2", To: "node-c", At: start.Add(time.Second)},
 	}
-	got, _, err := Decode(Encode(moves))
+	got, _, err := Decode(encode(moves))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,8 +62,8 @@ func DecodeContext(ctx context.Context, name string, data []byte) (*Snapshot, er
 	return b.s, nil
 }
 
-// MaxItemBytes bounds one object of a snapshot as written in the file.
-const MaxItemBytes = 8 << 20
+// maxItemBytes bounds one object of a snapshot as written in the file.
+const maxItemBytes = 8 << 20
 
 // location says where an item is in the input, for error messages.
 type location struct {

@@ -58,12 +58,12 @@ func inParallel(n int, f func(i int)) {
 // items can be decoded in any order.
 func decodeItem(it item) result {
 	at, data := it.at, it.data
-	if len(data) > MaxItemBytes {
+	if len(data) > maxItemBytes {
 		// Converting YAML takes tens of times its size in memory: one huge
 		// item (a PrometheusQuery with hundreds of thousands of samples)
 		// would take gigabytes before anything could say it is wrong.
 		return result{err: at.errorf(ident{}, "%d MiB in one object, more than the %d MiB any object of a snapshot can need "+
-			"(the API server stores at most 1.5 MiB an object; a PrometheusQuery holds one sample per node)", len(data)>>20, MaxItemBytes>>20)}
+			"(the API server stores at most 1.5 MiB an object; a PrometheusQuery holds one sample per node)", len(data)>>20, maxItemBytes>>20)}
 	}
 	if it.yaml {
 		j, fast := fastYAMLToJSON(data)

@@ -10,11 +10,11 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 )
 
-// MaxClockSkew is how far after now a usage sample may be stamped: the
+// maxClockSkew is how far after now a usage sample may be stamped: the
 // clocks of metrics-server's host and rebalancer's may differ a little; a
 // sample from further ahead is of no time the plan knows, and would make
 // every other node's sample look stale.
-const MaxClockSkew = 5 * time.Minute
+const maxClockSkew = 5 * time.Minute
 
 // maxOverCapacity is how far beyond its node's capacity a measured usage
 // may go: a rate taken over a window can overshoot the cores a little, but
@@ -112,9 +112,9 @@ func containerNames(pod *v1.Pod) map[string]bool {
 }
 
 func checkStamp(at, now time.Time) field.ErrorList {
-	if at.After(now.Add(MaxClockSkew)) {
+	if at.After(now.Add(maxClockSkew)) {
 		return field.ErrorList{field.Invalid(field.NewPath("timestamp"), at.UTC().Format(time.RFC3339),
-			fmt.Sprintf("in the future (now is %s; at most %s ahead is taken for clock skew)", now.UTC().Format(time.RFC3339), MaxClockSkew))}
+			fmt.Sprintf("in the future (now is %s; at most %s ahead is taken for clock skew)", now.UTC().Format(time.RFC3339), maxClockSkew))}
 	}
 	return nil
 }

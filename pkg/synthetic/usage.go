@@ -14,11 +14,11 @@ import (
 )
 
 // What generated usage looks like, per owner (a pod without one is its own):
-// CPU uses 20–100 % of its request, and one workload in HotShare runs hot,
+// CPU uses 20–100 % of its request, and one workload in hotShare runs hot,
 // at 150–250 %; memory uses 50–100 %. Each pod varies ±10 % around its
 // owner; a container without a request uses 10m CPU and 32Mi. Every node
 // adds its own 100m CPU and 512Mi (kubelet, runtime, daemons).
-const HotShare = 20
+const hotShare = 20
 
 // SampledAt is when the usage of generated clusters is sampled: a fixed
 // time, so the same seed gives the same snapshot.
@@ -51,7 +51,7 @@ func Usage(snap *snapshot.Snapshot, seed int64, at time.Time) {
 		rt, ok := owners[owner]
 		if !ok {
 			rt = ratio{cpu: 0.2 + 0.8*r.Float64(), memory: 0.5 + 0.5*r.Float64()}
-			if r.IntN(HotShare) == 0 {
+			if r.IntN(hotShare) == 0 {
 				rt.cpu = 1.5 + r.Float64()
 			}
 			owners[owner] = rt

@@ -19,13 +19,13 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
-// PollInterval is how often rebalancer-scheduler reads metrics.k8s.io:
+// pollInterval is how often rebalancer-scheduler reads metrics.k8s.io:
 // metrics-server samples every 15 s by default.
-const PollInterval = 15 * time.Second
+const pollInterval = 15 * time.Second
 
 // New builds the plugin for rebalancer-scheduler: usage from
 // metrics.k8s.io, read with the scheduler's own credentials every
-// PollInterval.
+// pollInterval.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	if h == nil || h.KubeConfig() == nil || h.SharedInformerFactory() == nil {
 		return nil, fmt.Errorf("%s: the framework handle has no kubeconfig or informer factory", Name)
@@ -43,7 +43,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		if err := src.Poll(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "Reading usage from metrics.k8s.io; nodes are scored by their pods' estimates meanwhile", "plugin", Name)
 		}
-	}, PollInterval)
+	}, pollInterval)
 	return pl, nil
 }
 

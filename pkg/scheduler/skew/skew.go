@@ -18,10 +18,10 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
-// Check says whether a scheduler built from Kubernetes built may run
+// check says whether a scheduler built from Kubernetes built may run
 // against an API server at version server: the same minor, or a server up
 // to one minor newer.
-func Check(server, built string) error {
+func check(server, built string) error {
 	s, err := utilversion.ParseGeneric(server)
 	if err != nil {
 		return fmt.Errorf("the API server's version %q: %w", server, err)
@@ -70,7 +70,7 @@ func (o *Once) check(ctx context.Context, d discovery.ServerVersionInterface, bu
 			klog.FromContext(ctx).Info("Warning: cannot read the API server's version to check the version skew", "err", err.Error())
 			return
 		}
-		o.err = Check(v.GitVersion, built)
+		o.err = check(v.GitVersion, built)
 	})
 	return o.err
 }

@@ -23,7 +23,7 @@ func TestCheck(t *testing.T) {
 		{"v2.36.0", "v1.36.1", "differ in their major version"},
 		{"not-a-version", "v1.36.1", `the API server's version "not-a-version"`},
 	} {
-		err := Check(tc.server, tc.built)
+		err := check(tc.server, tc.built)
 		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("Check(%s, %s) = %v, want %q", tc.server, tc.built, err, tc.want)
 		}
