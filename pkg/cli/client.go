@@ -31,9 +31,12 @@ const (
 // components use for them.
 type clientFlags struct {
 	kubeconfig string
-	context    string
-	qps        float32
-	burst      int
+	// flag names the kubeconfig's flag in logs and errors; "" is
+	// kubeconfig.
+	flag    string
+	context string
+	qps     float32
+	burst   int
 }
 
 // addFlags registers the client flags; kubeconfigHelp says what the
@@ -75,7 +78,7 @@ func (c *clientFlags) restConfig() (cfg *rest.Config, source string, err error) 
 	env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar)
 	switch {
 	case c.kubeconfig != "":
-		source = "--kubeconfig " + c.kubeconfig
+		source = "--" + c.flagName() + " " + c.kubeconfig
 	case env != "":
 		source = clientcmd.RecommendedConfigPathEnvVar + "=" + env
 	case c.context == "":
@@ -102,6 +105,13 @@ func (c *clientFlags) restConfig() (cfg *rest.Config, source string, err error) 
 		return nil, "", fmt.Errorf("%s: %w", source, err)
 	}
 	return cfg, source, nil
+}
+
+func (c *clientFlags) flagName() string {
+	if c.flag == "" {
+		return "kubeconfig"
+	}
+	return c.flag
 }
 
 // triedSources says where restConfig looked, when it found nothing.

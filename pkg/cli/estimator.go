@@ -33,6 +33,7 @@ type estimatorOptions struct {
 	snapshot                   string
 	maxReplicas                int32
 	clusterName                string
+	karmadaKubeconfig          string
 	budget, resync             time.Duration
 	optIn, webhookConfig       string
 	usageWindow, usageInterval time.Duration
@@ -56,8 +57,11 @@ pod one by one with the cluster's own scheduler profile, in a fork of the
 simulated cluster, so inter-pod anti-affinity, topology spread, taints,
 affinity and DRA devices count; copies that meet only through the nodes'
 resources are counted node by node in one pass, to the same answer. When Karmada names a workload this
-cluster has, the copies are its pod template (read from the API server),
-or offline its newest pod; otherwise they are built from the request. Trouble, or an answer not found within --answer-timeout, is
+cluster has, the copies are its pod template, or offline its newest pod;
+a workload the cluster does not have yet is copied from its resource
+template on Karmada's control plane (--karmada-kubeconfig); otherwise the
+copies are built from the request. Templates are read through informers:
+an answer makes no request. Trouble, or an answer not found within --answer-timeout, is
 answered -1 (no opinion). The cluster is read through informers and
 simulated afresh every --resync, or read once from --snapshot, as
 ` + "`rebalancer plan`" + ` reads and simulates it: with rebalancer's extenders that
@@ -97,8 +101,16 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 				if run.Client, err = o.newClient(cmd.Context()); err != nil {
 					return err
 				}
-				opts.Templates = estimator.APITemplates(run.Client)
+				opts.Templates = estimator.NewTemplates(run.Client)
 				classes = run.Client
+			}
+			if o.karmadaKubeconfig != "" {
+				karmada := clientFlags{kubeconfig: o.karmadaKubeconfig, flag: "karmada-kubeconfig", qps: o.qps, burst: o.burst}
+				client, err := karmada.newClient(cmd.Context()) // its errors name the flag
+				if err != nil {
+					return err
+				}
+				opts.Karmada = estimator.NewTemplates(client)
 			}
 			if o.policy != "" {
 				if in.Policy, err = policy.Load(o.policy, classes, policy.Registry()); err != nil {
@@ -118,6 +130,7 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 	f.StringVar(&o.schedulerName, "scheduler-name", v1.DefaultSchedulerName, "the scheduler of replicas built from a request (a workload this cluster has no pod of yet)")
 	f.StringVar(&o.snapshot, "snapshot", "", "answer for this snapshot file, read once, instead of the live cluster")
 	f.StringVar(&o.clusterName, "cluster-name", "", "this member cluster's name in Karmada: questions about another cluster are refused, as Karmada's own estimator refuses them (default: answer every question)")
+	f.StringVar(&o.karmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig file of Karmada's control plane (karmada-apiserver): a workload this cluster does not have yet is estimated from its resource template there (default: from its requests alone)")
 	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
 	f.DurationVar(&o.budget, "answer-timeout", estimator.DefaultBudget, "longest time an answer may take; past it the answer is -1 (Karmada's scheduler waits 3s)")
 	f.DurationVar(&o.resync, "resync", 30*time.Second, "how often the live cluster is simulated afresh")
@@ -175,7 +188,7 @@ func (o *estimatorOptions) validate() error {
 	if o.usageInterval < time.Second || o.usageInterval > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("--usage-interval %s: want 1s to 10m", o.usageInterval))
 	}
-	errs = append(errs, checkReadable("snapshot", o.snapshot), checkReadable("policy", o.policy),
+	errs = append(errs, checkReadable("snapshot", o.snapshot), checkReadable("policy", o.policy), checkReadable("karmada-kubeconfig", o.karmadaKubeconfig),
 		checkReadable("grpc-tls-cert-file", o.grpc.CertFile), checkReadable("grpc-tls-private-key-file", o.grpc.KeyFile))
 	for _, f := range o.schedulerConfig {
 		errs = append(errs, checkReadable("scheduler-config", f))

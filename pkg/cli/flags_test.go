@@ -38,6 +38,7 @@ var stringMistakes = map[string][]string{
 	"--scheduler-config":                {missingFile},
 	"--snapshot":                        {missingFile},
 	"--kubeconfig":                      {missingFile},
+	"--karmada-kubeconfig":              {missingFile},
 	"--tls-cert-file":                   {missingFile},
 	"--tls-private-key-file":            {missingFile},
 	"--context":                         {"no-such-context"},

@@ -42,10 +42,17 @@ type Options struct {
 	// SchedulerName places the replicas built from a request's
 	// requirements (a workload the cluster has no pod of yet).
 	SchedulerName string
-	// Templates, when set, reads the workload a question names from the
-	// cluster; without it, or for a workload it does not find, replicas
-	// are the workload's newest pod's.
-	Templates Templates
+	// Templates, when set, are the member cluster's own workloads (live):
+	// the replicas of a workload a question names are its template's.
+	// Without it (offline), or for a workload it does not have, they are
+	// the workload's newest pod's.
+	Templates *Templates
+	// Karmada, when set, are the resource templates of Karmada's control
+	// plane: a workload the member has neither a template nor a pod of
+	// (one Karmada is about to propagate) is estimated from its template
+	// there. Without it, or for a workload it does not have either,
+	// replicas are built from the request's requirements alone.
+	Karmada *Templates
 }
 
 // Estimator answers from the latest simulation of the cluster that Update
@@ -191,8 +198,27 @@ func (e *Estimator) replace(v *view) {
 	e.view = v
 }
 
-// Ready says whether the cluster has been read.
+// Start starts reading the templates of Options.Templates and
+// Options.Karmada, until ctx ends; Shutdown waits for their informers
+// then.
+func (e *Estimator) Start(ctx context.Context) {
+	e.o.Templates.Start(ctx)
+	e.o.Karmada.Start(ctx)
+}
+
+// Shutdown waits for the informers Start started, once its context has
+// ended.
+func (e *Estimator) Shutdown() {
+	e.o.Templates.Shutdown()
+	e.o.Karmada.Shutdown()
+}
+
+// Ready says whether the cluster has been read, and the workloads'
+// templates (the member's and Karmada's, when set) listed.
 func (e *Estimator) Ready() bool {
+	if !e.o.Templates.HasSynced() || !e.o.Karmada.HasSynced() {
+		return false
+	}
 	select {
 	case e.turn <- struct{}{}:
 		defer e.unlock()
@@ -237,33 +263,75 @@ func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
 }
 
 // MaxAvailableReplicas is how many more replicas fit: those of the
-// workload object names ("kind=Deployment, name=ns/name"), from its pod
-// template (Options.Templates) or its newest pod, when the cluster has the
-// one or the other, else replicas built from the request's requirements.
+// workload object names ("kind=Deployment, name=ns/name"), from the
+// member's own workload when it has one (its template, Options.Templates,
+// else its newest pod), else from Karmada's resource template
+// (Options.Karmada), else replicas built from the request's requirements.
 // The assumed workloads' replicas are placed first.
 func (e *Estimator) MaxAvailableReplicas(ctx context.Context, object string, req *pb.MaxAvailableReplicasRequest) (int32, error) {
+	n, _, err := e.maxAvailableReplicas(ctx, object, req)
+	return n, err
+}
+
+// Where the replicas of an answer come from, as the answers' log lines
+// say.
+const (
+	fromMemberTemplate  = "the member's workload's template"
+	fromMemberPod       = "the member's workload's newest pod"
+	fromKarmadaTemplate = "Karmada's resource template"
+	fromRequest         = "the request's requirements"
+	// A question names a workload no template is found for.
+	fromRequestNoKarmada = fromRequest + ": no template of the workload on the member, and no Karmada control plane to read it from (--karmada-kubeconfig)"
+	fromRequestNotFound  = fromRequest + ": no template of the workload on the member or on Karmada's control plane"
+)
+
+// maxAvailableReplicas is MaxAvailableReplicas, and where the replicas
+// came from.
+func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req *pb.MaxAvailableReplicasRequest) (int32, string, error) {
 	w, named := parseObject(object)
-	var tmpl *v1.PodTemplateSpec
-	if named && e.o.Templates != nil {
+	var member, karmada *v1.PodTemplateSpec
+	if named {
+		// Answered from the caches: a template not listed yet would
+		// answer from the request, wrongly.
+		switch {
+		case !e.o.Templates.HasSynced():
+			return 0, "", errors.New("the member's workloads have not been read yet")
+		case !e.o.Karmada.HasSynced():
+			return 0, "", errors.New("the resource templates of Karmada's control plane have not been read yet")
+		}
 		var err error
-		if tmpl, err = e.o.Templates(ctx, w.kind, w.namespace, w.name); err != nil {
-			return 0, err
+		if member, err = e.o.Templates.Template(w); err != nil {
+			return 0, "", err
+		}
+		if karmada, err = e.o.Karmada.Template(w); err != nil {
+			return 0, "", fmt.Errorf("the Karmada control plane: %w", err)
 		}
 	}
 	var n int32
+	var from string
 	err := e.with(ctx, func(v *view) error {
 		var pod *v1.Pod
 		switch newest := v.newest(w); {
-		case tmpl != nil:
-			pod = replicaOf(w.namespace, tmpl.Labels, &tmpl.Spec)
+		case member != nil:
+			pod, from = replicaOf(w.namespace, member.Labels, &member.Spec), fromMemberTemplate
 		case newest != nil:
-			pod = replicaOf(newest.Namespace, newest.Labels, &newest.Spec)
+			pod, from = replicaOf(newest.Namespace, newest.Labels, &newest.Spec), fromMemberPod
+		case karmada != nil:
+			pod, from = replicaOf(w.namespace, karmada.Labels, &karmada.Spec), fromKarmadaTemplate
 		default:
 			var err error
 			if pod, err = replicaRequirements(req.GetReplicaRequirements()).pod("replicaRequirements"); err != nil {
 				return err
 			}
 			pod.Spec.SchedulerName = e.o.SchedulerName
+			switch {
+			case !named:
+				from = fromRequest
+			case e.o.Karmada == nil:
+				from = fromRequestNoKarmada
+			default:
+				from = fromRequestNotFound
+			}
 		}
 		v.prioritize(pod)
 		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
@@ -279,7 +347,7 @@ func (e *Estimator) MaxAvailableReplicas(ctx context.Context, object string, req
 		n, err = v.place(ctx, pod, e.o.MaxReplicas)
 		return err
 	})
-	return n, err
+	return n, from, err
 }
 
 // MaxAvailableComponentSets is how many whole sets of the components fit:

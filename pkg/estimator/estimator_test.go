@@ -384,7 +384,7 @@ func TestWorkloadsTemplateBeforeItsPods(t *testing.T) {
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Template: v1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "api"}}, Spec: spec}},
 	})
-	e := newEstimator(Options{MaxReplicas: 1000, Templates: APITemplates(client)}, defaultProfiles(t), nil)
+	e := newEstimator(Options{MaxReplicas: 1000, Templates: startedTemplates(t, ctx, client)}, defaultProfiles(t), nil)
 	if err := e.Update(ctx, &snapshot.Snapshot{Nodes: nodes(6, "8", "16Gi")}); err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,17 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 	if o.ClusterName == "" {
 		logger.Info("No --cluster-name: questions about any cluster are answered, a Service routed to the wrong member included")
 	}
+	if est.o.Karmada == nil {
+		logger.Info("No --karmada-kubeconfig: a new workload, one the member does not have yet, is estimated from its requests alone (resources, node claim, priority), without its pod affinities, anti-affinities and topology spread constraints")
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The workloads' templates are read from the start; readiness waits
+	// for them. Their informers end with ctx.
+	est.Start(ctx)
+	defer func() {
+		cancel()
+		est.Shutdown()
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	lastRead := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -59,7 +68,7 @@ func Run(ctx context.Context, est *Estimator, o RunOptions) error {
 	reg.MustRegister(lastRead)
 
 	mux := http.NewServeMux()
-	serving.Probes{Ready: est.Ready, NotReady: "the cluster has not been read yet", Metrics: reg}.Register(mux)
+	serving.Probes{Ready: est.Ready, NotReady: "the cluster, or the workloads' templates, have not been read yet", Metrics: reg}.Register(mux)
 	o.Serving.Metrics = reg
 	httpDone, err := serving.Serve(ctx, o.Serving, mux)
 	if err != nil {

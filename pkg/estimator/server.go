@@ -67,8 +67,8 @@ func (s *Server) MaxAvailableReplicas(ctx context.Context, req *pb.MaxAvailableR
 		return nil, err
 	}
 	object := objectOf(ctx)
-	n := s.answer(ctx, "MaxAvailableReplicas", object, func(ctx context.Context) (int32, error) {
-		return s.est.MaxAvailableReplicas(ctx, object, req)
+	n := s.answer(ctx, "MaxAvailableReplicas", object, func(ctx context.Context) (int32, string, error) {
+		return s.est.maxAvailableReplicas(ctx, object, req)
 	})
 	return &pb.MaxAvailableReplicasResponse{MaxReplicas: n}, nil
 }
@@ -79,8 +79,8 @@ func (s *Server) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvail
 	if err := s.refuse("MaxAvailableComponentSets", req.GetCluster()); err != nil {
 		return nil, err
 	}
-	n := s.answer(ctx, "MaxAvailableComponentSets", objectOf(ctx), func(ctx context.Context) (int32, error) {
-		return s.est.MaxAvailableComponentSets(ctx, req)
+	n := s.answer(ctx, "MaxAvailableComponentSets", objectOf(ctx), func(ctx context.Context) (int32, string, error) {
+		return noSource(s.est.MaxAvailableComponentSets(ctx, req))
 	})
 	return &pb.MaxAvailableComponentSetsResponse{MaxSets: n}, nil
 }
@@ -91,30 +91,38 @@ func (s *Server) GetUnschedulableReplicas(ctx context.Context, req *pb.Unschedul
 	if err := s.refuse("GetUnschedulableReplicas", req.GetCluster()); err != nil {
 		return nil, err
 	}
-	n := s.answer(ctx, "GetUnschedulableReplicas", objectOf(ctx), func(ctx context.Context) (int32, error) {
-		return s.est.UnschedulableReplicas(ctx, req.GetResource(), time.Duration(req.GetUnschedulableThreshold()))
+	n := s.answer(ctx, "GetUnschedulableReplicas", objectOf(ctx), func(ctx context.Context) (int32, string, error) {
+		return noSource(s.est.UnschedulableReplicas(ctx, req.GetResource(), time.Duration(req.GetUnschedulableThreshold())))
 	})
 	return &pb.UnschedulableReplicasResponse{UnschedulableReplicas: n}, nil
 }
 
 // answer runs fn within the budget; trouble is logged and answered
-// NoOpinion.
-func (s *Server) answer(ctx context.Context, method, object string, fn func(context.Context) (int32, error)) int32 {
+// NoOpinion. fn says where the replicas it placed came from, "" when
+// there is nothing to say; the log line says it too.
+func (s *Server) answer(ctx context.Context, method, object string, fn func(context.Context) (int32, string, error)) int32 {
 	start := time.Now()
 	ctx, cancel := context.WithTimeoutCause(ctx, s.budget, fmt.Errorf("no answer within %s", s.budget))
 	defer cancel()
-	n, err := fn(ctx)
+	n, from, err := fn(ctx)
 	elapsed := time.Since(start)
 	s.metrics.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+	kv := []any{"method", method, "object", object}
+	if from != "" {
+		kv = append(kv, "replicasFrom", from)
+	}
 	if err != nil {
 		s.metrics.requests.WithLabelValues(method, "no-opinion").Inc()
-		s.logger.Info("Answering no opinion", "method", method, "object", object, "err", err, "elapsed", elapsed)
+		s.logger.Info("Answering no opinion", append(kv, "err", err, "elapsed", elapsed)...)
 		return NoOpinion
 	}
 	s.metrics.requests.WithLabelValues(method, "estimate").Inc()
-	s.logger.V(2).Info("Answered", "method", method, "object", object, "answer", n, "elapsed", elapsed)
+	s.logger.V(2).Info("Answered", append(kv, "answer", n, "elapsed", elapsed)...)
 	return n
 }
+
+// noSource is an answer that places no replicas of a workload's.
+func noSource(n int32, err error) (int32, string, error) { return n, "", err }
 
 // objectOf is the workload Karmada's scheduler names in the request's
 // metadata, "" when it names none.

@@ -1,16 +1,11 @@
 package estimator
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/hint"
 )
@@ -81,53 +76,6 @@ func replicaOf(namespace string, labels map[string]string, spec *v1.PodSpec) *v1
 	}
 	pod.Spec.Volumes = volumes
 	return pod
-}
-
-// Templates reads a workload's pod template from the cluster; nil, nil
-// when the cluster has no such workload.
-type Templates func(ctx context.Context, kind, namespace, name string) (*v1.PodTemplateSpec, error)
-
-// APITemplates reads the pod templates of Deployments, StatefulSets,
-// ReplicaSets and Jobs from the API server: a workload's template is its
-// replicas' truth, also before it runs a pod (scaled to zero, or just
-// propagated) and while a rollout changes it.
-func APITemplates(client kubernetes.Interface) Templates {
-	return func(ctx context.Context, kind, namespace, name string) (*v1.PodTemplateSpec, error) {
-		var tmpl *v1.PodTemplateSpec
-		var err error
-		get := metav1.GetOptions{}
-		switch kind {
-		case "Deployment":
-			var o *appsv1.Deployment
-			if o, err = client.AppsV1().Deployments(namespace).Get(ctx, name, get); err == nil {
-				tmpl = &o.Spec.Template
-			}
-		case "StatefulSet":
-			var o *appsv1.StatefulSet
-			if o, err = client.AppsV1().StatefulSets(namespace).Get(ctx, name, get); err == nil {
-				tmpl = &o.Spec.Template
-			}
-		case "ReplicaSet":
-			var o *appsv1.ReplicaSet
-			if o, err = client.AppsV1().ReplicaSets(namespace).Get(ctx, name, get); err == nil {
-				tmpl = &o.Spec.Template
-			}
-		case "Job":
-			var o *batchv1.Job
-			if o, err = client.BatchV1().Jobs(namespace).Get(ctx, name, get); err == nil {
-				tmpl = &o.Spec.Template
-			}
-		default:
-			return nil, nil
-		}
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the pod template of %s %s/%s: %w", kind, namespace, name, err)
-		}
-		return tmpl, nil
-	}
 }
 
 // newer says whether a was created after b (of equal times, the later name).

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/estimator"
@@ -58,42 +59,14 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 	p := startProcess(t, "rebalancer", "estimator", "--kubeconfig", saConfig, "--scheduler-config", schedulerConfig,
 		"--grpc-bind-address", grpcAddr, "--bind-address", httpAddr, "--resync", "1s", "-v=2")
 	p.waitUp(e, "the estimator to be ready", func() bool { return answers("http://" + httpAddr + "/readyz") })
-	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	est := service.NewEstimatorClient(conn)
+	est := estimatorClient(t, grpcAddr)
 
 	web := metadata.AppendToOutgoingContext(e.ctx, estimator.ObjectKey, fmt.Sprintf("kind=Deployment, name=%s/web", e.ns))
-	encode := func(m interface{ Marshal() ([]byte, error) }) []byte {
-		b, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	cpu, memory := resource.MustParse("100m"), resource.MustParse("128Mi")
-	req := &pb.MaxAvailableReplicasRequest{Cluster: "member", ReplicaRequirements: &pb.ReplicaRequirements{
-		Namespace:            e.ns,
-		ResourceRequestBytes: map[string][]byte{"cpu": encode(&cpu), "memory": encode(&memory)},
-		NodeClaim:            &pb.NodeClaim{NodeSelector: map[string]string{testLabel: e.name}, TolerationsBytes: [][]byte{encode(&spec.Tolerations[0])}},
-	}}
-	answer := func(ctx context.Context) int32 {
-		res, err := est.MaxAvailableReplicas(ctx, req)
-		if err != nil {
-			t.Fatalf("MaxAvailableReplicas: %v", err)
-		}
-		return res.GetMaxReplicas()
-	}
+	req := e.replicasRequest(spec.Tolerations[0])
 	// The answers follow the cluster within a resync.
 	expect := func(what string, ctx context.Context, want int32) {
 		t.Helper()
-		var got int32
-		e.pollFor(what, 30*time.Second, func() (bool, error) {
-			got = answer(ctx)
-			return got == want, nil
-		})
+		e.expectReplicas(est, ctx, req, what, want)
 	}
 	expect("the Deployment's template: one per node", web, 10)
 	expect("the request alone: 40 per node", e.ctx, 400)
@@ -143,10 +116,60 @@ func TestEstimatorFollowsTheCluster(t *testing.T) {
 
 	used := auditedVerbs(t, "system:serviceaccount:rebalancer-system:rebalancer-estimator", started)
 	checkRBAC(t, "estimator/rbac.yaml", used, map[string]string{
-		"get apps/statefulsets":     "questions about StatefulSets (TestWorkloadsTemplateBeforeItsPods reads the same way)",
-		"get apps/replicasets":      "questions about ReplicaSets",
-		"get batch/jobs":            "questions about Jobs",
 		"list metrics.k8s.io/nodes": "a policy or profile that reads usage, read as the planner reads it (TestLoadAwareMovesPodsOffAHotNode)",
 		"list metrics.k8s.io/pods":  "a policy or profile that reads usage",
 	})
+}
+
+// estimatorClient is a client of the estimator serving gRPC at addr.
+func estimatorClient(t *testing.T, addr string) service.EstimatorClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return service.NewEstimatorClient(conn)
+}
+
+// replicasRequest is what Karmada's scheduler asks of replicas of 100m and
+// 128Mi in the test's namespace, claiming the test's nodes with the
+// tolerations: their requests and node claim, not their affinities.
+func (e *testEnv) replicasRequest(tolerations ...v1.Toleration) *pb.MaxAvailableReplicasRequest {
+	e.t.Helper()
+	encode := func(m interface{ Marshal() ([]byte, error) }) []byte {
+		b, err := m.Marshal()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return b
+	}
+	cpu, memory := resource.MustParse("100m"), resource.MustParse("128Mi")
+	claim := &pb.NodeClaim{NodeSelector: map[string]string{testLabel: e.name}}
+	for i := range tolerations {
+		claim.TolerationsBytes = append(claim.TolerationsBytes, encode(&tolerations[i]))
+	}
+	return &pb.MaxAvailableReplicasRequest{Cluster: "member", ReplicaRequirements: &pb.ReplicaRequirements{
+		Namespace:            e.ns,
+		ResourceRequestBytes: map[string][]byte{"cpu": encode(&cpu), "memory": encode(&memory)},
+		NodeClaim:            claim,
+	}}
+}
+
+// expectReplicas waits up to 30s for est to answer req with want, asked
+// in ctx (whose metadata name the workload, or not).
+func (e *testEnv) expectReplicas(est service.EstimatorClient, ctx context.Context, req *pb.MaxAvailableReplicasRequest, what string, want int32) {
+	e.t.Helper()
+	var got int32
+	err := wait.PollUntilContextTimeout(e.ctx, pollEvery, 30*time.Second, true, func(context.Context) (bool, error) {
+		res, err := est.MaxAvailableReplicas(ctx, req)
+		if err != nil {
+			return false, fmt.Errorf("MaxAvailableReplicas: %w", err)
+		}
+		got = res.GetMaxReplicas()
+		return got == want, nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: answered %d, want %d: %v", what, got, want, err)
+	}
 }
