@@ -36,9 +36,16 @@ func main() {
 	}
 	out := flag.String("o", "bench-results.json", "results file")
 	openbDir := flag.String("openb", "../shared/data/openb", "directory of the openb trace CSVs")
-	sizes := flag.String("nodes", "1000,5000", "cluster sizes for the plan benchmark")
+	sizes := flag.String("nodes", "1000,5000,10000,20000,50000", "cluster sizes of the plan benchmark (30 pods per node)")
+	maxNodes := flag.Int("max-nodes", 0, "leave out the plan benchmark's sizes above this many nodes (0: none left out)")
+	upstreamMax := flag.Int("upstream-max-nodes", 5000, "run the upstream descheduler beside rebalancer up to this many nodes (one cycle takes minutes at 5,000)")
 	flag.Parse()
-	if err := parent(*out, *openbDir, strings.Split(*sizes, ",")); err != nil {
+	plans, err := planSizes(*sizes, *maxNodes)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(2)
+	}
+	if err := parent(*out, *openbDir, plans, *upstreamMax); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}

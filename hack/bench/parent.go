@@ -13,12 +13,30 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/synthetic"
 )
 
-func parent(out, openbDir string, sizes []string) error {
+// planSizes parses -nodes, leaving out the sizes above maxNodes (when not 0).
+func planSizes(list string, maxNodes int) ([]int, error) {
+	var sizes []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > synthetic.MaxNodes {
+			return nil, fmt.Errorf("-nodes: %q is not a cluster size from 1 to %d", f, synthetic.MaxNodes)
+		}
+		if maxNodes == 0 || n <= maxNodes {
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes, nil
+}
+
+func parent(out, openbDir string, sizes []int, upstreamMax int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -30,20 +48,21 @@ func parent(out, openbDir string, sizes []string) error {
 		fmt.Fprintf(os.Stderr, "bench: %s\n", cmdline)
 		return runChild(self, args...)
 	}
-	for _, n := range sizes {
+	for _, size := range sizes {
+		n := strconv.Itoa(size)
 		ours, err := run("plan."+n+".ours", "plan", "--nodes", n, "--impl", "ours")
 		if err != nil {
 			return err
 		}
-		up, err := run("plan."+n+".upstream", "plan", "--nodes", n, "--impl", "upstream")
-		if err != nil {
-			return err
+		r := PlanResult{OursS: round(ours.Seconds, 2), OursRSSMiB: round(ours.RSSMiB, 0), Moves: ours.Count}
+		if size <= upstreamMax {
+			up, err := run("plan."+n+".upstream", "plan", "--nodes", n, "--impl", "upstream")
+			if err != nil {
+				return err
+			}
+			r.Upstream = &UpstreamPlanResult{Seconds: round(up.Seconds, 2), RSSMiB: round(up.RSSMiB, 0), Evictions: up.Count}
 		}
-		res.Plan[n] = PlanResult{
-			OursS: round(ours.Seconds, 2), UpstreamS: round(up.Seconds, 2),
-			OursRSSMiB: round(ours.RSSMiB, 0), UpstreamRSSMiB: round(up.RSSMiB, 0),
-			Moves: ours.Count, UpstreamEvictions: up.Count,
-		}
+		res.Plan[n] = r
 	}
 	dir, err := os.MkdirTemp("", "bench-")
 	if err != nil {
@@ -109,7 +128,7 @@ func parent(out, openbDir string, sizes []string) error {
 		res.Openb = append(res.Openb, *m.Openb)
 	}
 	res.Notes = []string{
-		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1); the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included.",
+		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1) of each size; the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included. The upstream descheduler runs beside it up to -upstream-max-nodes.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
 		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic -o cluster.yaml writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak. plan_file_json_5000: the same cluster written as snapshot synthetic -o cluster.json writes it.",
 		"plan_thin_5000: a plan of the shipped bin-packing pair on a thin fleet (hack/bench/thin.go): 5,000 identical nodes of 32 CPUs and 128 GiB, 30 pods of 100-500 millicores each, owned by ReplicaSets of 300 pods; the time covers building the simulation and planning, not generating the cluster.",
@@ -154,7 +173,7 @@ func tail(s string, n int) string {
 
 func printTable(r Results) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLAN\tOURS S\tUPSTREAM S\tOURS RSS MiB\tUPSTREAM RSS MiB\tMOVES\tUPSTREAM EVICTIONS")
+	fmt.Fprintln(tw, "PLAN\tOURS S\tOURS RSS MiB\tMOVES\tUPSTREAM S\tUPSTREAM RSS MiB\tUPSTREAM EVICTIONS")
 	var sizes []string
 	for n := range r.Plan {
 		sizes = append(sizes, n)
@@ -164,7 +183,11 @@ func printTable(r Results) {
 	})
 	for _, n := range sizes {
 		p := r.Plan[n]
-		fmt.Fprintf(tw, "%s nodes\t%.2f\t%.2f\t%.0f\t%.0f\t%d\t%d\n", n, p.OursS, p.UpstreamS, p.OursRSSMiB, p.UpstreamRSSMiB, p.Moves, p.UpstreamEvictions)
+		up := "-\t-\t-"
+		if u := p.Upstream; u != nil {
+			up = fmt.Sprintf("%.2f\t%.0f\t%d", u.Seconds, u.RSSMiB, u.Evictions)
+		}
+		fmt.Fprintf(tw, "%s nodes\t%.2f\t%.0f\t%d\t%s\n", n, p.OursS, p.OursRSSMiB, p.Moves, up)
 	}
 	fmt.Fprintf(tw, "\nrebalancer plan --snapshot, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\n", r.PlanFile.Seconds, r.PlanFile.RSSMiB, r.PlanFile.Moves)
 	fmt.Fprintf(tw, "plan of a thin fleet, 5000 nodes x 30 pods\t%.2f s\t%.0f MiB\t%d moves\t%d nodes emptied\n", r.PlanThin.Seconds, r.PlanThin.RSSMiB, r.PlanThin.Moves, r.PlanThin.Emptied)

@@ -36,14 +36,20 @@ type Results struct {
 	Notes  []string `json:"notes"`
 }
 
-// PlanResult compares one plan of ours with one upstream cycle.
+// PlanResult is one plan of ours at a cluster size, beside one upstream
+// cycle where the upstream descheduler was run.
 type PlanResult struct {
-	OursS             float64 `json:"ours_s"`
-	UpstreamS         float64 `json:"upstream_s"`
-	OursRSSMiB        float64 `json:"ours_rss_mib"`
-	UpstreamRSSMiB    float64 `json:"upstream_rss_mib"`
-	Moves             int     `json:"moves"`
-	UpstreamEvictions int     `json:"upstream_evictions"`
+	OursS      float64             `json:"ours_s"`
+	OursRSSMiB float64             `json:"ours_rss_mib"`
+	Moves      int                 `json:"moves"`
+	Upstream   *UpstreamPlanResult `json:"upstream,omitempty"`
+}
+
+// UpstreamPlanResult is one cycle of the upstream descheduler.
+type UpstreamPlanResult struct {
+	Seconds   float64 `json:"s"`
+	RSSMiB    float64 `json:"rss_mib"`
+	Evictions int     `json:"evictions"`
 }
 
 // LatencyResult is the latency of a serving path's calls, in milliseconds.

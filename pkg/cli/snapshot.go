@@ -81,8 +81,8 @@ func newSyntheticCommand() *cobra.Command {
 			return writeSnapshot(cmd, out, snap)
 		},
 	}
-	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "number of nodes (at most 5000)")
-	cmd.Flags().IntVar(&o.Pods, "pods", 3000, "number of pods (at most 150000)")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "number of nodes (at most 50000)")
+	cmd.Flags().IntVar(&o.Pods, "pods", 3000, "number of pods (at most 1500000)")
 	cmd.Flags().Int64Var(&o.Seed, "seed", 1, "random seed; the same seed gives the same cluster")
 	cmd.Flags().IntVar(&o.Gang, "gang", 0, "pods of one gang (a Job in namespace ml-training labelled "+gang.PodGroupLabel+"=training), which moves whole or not at all; counted in --pods")
 	cmd.Flags().BoolVar(&usage, "usage", false, usageHelp)

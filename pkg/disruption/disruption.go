@@ -8,6 +8,7 @@ package disruption
 
 import (
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	pdbhelper "k8s.io/component-helpers/apps/poddisruptionbudget"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
@@ -28,7 +30,7 @@ const maxDisruptedPodSize = 2000
 type Budgets struct {
 	// byNamespace holds the PDBs of each namespace with their selectors,
 	// parsed once: every candidate pod is matched against them.
-	byNamespace map[string][]budget
+	byNamespace map[string]*namespaceBudgets
 }
 
 type budget struct {
@@ -36,18 +38,60 @@ type budget struct {
 	selector labels.Selector // nil: an invalid selector, which matches no pod
 }
 
+// namespaceBudgets are one namespace's PDBs, indexed by a label their
+// selector requires, so that a pod is matched only against the PDBs that
+// could select it: a namespace may hold hundreds, and every candidate pod
+// of a plan asks.
+type namespaceBudgets struct {
+	all []budget
+	// byLabel: key → value → the PDBs (indices into all) whose selector
+	// requires that label value (an Equals or In requirement on key).
+	byLabel map[string]map[string][]int
+	// rest: the PDBs without such a requirement, matched against every pod.
+	rest []int
+}
+
 // New returns the budgets of pdbs as they stand.
 func New(pdbs []*policyv1.PodDisruptionBudget) *Budgets {
-	b := &Budgets{byNamespace: map[string][]budget{}}
+	b := &Budgets{byNamespace: map[string]*namespaceBudgets{}}
 	for _, pdb := range pdbs {
 		pdb = pdb.DeepCopy()
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if err != nil {
 			sel = nil
 		}
-		b.byNamespace[pdb.Namespace] = append(b.byNamespace[pdb.Namespace], budget{pdb: pdb, selector: sel})
+		ns := b.byNamespace[pdb.Namespace]
+		if ns == nil {
+			ns = &namespaceBudgets{byLabel: map[string]map[string][]int{}}
+			b.byNamespace[pdb.Namespace] = ns
+		}
+		ns.add(budget{pdb: pdb, selector: sel})
 	}
 	return b
+}
+
+func (ns *namespaceBudgets) add(bu budget) {
+	i := len(ns.all)
+	ns.all = append(ns.all, bu)
+	if bu.selector == nil {
+		return // matches no pod
+	}
+	reqs, _ := bu.selector.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			values := ns.byLabel[r.Key()]
+			if values == nil {
+				values = map[string][]int{}
+				ns.byLabel[r.Key()] = values
+			}
+			for v := range r.Values() {
+				values[v] = append(values[v], i)
+			}
+			return
+		}
+	}
+	ns.rest = append(ns.rest, i)
 }
 
 // Admit decides an eviction of pod as the API would now. It returns the PDB
@@ -94,9 +138,27 @@ func (b *Budgets) Admit(pod *v1.Pod) (*policyv1.PodDisruptionBudget, error) {
 // them: policy/v1's empty selector matches every pod of its namespace, a
 // missing or invalid one matches none.
 func (b *Budgets) Covering(pod *v1.Pod) []*policyv1.PodDisruptionBudget {
+	ns := b.byNamespace[pod.Namespace]
+	if ns == nil {
+		return nil
+	}
+	// The PDBs that may select the pod: a pod has one value per key, so
+	// no PDB is found twice.
+	candidates := ns.rest
+	for k, v := range pod.Labels {
+		if found := ns.byLabel[k][v]; len(found) > 0 {
+			if len(candidates) == len(ns.rest) {
+				candidates = slices.Clone(candidates)
+			}
+			candidates = append(candidates, found...)
+		}
+	}
+	if len(candidates) > len(ns.rest) {
+		slices.Sort(candidates) // in the order the PDBs were given
+	}
 	var out []*policyv1.PodDisruptionBudget
-	for _, bu := range b.byNamespace[pod.Namespace] {
-		if bu.selector != nil && bu.selector.Matches(labels.Set(pod.Labels)) {
+	for _, i := range candidates {
+		if bu := ns.all[i]; bu.selector.Matches(labels.Set(pod.Labels)) {
 			out = append(out, bu.pdb)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 )
 
@@ -171,5 +172,70 @@ func TestNoneToSpareInWords(t *testing.T) {
 	msg := err.(*apierrors.StatusError).ErrStatus.Details.Causes[0].Message
 	if want := "The disruption budget web allows no more evictions now; 1 of its pods evicted recently or earlier in this plan"; msg != want {
 		t.Errorf("refusal %q, want %q", msg, want)
+	}
+}
+
+// TestCoveringMatchesEverySelector checks the label index against matching
+// every PDB of the namespace: selectors of every shape (labels, In, NotIn,
+// Exists, DoesNotExist, empty, nil, invalid), pods of many label sets, and
+// the PDBs found in the order given.
+func TestCoveringMatchesEverySelector(t *testing.T) {
+	keys, values := []string{"app", "tier", "zone"}, []string{"a", "b", "c"}
+	var sels []*metav1.LabelSelector
+	for _, k := range keys {
+		for _, v := range values {
+			sels = append(sels,
+				&metav1.LabelSelector{MatchLabels: map[string]string{k: v}},
+				&metav1.LabelSelector{MatchLabels: map[string]string{k: v, "tier": "b"}},
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v, "c"}}}},
+				&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: k, Operator: metav1.LabelSelectorOpNotIn, Values: []string{v}}}},
+			)
+		}
+		sels = append(sels,
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: k, Operator: metav1.LabelSelectorOpExists}}},
+			&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: k, Operator: metav1.LabelSelectorOpDoesNotExist}}},
+		)
+	}
+	sels = append(sels, empty, nil, &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}})
+	var pdbs []*policyv1.PodDisruptionBudget
+	for i, s := range sels {
+		pdbs = append(pdbs, pdb(strings.Repeat("p", i+1), s, 1, 1, 1))
+	}
+	b := New(pdbs)
+	// Every pod with each key absent or at one of the values (and one
+	// value no selector names).
+	labelSets := []map[string]string{{}}
+	for _, k := range keys {
+		var next []map[string]string
+		for _, set := range labelSets {
+			next = append(next, set)
+			for _, v := range append(values, "z") {
+				with := map[string]string{k: v}
+				for kk, vv := range set {
+					with[kk] = vv
+				}
+				next = append(next, with)
+			}
+		}
+		labelSets = next
+	}
+	for _, set := range labelSets {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Labels: set}}
+		var want []string
+		for _, x := range pdbs {
+			if sel, err := metav1.LabelSelectorAsSelector(x.Spec.Selector); err == nil && sel.Matches(labels.Set(set)) {
+				want = append(want, x.Name)
+			}
+		}
+		var got []string
+		for _, x := range b.Covering(p) {
+			got = append(got, x.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("labels %v: covering %v, want %v", set, got, want)
+		}
+	}
+	if got := b.Covering(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Labels: map[string]string{"app": "a"}}}); len(got) != 0 {
+		t.Errorf("a pod of a namespace without PDBs: covering %d PDBs", len(got))
 	}
 }

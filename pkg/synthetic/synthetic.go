@@ -1,6 +1,7 @@
 // Package synthetic generates realistic, fragmented clusters for benchmarks
-// and demos, up to Kubernetes' scale limits (5,000 nodes, 150,000 pods, 110
-// pods per node): node pools of four sizes across three zones, a few tainted
+// and demos, up to 50,000 nodes and 1,500,000 pods (ten times Kubernetes'
+// documented limits, as the largest managed clusters run), 110 pods per
+// node at most: node pools of four sizes across three zones, a few tainted
 // nodes, DaemonSets, kube-system critical pods, workloads of heterogeneous
 // sizes across dozens of namespaces, some under PodDisruptionBudgets, and a
 // few bare and finished pods.
@@ -26,18 +27,19 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
-// Kubernetes' scale limits, which Options may not exceed.
+// The most Options may ask for: ten times Kubernetes' documented limits of
+// 5,000 nodes and 150,000 pods, and its 110 pods per node.
 const (
-	MaxNodes       = 5000
-	MaxPods        = 150000
+	MaxNodes       = 50000
+	MaxPods        = 1500000
 	maxPodsPerNode = 110
 )
 
 // Options says what to generate.
 type Options struct {
-	Nodes int // 1..5000
+	Nodes int // 1..50000
 	// Pods counts every pod, DaemonSet and kube-system pods included:
-	// 0..150000, and at most 110 per node on average.
+	// 0..1500000, and at most 110 per node on average.
 	Pods int
 	Seed int64 // the same Options and Seed give the same snapshot
 	// Gang, when not 0, spends that many of the pods on one gang: the
