@@ -22,9 +22,11 @@
 #   make docs       regenerate docs/cli and docs/reference from the code
 #   make chart      copy policies/ and the RBAC files into manifests/helm/rebalancer
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
-#                   and 5,000 nodes, predictions/s, RebalanceHint overhead,
-#                   10 simulated rounds on the openb trace; writes
-#                   bench-results.json (OPENB_DIR: the trace's CSVs)
+#                   to 50,000 nodes (BENCH_MAX_NODES caps them; upstream up
+#                   to 5,000), each the median of BENCH_RUNS runs (default 3),
+#                   predictions/s, RebalanceHint overhead, 10 simulated rounds
+#                   on the openb trace; writes bench-results.json (OPENB_DIR:
+#                   the trace's CSVs)
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -241,8 +243,10 @@ demo: build
 		--scheduler-config policies/binpacking-scheduler.yaml --snapshot test/testdata/demo-cluster.yaml
 
 OPENB_DIR ?= ../shared/data/openb
+BENCH_RUNS ?= 3
+BENCH_MAX_NODES ?= 0
 bench:
-	$(GO) run ./hack/bench -o bench-results.json -openb $(OPENB_DIR)
+	$(GO) run ./hack/bench -o bench-results.json -openb $(OPENB_DIR) -runs $(BENCH_RUNS) -max-nodes $(BENCH_MAX_NODES)
 
 # Every fuzz target for FUZZTIME, one after another (go test -fuzz takes one
 # target in one package). Crashers are saved under the package's

@@ -39,13 +39,18 @@ func main() {
 	sizes := flag.String("nodes", "1000,5000,10000,20000,50000", "cluster sizes of the plan benchmark (30 pods per node)")
 	maxNodes := flag.Int("max-nodes", 0, "leave out the plan benchmark's sizes above this many nodes (0: none left out)")
 	upstreamMax := flag.Int("upstream-max-nodes", 5000, "run the upstream descheduler beside rebalancer up to this many nodes (one cycle takes minutes at 5,000)")
+	runs := flag.Int("runs", 1, "measure each plan figure this many times and report the median, with the fastest and slowest")
 	flag.Parse()
+	if *runs < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -runs must be at least 1")
+		os.Exit(2)
+	}
 	plans, err := planSizes(*sizes, *maxNodes)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
-	if err := parent(*out, *openbDir, plans, *upstreamMax); err != nil {
+	if err := parent(*out, *openbDir, plans, *upstreamMax, *runs); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
 	}

@@ -36,21 +36,41 @@ func planSizes(list string, maxNodes int) ([]int, error) {
 	return sizes, nil
 }
 
-func parent(out, openbDir string, sizes []int, upstreamMax int) error {
+func parent(out, openbDir string, sizes []int, upstreamMax, runs int) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	res := Results{Plan: map[string]PlanResult{}, Commands: map[string]string{}, Machine: machine(), Commit: commit(), Go: runtime.Version()}
+	res := Results{Plan: map[string]PlanResult{}, Commands: map[string]string{}, Machine: machine(), Commit: commit(), Go: runtime.Version(), Runs: runs}
 	run := func(key string, args ...string) (measurement, error) {
 		cmdline := "go run ./hack/bench " + strings.Join(args, " ")
 		res.Commands[key] = cmdline
 		fmt.Fprintf(os.Stderr, "bench: %s\n", cmdline)
 		return runChild(self, args...)
 	}
+	// timed runs a measurement of time runs times and keeps the run of
+	// median time, recording the spread of the times under key.
+	timed := func(key string, args ...string) (measurement, error) {
+		var all []measurement
+		for range runs {
+			m, err := run(key, args...)
+			if err != nil {
+				return m, err
+			}
+			all = append(all, m)
+		}
+		sort.Slice(all, func(i, j int) bool { return all[i].Seconds < all[j].Seconds })
+		if runs > 1 {
+			if res.Spread == nil {
+				res.Spread = map[string][2]float64{}
+			}
+			res.Spread[key] = [2]float64{round(all[0].Seconds, 2), round(all[len(all)-1].Seconds, 2)}
+		}
+		return all[len(all)/2], nil
+	}
 	for _, size := range sizes {
 		n := strconv.Itoa(size)
-		ours, err := run("plan."+n+".ours", "plan", "--nodes", n, "--impl", "ours")
+		ours, err := timed("plan."+n+".ours", "plan", "--nodes", n, "--impl", "ours")
 		if err != nil {
 			return err
 		}
@@ -77,14 +97,14 @@ func parent(out, openbDir string, sizes []int, upstreamMax int) error {
 		if _, err := run("snapshot_"+f.key, "snapshot-file", "--nodes", "5000", "--out", file); err != nil {
 			return err
 		}
-		m, err := run(f.key, "plan-file", "--snapshot", file)
+		m, err := timed(f.key, "plan-file", "--snapshot", file)
 		if err != nil {
 			return err
 		}
 		*f.into = PlanFileResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count}
 		os.Remove(file)
 	}
-	m, err := run("plan_thin_5000", "thin", "--nodes", "5000")
+	m, err := timed("plan_thin_5000", "thin", "--nodes", "5000")
 	if err != nil {
 		return err
 	}
@@ -173,6 +193,9 @@ func tail(s string, n int) string {
 
 func printTable(r Results) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	if r.Runs > 1 {
+		fmt.Fprintf(tw, "times of plans: the median of %d runs (fastest-slowest)\n", r.Runs)
+	}
 	fmt.Fprintln(tw, "PLAN\tOURS S\tOURS RSS MiB\tMOVES\tUPSTREAM S\tUPSTREAM RSS MiB\tUPSTREAM EVICTIONS")
 	var sizes []string
 	for n := range r.Plan {
@@ -184,10 +207,14 @@ func printTable(r Results) {
 	for _, n := range sizes {
 		p := r.Plan[n]
 		up := "-\t-\t-"
+		ours := fmt.Sprintf("%.2f", p.OursS)
+		if sp, ok := r.Spread["plan."+n+".ours"]; ok {
+			ours = fmt.Sprintf("%.2f (%.2f-%.2f)", p.OursS, sp[0], sp[1])
+		}
 		if u := p.Upstream; u != nil {
 			up = fmt.Sprintf("%.2f\t%.0f\t%d", u.Seconds, u.RSSMiB, u.Evictions)
 		}
-		fmt.Fprintf(tw, "%s nodes\t%.2f\t%.0f\t%d\t%s\n", n, p.OursS, p.OursRSSMiB, p.Moves, up)
+		fmt.Fprintf(tw, "%s nodes\t%s\t%.0f\t%d\t%s\n", n, ours, p.OursRSSMiB, p.Moves, up)
 	}
 	fmt.Fprintf(tw, "\nrebalancer plan --snapshot, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\n", r.PlanFile.Seconds, r.PlanFile.RSSMiB, r.PlanFile.Moves)
 	fmt.Fprintf(tw, "plan of a thin fleet, 5000 nodes x 30 pods\t%.2f s\t%.0f MiB\t%d moves\t%d nodes emptied\n", r.PlanThin.Seconds, r.PlanThin.RSSMiB, r.PlanThin.Moves, r.PlanThin.Emptied)

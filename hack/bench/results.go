@@ -31,9 +31,14 @@ type Results struct {
 	Machine  string            `json:"machine"`
 	// Commit and Go name what was measured, so that two result files can
 	// be compared.
-	Commit string   `json:"commit"`
-	Go     string   `json:"go"`
-	Notes  []string `json:"notes"`
+	Commit string `json:"commit"`
+	// Runs is how many times each plan figure was measured: its figure is
+	// the run of median time, Spread the fastest and slowest time (seconds)
+	// by key, when Runs > 1.
+	Runs   int                   `json:"runs"`
+	Spread map[string][2]float64 `json:"spread_s,omitempty"`
+	Go     string                `json:"go"`
+	Notes  []string              `json:"notes"`
 }
 
 // PlanResult is one plan of ours at a cluster size, beside one upstream
