@@ -200,9 +200,9 @@ func TestInvalidOptions(t *testing.T) {
 	}{
 		{Options{Nodes: 0, Pods: 0}, "Options.Nodes"},
 		{Options{Nodes: -1, Pods: 0}, "Options.Nodes"},
-		{Options{Nodes: 5001, Pods: 0}, "Options.Nodes"},
+		{Options{Nodes: 50001, Pods: 0}, "Options.Nodes"},
 		{Options{Nodes: 10, Pods: -1}, "Options.Pods"},
-		{Options{Nodes: 5000, Pods: 150001}, "Options.Pods"},
+		{Options{Nodes: 50000, Pods: 1500001}, "Options.Pods"},
 		{Options{Nodes: 10, Pods: 1101}, "Options.Pods"},
 	} {
 		s, err := Generate(tc.o)
