@@ -59,9 +59,14 @@ type UpstreamPlanResult struct {
 
 // LatencyResult is the latency of a serving path's calls, in milliseconds.
 type LatencyResult struct {
+	P50Ms  float64 `json:"p50_ms,omitempty"`
 	P99Ms  float64 `json:"p99_ms"`
 	MeanMs float64 `json:"mean_ms"`
 	Calls  int     `json:"calls"`
+	// AnswersPerS is the answers a second to 8 callers asking at once.
+	AnswersPerS float64 `json:"answers_per_s_8_callers,omitempty"`
+	// NoOpinion counts the answers of -1 (past the budget).
+	NoOpinion int `json:"no_opinion,omitempty"`
 }
 
 // ThinResult is one plan of the thin fleet.
@@ -120,6 +125,8 @@ type measurement struct {
 	Openb *OpenbResult `json:"openb,omitempty"`
 	// Consolidation is set by the consolidate child.
 	Consolidation *ConsolidationResult `json:"consolidation,omitempty"`
+	// Latency is set by the estimate child.
+	Latency *LatencyResult `json:"latency,omitempty"`
 	// RSSMiB is filled in by the parent from the child's rusage.
 	RSSMiB float64 `json:"-"`
 }
