@@ -337,8 +337,9 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 		if err := v.assume(ctx, req.GetAssumedWorkloads(), e.o.SchedulerName); err != nil {
 			return err
 		}
-		// Copies that meet only through the nodes' resources are counted
-		// node by node; the others are placed one by one.
+		// Copies that meet only through the nodes' resources, or through
+		// anti-affinity or a spread with a closed form, are counted in one
+		// filter pass; the others are placed one by one.
 		var counted bool
 		var err error
 		if n, counted, err = v.sim.CountCopies(ctx, pod, e.o.MaxReplicas); err != nil || counted {

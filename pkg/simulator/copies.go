@@ -25,31 +25,64 @@ var copyBlind = sets.New(names.NodeUnschedulable, names.NodeName, names.TaintTol
 // bind one after the other until one finds no node, up to max, counted
 // without a scheduling cycle per copy: the filters run once on every node,
 // and each feasible node takes as many copies as its free resources and
-// pod slots hold. That is the same number only where copies do not meet
-// each other in the filters, so ok is false, and nothing is counted, for a
-// pod with inter-pod affinity or anti-affinity, hard topology spread
-// (its own or the profile's defaults), host ports, volumes a filter
-// counts, or device claims, and for a profile with a filter outside
-// kube-scheduler's own or resources NodeResourcesFit ignores.
+// pod slots hold. Where the copies meet each other in the filters only
+// through a constraint with a closed form (see apartOf), that is counted
+// too: required pod anti-affinity of the copies to each other on a
+// topology key, at most one copy per domain; a DoNotSchedule topology
+// spread of the copies over a key, filled domain by domain up to the skew
+// the constraint allows (spreadCopies). ok is false, and nothing is
+// counted, for any other pod whose copies meet: inter-pod affinity,
+// anti-affinity or spread beyond those forms (or both at once), the
+// profile's hard default spread, host ports, volumes a filter counts, or
+// device claims; and for a profile with a filter outside kube-scheduler's
+// own or resources NodeResourcesFit ignores.
 func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n int32, ok bool, err error) {
 	sc, err := s.schedulerOf(pod)
 	if err != nil || !countsByNode(sc, pod, s.draBacked) {
 		return 0, false, err
 	}
-	_, f, _, done, err := s.filterCycle(ctx, sc, pod, nil, nil)
+	a, ok := apartOf(sc, pod)
+	if !ok {
+		return 0, false, nil
+	}
+	filtered := pod
+	if a.spread != nil {
+		// The other filters, without the spread the count does itself.
+		filtered = withoutHardSpread(pod)
+	}
+	_, f, _, done, err := s.filterCycle(ctx, sc, filtered, nil, nil)
 	if done || err != nil {
 		return 0, err == nil, err // no node passes
 	}
 	req := requests.Of(pod)
+	if a.spread != nil {
+		all, err := s.snapshot.NodeInfos().List()
+		if err != nil {
+			return 0, false, err
+		}
+		return int32(min(int64(max), spreadCopies(a.spread, pod, all, f.feasible, req))), true, nil
+	}
+	var domains sets.Set[string]
+	if a.key != "" {
+		domains = sets.New[string]()
+	}
 	for _, ni := range f.feasible {
 		if ni == nil {
 			continue
 		}
-		if n += int32(min(int64(max-n), fits(ni, req))); n >= max {
+		room := fits(ni, req)
+		if value, has := ni.Node().Labels[a.key]; a.key != "" && has {
+			// One copy per domain: the first keeps the others off it.
+			if room > 0 {
+				domains.Insert(value)
+			}
+			room = 0
+		}
+		if n += int32(min(int64(max-n), room)); n >= max {
 			return max, true, nil
 		}
 	}
-	return n, true, nil
+	return int32(min(int64(max), int64(n)+int64(domains.Len()))), true, nil
 }
 
 // fits is how many pods of requests req the node's free resources and pod
@@ -67,7 +100,8 @@ func fits(ni fwk.NodeInfo, req v1.ResourceList) int64 {
 }
 
 // countsByNode says whether copies of pod meet each other in sc's filters
-// only through the node's resources and pod slots (see CountCopies).
+// only through the node's resources and pod slots, or through inter-pod
+// affinity and topology spread, which apartOf looks at (see CountCopies).
 func countsByNode(sc *scheduler, pod *v1.Pod, draBacked func(v1.ResourceName) bool) bool {
 	for _, f := range sc.filters {
 		if !copyBlind.Has(f) {
@@ -89,14 +123,6 @@ func countsByNode(sc *scheduler, pod *v1.Pod, draBacked func(v1.ResourceName) bo
 		}
 	}
 	spec := &pod.Spec
-	if a := spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
-		return false
-	}
-	for _, tc := range spec.TopologySpreadConstraints {
-		if tc.WhenUnsatisfiable == v1.DoNotSchedule {
-			return false
-		}
-	}
 	if len(spec.ResourceClaims) > 0 {
 		return false
 	}
