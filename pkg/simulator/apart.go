@@ -1,6 +1,8 @@
 package simulator
 
 import (
+	"context"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,11 +15,19 @@ import (
 // apart is how copies of a pod keep apart in the filters, where CountCopies
 // has a closed form for it.
 type apart struct {
-	// key: the copies' required anti-affinity to each other on this
-	// topology key allows one copy per value of it ("": none).
-	key string
+	// anti: the copies' required anti-affinity to each other allows one
+	// copy per value of its topology key.
+	anti *antiTerm
 	// spread: the copies spread over spread.key within spread.maxSkew.
 	spread *hardSpread
+}
+
+// antiTerm is one required pod anti-affinity term, as InterPodAffinity
+// reads it.
+type antiTerm struct {
+	key        string
+	selector   labels.Selector
+	namespaces []string
 }
 
 // hardSpread is one DoNotSchedule topology spread constraint, as
@@ -79,7 +89,7 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 			ns = []string{pod.Namespace}
 		}
 		if term.LabelSelector != nil && selector.Matches(labels.Set(pod.Labels)) && contains(ns, pod.Namespace) {
-			a.key = term.TopologyKey
+			a.anti = &antiTerm{key: term.TopologyKey, selector: selector, namespaces: ns}
 		}
 		return a, true
 	}
@@ -132,6 +142,47 @@ func contains(list []string, s string) bool {
 	return false
 }
 
+// withoutAntiAffinity is pod without its required pod anti-affinity.
+func withoutAntiAffinity(pod *v1.Pod) *v1.Pod {
+	c := *pod
+	aff := *pod.Spec.Affinity
+	anti := *aff.PodAntiAffinity
+	anti.RequiredDuringSchedulingIgnoredDuringExecution = nil
+	aff.PodAntiAffinity = &anti
+	c.Spec.Affinity = &aff
+	return &c
+}
+
+// taken are the values of at's topology key that a pod at selects
+// already runs in: InterPodAffinity keeps the pod off their nodes. It
+// reads every pod of the cluster, node by node in parallel, and stops with
+// ctx's cause when ctx ends.
+func taken(ctx context.Context, at *antiTerm, all []fwk.NodeInfo) (map[string]bool, error) {
+	has := make([]bool, len(all))
+	parallel(ctx, len(all), func(i int) {
+		if _, keyed := all[i].Node().Labels[at.key]; !keyed {
+			return
+		}
+		for _, pi := range all[i].GetPods() {
+			p := pi.GetPod()
+			if contains(at.namespaces, p.Namespace) && at.selector.Matches(labels.Set(p.Labels)) {
+				has[i] = true
+				return
+			}
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx) // nodes left unread
+	}
+	out := map[string]bool{}
+	for i, ni := range all {
+		if has[i] {
+			out[ni.Node().Labels[at.key]] = true
+		}
+	}
+	return out, nil
+}
+
 // withoutHardSpread is pod without its DoNotSchedule spread constraints.
 func withoutHardSpread(pod *v1.Pod) *v1.Pod {
 	c := *pod
@@ -156,32 +207,44 @@ func withoutHardSpread(pod *v1.Pod) *v1.Pod {
 // placing ends with the fewest, M, at the least F_d (a domain below any
 // F_d's end is one more copy can go to), every domain filled to
 // min(F_d, M+maxSkew) or left at c_d when it starts above that: so the
-// copies are the sum of those fills.
-func spreadCopies(sp *hardSpread, pod *v1.Pod, all, feasible []fwk.NodeInfo, req v1.ResourceList) int64 {
+// copies are the sum of those fills. It stops with ctx's cause when ctx
+// ends.
+func spreadCopies(ctx context.Context, sp *hardSpread, pod *v1.Pod, all, feasible []fwk.NodeInfo, req v1.ResourceList) (int64, error) {
 	var required nodeaffinity.RequiredNodeAffinity
 	if sp.honorNodeAff {
 		required = nodeaffinity.GetRequiredNodeAffinity(pod)
 	}
-	counted := map[string]int64{} // c_d
-	for _, ni := range all {
-		node := ni.Node()
-		value, has := node.Labels[sp.key]
-		if !has {
-			continue
+	// The matching pods of each node the spread counts (-1: not counted),
+	// node by node in parallel: every pod of the cluster is read.
+	matching := make([]int64, len(all))
+	parallel(ctx, len(all), func(i int) {
+		node := all[i].Node()
+		matching[i] = -1
+		if _, has := node.Labels[sp.key]; !has {
+			return
 		}
 		if sp.honorNodeAff {
 			if match, _ := required.Match(node); !match {
-				continue
+				return
 			}
 		}
-		n := counted[value]
-		for _, pi := range ni.GetPods() {
+		n := int64(0)
+		for _, pi := range all[i].GetPods() {
 			p := pi.GetPod()
 			if p.DeletionTimestamp == nil && p.Namespace == pod.Namespace && sp.selector.Matches(labels.Set(p.Labels)) {
 				n++
 			}
 		}
-		counted[value] = n
+		matching[i] = n
+	})
+	if err := ctx.Err(); err != nil {
+		return 0, context.Cause(ctx) // nodes left uncounted
+	}
+	counted := map[string]int64{} // c_d
+	for i, n := range matching {
+		if n >= 0 {
+			counted[all[i].Node().Labels[sp.key]] += n
+		}
 	}
 	room := map[string]int64{}
 	for _, ni := range feasible {
@@ -206,5 +269,5 @@ func spreadCopies(sp *hardSpread, pod *v1.Pod, all, feasible []fwk.NodeInfo, req
 			n += fill - c
 		}
 	}
-	return n
+	return n, nil
 }

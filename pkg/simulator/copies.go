@@ -46,24 +46,40 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 		return 0, false, nil
 	}
 	filtered := pod
-	if a.spread != nil {
+	switch {
+	case a.spread != nil:
 		// The other filters, without the spread the count does itself.
 		filtered = withoutHardSpread(pod)
+	case a.anti != nil:
+		// Likewise the anti-affinity: the domains it keeps the copies
+		// out of are read once (taken), not by InterPodAffinity's
+		// PreFilter, which reads every pod against the term, at more cost.
+		filtered = withoutAntiAffinity(pod)
 	}
 	_, f, _, done, err := s.filterCycle(ctx, sc, filtered, nil, nil)
 	if done || err != nil {
 		return 0, err == nil, err // no node passes
 	}
 	req := requests.Of(pod)
+	var all []fwk.NodeInfo
+	if a.spread != nil || a.anti != nil {
+		if all, err = s.snapshot.NodeInfos().List(); err != nil {
+			return 0, false, err
+		}
+	}
 	if a.spread != nil {
-		all, err := s.snapshot.NodeInfos().List()
+		n, err := spreadCopies(ctx, a.spread, pod, all, f.feasible, req)
 		if err != nil {
 			return 0, false, err
 		}
-		return int32(min(int64(max), spreadCopies(a.spread, pod, all, f.feasible, req))), true, nil
+		return int32(min(int64(max), n)), true, nil
 	}
+	var blocked map[string]bool // domains a matching pod already runs in
 	var domains sets.Set[string]
-	if a.key != "" {
+	if a.anti != nil {
+		if blocked, err = taken(ctx, a.anti, all); err != nil {
+			return 0, false, err
+		}
 		domains = sets.New[string]()
 	}
 	for _, ni := range f.feasible {
@@ -71,12 +87,14 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 			continue
 		}
 		room := fits(ni, req)
-		if value, has := ni.Node().Labels[a.key]; a.key != "" && has {
-			// One copy per domain: the first keeps the others off it.
-			if room > 0 {
-				domains.Insert(value)
+		if a.anti != nil {
+			if value, has := ni.Node().Labels[a.anti.key]; has {
+				// One copy per domain: the first keeps the others off it.
+				if room > 0 && !blocked[value] {
+					domains.Insert(value)
+				}
+				room = 0
 			}
-			room = 0
 		}
 		if n += int32(min(int64(max-n), room)); n >= max {
 			return max, true, nil
