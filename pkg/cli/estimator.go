@@ -32,6 +32,7 @@ type estimatorOptions struct {
 	schedulerName              string
 	snapshot                   string
 	maxReplicas                int32
+	workers                    int
 	clusterName                string
 	karmadaKubeconfig          string
 	budget, resync             time.Duration
@@ -82,7 +83,7 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 			}
 			profiles := in.Schedulers
 			run := estimator.RunOptions{Resync: o.resync, Budget: o.budget, ClusterName: o.clusterName, GRPC: o.grpc, Serving: o.serving}
-			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName}
+			opts := estimator.Options{MaxReplicas: o.maxReplicas, SchedulerName: o.schedulerName, Workers: o.workers}
 			if err := opts.Validate(profiles); err != nil {
 				if len(o.schedulerConfig) == 0 {
 					return fmt.Errorf("%w (kube-scheduler's default profile: no --scheduler-config is given); give the --scheduler-config that configures it", err)
@@ -132,6 +133,7 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 	f.StringVar(&o.clusterName, "cluster-name", "", "this member cluster's name in Karmada: questions about another cluster are refused, as Karmada's own estimator refuses them (default: answer every question)")
 	f.StringVar(&o.karmadaKubeconfig, "karmada-kubeconfig", "", "kubeconfig file of Karmada's control plane (karmada-apiserver): a workload this cluster does not have yet is estimated from its resource template there (default: from its requests alone)")
 	f.Int32Var(&o.maxReplicas, "max-replicas", 1000, "the largest answer: copies placed per question (an answer of this many means at least this many)")
+	f.IntVar(&o.workers, "workers", 1, "questions answered at once, each on a simulation of its own of every read of the cluster (each costs the memory of one simulation)")
 	f.DurationVar(&o.budget, "answer-timeout", estimator.DefaultBudget, "longest time an answer may take; past it the answer is -1 (Karmada's scheduler waits 3s)")
 	f.DurationVar(&o.resync, "resync", 30*time.Second, "how often the live cluster is simulated afresh")
 	f.StringVar(&o.optIn, "opt-in-namespaces", "", "label selector of the namespaces whose pods rebalancer's webhook gives rebalancer-scheduler, e.g. "+wellknown.SchedulerLabel+"="+webhook.Enabled+" (offline; live, it overrides --webhook-configuration)")
@@ -150,6 +152,9 @@ func (o *estimatorOptions) validate() error {
 	errs := o.errors()
 	if o.maxReplicas < 1 {
 		errs = append(errs, fmt.Errorf("--max-replicas %d: must be at least 1", o.maxReplicas))
+	}
+	if o.workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers %d: must be at least 1", o.workers))
 	}
 	if o.budget <= 0 {
 		errs = append(errs, fmt.Errorf("--answer-timeout %s: must be positive", o.budget))

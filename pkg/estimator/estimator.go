@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,11 +54,16 @@ type Options struct {
 	// there. Without it, or for a workload it does not have either,
 	// replicas are built from the request's requirements alone.
 	Karmada *Templates
+	// Workers are the simulations of the cluster each read opens, each
+	// answering one question at a time (0: one): questions asked at once
+	// are answered in parallel, each simulation costing the memory of one.
+	Workers int
 }
 
-// Estimator answers from the latest simulation of the cluster that Update
-// (or Run, live) gave it, one question at a time: the simulation is not safe for
-// concurrent use, and each answer forks it and reverts the fork.
+// Estimator answers from the latest simulations of the cluster that Update
+// (or Run, live) gave it, Options.Workers questions at a time: a
+// simulation is not safe for concurrent use, so each answer takes one of
+// them, forks it and reverts the fork.
 type Estimator struct {
 	o Options
 	// sess opens each simulation and plans on it, as `rebalancer plan`
@@ -67,28 +73,47 @@ type Estimator struct {
 	// is not counted unschedulable).
 	sess *session.Session
 	in   *inputs.Inputs
-	turn chan struct{} // held while the view is read or replaced
+	mu   sync.Mutex // held while the view is read or replaced
 	view *view
 }
 
-// view is one simulation of the cluster and what is looked up in it.
+// view is one read of the cluster, its simulations and what is looked up
+// in it.
 type view struct {
-	sim  *simulator.Simulator
-	stop context.CancelFunc // stops the simulation's informers
+	// free are the simulations no answer has taken; broken is closed when
+	// one can no longer be trusted (the view is dropped).
+	free     chan *worker
+	broken   chan struct{}
+	breaking sync.Once
+	// answering counts the answers under way, which the view's
+	// simulations run until they end.
+	answering sync.WaitGroup
+	stop      context.CancelFunc // stops the simulations' informers
 	// pods of each workload, bound or pending.
 	pods    map[workload][]*v1.Pod
 	classes map[string]int32 // PriorityClass values by name
 	// rooms are the pending pods ("namespace/name") the policy's plan
 	// makes room for.
 	rooms sets.Set[string]
-	seq   int // names the copies placed, each apart
-	// random breaks the scheduler's ties; reseeded for every answer, so
-	// that the same cluster gets the same answer.
-	random *rand.Rand
 	// warnings are what the session said of the read: an extender that
 	// does not answer, a webhook that cannot be counted on, usage that
 	// cannot be read.
 	warnings []string
+}
+
+// worker is one simulation of a view, and what an answer keeps of it.
+type worker struct {
+	sim *simulator.Simulator
+	seq int // names the copies placed, each apart
+	// random breaks the scheduler's ties; reseeded for every answer, so
+	// that the same cluster gets the same answer.
+	random *rand.Rand
+}
+
+// answer is one answer under way: the view, and the simulation it took.
+type answer struct {
+	*view
+	*worker
 }
 
 // New returns an Estimator that simulates in (in.Schedulers, and
@@ -100,7 +125,8 @@ func New(o Options, sess *session.Session, in *inputs.Inputs) *Estimator {
 	if o.SchedulerName == "" {
 		o.SchedulerName = v1.DefaultSchedulerName
 	}
-	return &Estimator{o: o, sess: sess, in: in, turn: make(chan struct{}, 1)}
+	o.Workers = max(o.Workers, 1)
+	return &Estimator{o: o, sess: sess, in: in}
 }
 
 // Validate refuses options no answer could come of: a SchedulerName none
@@ -149,7 +175,9 @@ func (e *Estimator) open(ctx context.Context, snap *snapshot.Snapshot, read sess
 		stop()
 		return nil, err
 	}
-	v := &view{sim: sim, stop: stop, pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string](), warnings: opened.Warnings}
+	v := &view{free: make(chan *worker, e.o.Workers), broken: make(chan struct{}), stop: stop,
+		pods: map[workload][]*v1.Pod{}, classes: map[string]int32{}, rooms: sets.New[string](), warnings: opened.Warnings}
+	v.free <- &worker{sim: sim}
 	if in.Policy != nil {
 		// The rooms the cluster's rebalancer would make now; the plan
 		// leaves the simulation as it found it.
@@ -174,10 +202,16 @@ func (e *Estimator) open(ctx context.Context, snap *snapshot.Snapshot, read sess
 	for _, pc := range snap.PriorityClasses {
 		v.classes[pc.Name] = pc.Value
 	}
-	if err := e.lock(ctx); err != nil {
-		stop()
-		return nil, err
+	for range e.o.Workers - 1 {
+		// The others, each a simulation of its own of the same read.
+		sim, err := e.sess.Simulate(ctx, opened, snap)
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		v.free <- &worker{sim: sim}
 	}
+	e.mu.Lock()
 	if e.view == nil || !slices.Equal(e.view.warnings, v.warnings) {
 		// Said when they change, not at every read.
 		for _, w := range v.warnings {
@@ -185,15 +219,18 @@ func (e *Estimator) open(ctx context.Context, snap *snapshot.Snapshot, read sess
 		}
 	}
 	e.replace(v)
-	e.unlock()
+	e.mu.Unlock()
 	return snap, nil
 }
 
-// replace makes v the view (nil: none) and stops the one it replaces; the
-// caller holds the turn.
+// replace makes v the view (nil: none) and stops the one it replaces once
+// its answers under way have ended; the caller holds mu.
 func (e *Estimator) replace(v *view) {
-	if e.view != nil {
-		e.view.stop()
+	if old := e.view; old != nil {
+		go func() {
+			old.answering.Wait()
+			old.stop()
+		}()
 	}
 	e.view = v
 }
@@ -219,46 +256,47 @@ func (e *Estimator) Ready() bool {
 	if !e.o.Templates.HasSynced() || !e.o.Karmada.HasSynced() {
 		return false
 	}
-	select {
-	case e.turn <- struct{}{}:
-		defer e.unlock()
-		return e.view != nil
-	default:
-		return true // busy answering, so ready
-	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.view != nil
 }
 
-func (e *Estimator) lock(ctx context.Context) error {
-	select {
-	case e.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the simulation: %w", context.Cause(ctx))
-	}
-}
-
-func (e *Estimator) unlock() { <-e.turn }
-
-// with runs fn on the current view, in a fork of its simulation that is
-// reverted after.
-func (e *Estimator) with(ctx context.Context, fn func(*view) error) error {
-	if err := e.lock(ctx); err != nil {
-		return err
-	}
-	defer e.unlock()
+// with runs fn on the current view, in a fork of one of its simulations,
+// the first one free, that is reverted after.
+func (e *Estimator) with(ctx context.Context, fn func(*answer) error) error {
+	e.mu.Lock()
 	v := e.view
+	if v != nil {
+		v.answering.Add(1)
+	}
+	e.mu.Unlock()
 	if v == nil {
 		return ErrNotReady
 	}
-	f := v.sim.Fork()
-	v.random = rand.New(rand.NewPCG(1, 1))
-	err := fn(v)
-	if rerr := v.sim.Revert(f); rerr != nil {
-		// The simulation can no longer be trusted: drop it until the
-		// next Update.
-		e.replace(nil)
+	defer v.answering.Done()
+	var w *worker
+	select {
+	case w = <-v.free:
+	case <-v.broken:
+		return ErrNotReady
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the simulation: %w", context.Cause(ctx))
+	}
+	f := w.sim.Fork()
+	w.random = rand.New(rand.NewPCG(1, 1))
+	err := fn(&answer{view: v, worker: w})
+	if rerr := w.sim.Revert(f); rerr != nil {
+		// The simulation can no longer be trusted: drop the view until
+		// the next Update.
+		v.breaking.Do(func() { close(v.broken) })
+		e.mu.Lock()
+		if e.view == v {
+			e.replace(nil)
+		}
+		e.mu.Unlock()
 		return errors.Join(err, rerr)
 	}
+	v.free <- w
 	return err
 }
 
@@ -309,7 +347,7 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 	}
 	var n int32
 	var from string
-	err := e.with(ctx, func(v *view) error {
+	err := e.with(ctx, func(v *answer) error {
 		var pod *v1.Pod
 		switch newest := v.newest(w); {
 		case member != nil:
@@ -356,7 +394,7 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 // order the request lists them, until one replica finds no node.
 func (e *Estimator) MaxAvailableComponentSets(ctx context.Context, req *pb.MaxAvailableComponentSetsRequest) (int32, error) {
 	var sets int32
-	err := e.with(ctx, func(v *view) error {
+	err := e.with(ctx, func(v *answer) error {
 		type part struct {
 			pod      *v1.Pod
 			replicas int32
@@ -414,7 +452,7 @@ func (e *Estimator) UnschedulableReplicas(ctx context.Context, ref *pb.ObjectRef
 		return 0, errors.New("resource: kind and name are required")
 	}
 	var n int32
-	err := e.with(ctx, func(v *view) error {
+	err := e.with(ctx, func(v *answer) error {
 		now := v.sim.Now()
 		for _, pod := range v.pods[w] {
 			since, ok := makeroom.UnschedulableSince(pod)
@@ -453,7 +491,7 @@ func (v *view) prioritize(pod *v1.Pod) {
 }
 
 // assume places the assumed workloads' replicas, as many as fit.
-func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedulerName string) error {
+func (v *answer) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedulerName string) error {
 	for i, a := range assumed {
 		for j, c := range a.GetComponents() {
 			field := fmt.Sprintf("assumedWorkloads[%d].components[%d].replicaRequirements", i, j)
@@ -477,7 +515,7 @@ func (v *view) assume(ctx context.Context, assumed []*pb.AssumedWorkload, schedu
 // place places up to n copies of pod, one scheduling cycle each as
 // kube-scheduler runs it (its node sampling included), and returns how
 // many found a node: it stops at the first that finds none.
-func (v *view) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
+func (v *answer) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
 	if !v.modelled(pod) {
 		return 0, fmt.Errorf("replicas of %s are placed by %q, which is not configured (--scheduler-config)", klog.KObj(pod), v.sim.SchedulerOf(pod))
 	}
@@ -498,7 +536,7 @@ func (v *view) place(ctx context.Context, pod *v1.Pod, n int32) (int32, error) {
 }
 
 // modelled says whether the simulation has the profile of pod's scheduler.
-func (v *view) modelled(pod *v1.Pod) bool {
+func (v *answer) modelled(pod *v1.Pod) bool {
 	name := v.sim.SchedulerOf(pod)
 	for _, sc := range v.sim.Schedulers() {
 		if sc.Profile.SchedulerName == name {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -608,5 +609,88 @@ func TestUsageCountsOverTheSessionsWindow(t *testing.T) {
 		if err != nil || (got > 0) != tc.fit {
 			t.Errorf("window %s: %d replicas (%v), want some: %t", tc.window, got, err, tc.fit)
 		}
+	}
+}
+
+// Questions asked at once, answered on two simulations in parallel, get
+// the answers one simulation gives them one at a time: replicas of a
+// request, a Deployment's kept apart by anti-affinity or spread over the
+// zones (counted in closed form), and ones placed one by one after
+// assumed workloads.
+func TestParallelAnswersAgreeWithSerialOnes(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	ns := nodes(12, "4", "8Gi")
+	for i, n := range ns {
+		n.Labels[v1.LabelTopologyZone] = []string{"a", "b", "c"}[i%3]
+	}
+	spread := func(p *v1.Pod) {
+		p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelTopologyZone,
+			WhenUnsatisfiable: v1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "api"}}}}
+	}
+	snap := &snapshot.Snapshot{Nodes: ns, Pods: []*v1.Pod{
+		deploymentPod("web", "node-0", 0, antiAffinity("web")),
+		deploymentPod("api", "node-1", 0, spread), deploymentPod("api", "node-4", 1, spread),
+	}}
+	assumed := request(t, "250m", "256Mi")
+	assumed.AssumedWorkloads = []*pb.AssumedWorkload{{Namespace: "default", Components: []*pb.Component{{Name: "a", Replicas: 9,
+		ReplicaRequirements: &pb.ComponentReplicaRequirements{ResourceRequestBytes: quantities(t, v1.ResourceList{
+			v1.ResourceCPU: resource.MustParse("1500m"), v1.ResourceMemory: resource.MustParse("1Gi")})}}}}}
+	type question struct {
+		object string
+		req    *pb.MaxAvailableReplicasRequest
+	}
+	var questions []question
+	for _, size := range [][2]string{{"100m", "128Mi"}, {"1", "1Gi"}, {"3", "6Gi"}} {
+		questions = append(questions, question{"", request(t, size[0], size[1])},
+			question{"kind=Deployment, name=default/web", request(t, size[0], size[1])},
+			question{"kind=Deployment, name=default/api", request(t, size[0], size[1])})
+	}
+	questions = append(questions, question{"", assumed}, question{"kind=Deployment, name=default/api", assumed})
+	serial := estimatorFor(t, ctx, snap, 1000)
+	want := make([]int32, len(questions))
+	for i, q := range questions {
+		n, err := serial.MaxAvailableReplicas(ctx, q.object, q.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = n
+	}
+	t.Logf("one at a time: %v", want)
+	e := newEstimator(Options{MaxReplicas: 1000, Workers: 2}, defaultProfiles(t), nil)
+	if err := e.Update(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := make([]int32, 8*len(questions))
+	errs := make([]error, len(got))
+	for c := range 8 {
+		wg.Go(func() {
+			for i, q := range questions {
+				got[c*len(questions)+i], errs[c*len(questions)+i] = e.MaxAvailableReplicas(ctx, q.object, q.req)
+			}
+		})
+	}
+	wg.Wait()
+	for k, n := range got {
+		if i := k % len(questions); errs[k] != nil || n != want[i] {
+			t.Errorf("question %d (%q), caller %d: %d (%v), one at a time %d", i, questions[i].object, k/len(questions), n, errs[k], want[i])
+		}
+	}
+}
+
+// An answer still being worked out when the budget ends is answered -1
+// then, not when the work ends.
+func TestAnswerGivenAtTheBudget(t *testing.T) {
+	logger, ctx := testutil.Context(t)
+	srv := NewServer(logger, newEstimator(Options{MaxReplicas: 10}, defaultProfiles(t), nil), 50*time.Millisecond, "", nil)
+	release := make(chan struct{})
+	defer close(release)
+	start := time.Now()
+	n := srv.answer(ctx, "MaxAvailableReplicas", "", func(context.Context) (int32, string, error) {
+		<-release // a cycle that does not look at its context
+		return 5, "", nil
+	})
+	if elapsed := time.Since(start); n != NoOpinion || elapsed > time.Second {
+		t.Errorf("answered %d after %s, want -1 at the budget of 50ms", n, elapsed)
 	}
 }

@@ -97,14 +97,36 @@ func (s *Server) GetUnschedulableReplicas(ctx context.Context, req *pb.Unschedul
 	return &pb.UnschedulableReplicasResponse{UnschedulableReplicas: n}, nil
 }
 
-// answer runs fn within the budget; trouble is logged and answered
-// NoOpinion. fn says where the replicas it placed came from, "" when
-// there is nothing to say; the log line says it too.
+// answer runs fn within the budget, or the caller's deadline when it is
+// sooner; trouble is logged and answered NoOpinion. fn says where the
+// replicas it placed came from, "" when there is nothing to say; the log
+// line says it too. The answer is given when the budget ends, even if fn
+// is still in a scheduling cycle then: fn stops at its next look at ctx.
 func (s *Server) answer(ctx context.Context, method, object string, fn func(context.Context) (int32, string, error)) int32 {
 	start := time.Now()
 	ctx, cancel := context.WithTimeoutCause(ctx, s.budget, fmt.Errorf("no answer within %s", s.budget))
 	defer cancel()
-	n, from, err := fn(ctx)
+	type result struct {
+		n    int32
+		from string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, from, err := fn(ctx)
+		done <- result{n, from, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		select {
+		case r = <-done: // ended together: the answer stands
+		default:
+			r.err = context.Cause(ctx)
+		}
+	}
+	n, from, err := r.n, r.from, r.err
 	elapsed := time.Since(start)
 	s.metrics.duration.WithLabelValues(method).Observe(elapsed.Seconds())
 	kv := []any{"method", method, "object", object}
