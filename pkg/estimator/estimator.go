@@ -3,7 +3,8 @@
 // by simulation: how many more replicas of a workload fit is found by
 // placing copies of its pod, one by one, with the cluster's own scheduler
 // profile, in a fork of rebalancer's simulated cluster, until one finds no
-// node. Inter-pod affinity and anti-affinity, topology spread, taints,
+// node (or counting them in one filter pass, where the way they meet has a
+// closed form: Simulator.CountCopies). Inter-pod affinity and anti-affinity, topology spread, taints,
 // node affinity, DRA devices and the profile's own filters all count, as
 // they do when the replicas are created; a count of free resources per
 // node counts none of them.
