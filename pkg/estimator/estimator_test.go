@@ -655,7 +655,6 @@ func TestParallelAnswersAgreeWithSerialOnes(t *testing.T) {
 		}
 		want[i] = n
 	}
-	t.Logf("one at a time: %v", want)
 	e := newEstimator(Options{MaxReplicas: 1000, Workers: 2}, defaultProfiles(t), nil)
 	if err := e.Update(ctx, snap); err != nil {
 		t.Fatal(err)

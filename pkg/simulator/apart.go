@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +89,7 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 		if len(ns) == 0 {
 			ns = []string{pod.Namespace}
 		}
-		if term.LabelSelector != nil && selector.Matches(labels.Set(pod.Labels)) && contains(ns, pod.Namespace) {
+		if term.LabelSelector != nil && selector.Matches(labels.Set(pod.Labels)) && slices.Contains(ns, pod.Namespace) {
 			a.anti = &antiTerm{key: term.TopologyKey, selector: selector, namespaces: ns}
 		}
 		return a, true
@@ -98,7 +99,7 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 		return a, false
 	}
 	honor := tc.NodeAffinityPolicy == nil || *tc.NodeAffinityPolicy == v1.NodeInclusionPolicyHonor
-	if honor && !contains(sc.filters, names.NodeAffinity) {
+	if honor && !slices.Contains(sc.filters, names.NodeAffinity) {
 		return a, false // copies may land on nodes the spread does not count
 	}
 	for _, pc := range sc.profile.PluginConfig {
@@ -133,15 +134,6 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 	return a, true
 }
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 // withoutAntiAffinity is pod without its required pod anti-affinity.
 func withoutAntiAffinity(pod *v1.Pod) *v1.Pod {
 	c := *pod
@@ -165,7 +157,7 @@ func taken(ctx context.Context, at *antiTerm, all []fwk.NodeInfo) (map[string]bo
 		}
 		for _, pi := range all[i].GetPods() {
 			p := pi.GetPod()
-			if contains(at.namespaces, p.Namespace) && at.selector.Matches(labels.Set(p.Labels)) {
+			if slices.Contains(at.namespaces, p.Namespace) && at.selector.Matches(labels.Set(p.Labels)) {
 				has[i] = true
 				return
 			}
