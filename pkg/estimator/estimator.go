@@ -251,10 +251,12 @@ func (e *Estimator) Shutdown() {
 	e.o.Karmada.Shutdown()
 }
 
-// Ready says whether the cluster has been read, and the workloads'
-// templates (the member's and Karmada's, when set) listed.
+// Ready says whether the cluster has been read and its workloads'
+// templates listed. Karmada's control plane is not waited for: it is asked
+// only about workloads the member does not run, which are answered no
+// opinion until its templates are listed.
 func (e *Estimator) Ready() bool {
-	if !e.o.Templates.HasSynced() || !e.o.Karmada.HasSynced() {
+	if !e.o.Templates.HasSynced() {
 		return false
 	}
 	e.mu.Lock()
@@ -324,33 +326,50 @@ const (
 	fromRequestNotFound  = fromRequest + ": no template of the workload on the member or on Karmada's control plane"
 )
 
+// karmadaTemplate is w's resource template on Karmada's control plane,
+// asked only for a workload the member does not run (need): nil when there
+// is none or no control plane is set, an error (no opinion) while its
+// templates are not listed yet.
+func (e *Estimator) karmadaTemplate(w workload, need bool) (*v1.PodTemplateSpec, error) {
+	if !need || e.o.Karmada == nil {
+		return nil, nil
+	}
+	if !e.o.Karmada.HasSynced() {
+		return nil, errors.New("the resource templates of Karmada's control plane have not been read yet")
+	}
+	t, err := e.o.Karmada.Template(w)
+	if err != nil {
+		return nil, fmt.Errorf("the Karmada control plane: %w", err)
+	}
+	return t, nil
+}
+
 // maxAvailableReplicas is MaxAvailableReplicas, and where the replicas
 // came from.
 func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req *pb.MaxAvailableReplicasRequest) (int32, string, error) {
 	w, named := parseObject(object)
-	var member, karmada *v1.PodTemplateSpec
+	var member *v1.PodTemplateSpec
 	if named {
 		// Answered from the caches: a template not listed yet would
 		// answer from the request, wrongly.
-		switch {
-		case !e.o.Templates.HasSynced():
+		if !e.o.Templates.HasSynced() {
 			return 0, "", errors.New("the member's workloads have not been read yet")
-		case !e.o.Karmada.HasSynced():
-			return 0, "", errors.New("the resource templates of Karmada's control plane have not been read yet")
 		}
 		var err error
 		if member, err = e.o.Templates.Template(w); err != nil {
 			return 0, "", err
-		}
-		if karmada, err = e.o.Karmada.Template(w); err != nil {
-			return 0, "", fmt.Errorf("the Karmada control plane: %w", err)
 		}
 	}
 	var n int32
 	var from string
 	err := e.with(ctx, func(v *answer) error {
 		var pod *v1.Pod
-		switch newest := v.newest(w); {
+		newest := v.newest(w)
+		karmada, err := e.karmadaTemplate(w, named && member == nil && newest == nil)
+		if err != nil {
+			return err
+		}
+		switch {
 		case member != nil:
 			pod, from = replicaOf(w.namespace, member.Labels, &member.Spec), fromMemberTemplate
 		case newest != nil:
@@ -358,7 +377,6 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 		case karmada != nil:
 			pod, from = replicaOf(w.namespace, karmada.Labels, &karmada.Spec), fromKarmadaTemplate
 		default:
-			var err error
 			if pod, err = replicaRequirements(req.GetReplicaRequirements()).pod("replicaRequirements"); err != nil {
 				return err
 			}
@@ -380,7 +398,6 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 		// anti-affinity or a spread with a closed form, are counted in one
 		// filter pass; the others are placed one by one.
 		var counted bool
-		var err error
 		if n, counted, err = v.sim.CountCopies(ctx, pod, e.o.MaxReplicas); err != nil || counted {
 			return err
 		}

@@ -166,25 +166,25 @@ func TestKarmadasTemplateAppearingLater(t *testing.T) {
 	until(480, fromRequestNotFound)
 }
 
-// Until Karmada's templates are listed, the estimator is not ready, and a
-// question naming a workload is answered no opinion rather than from its
-// requests.
-func TestNotReadyUntilKarmadasTemplatesAreRead(t *testing.T) {
+// Until Karmada's templates are listed, a question naming a workload the
+// member does not run is answered no opinion rather than from its requests;
+// the estimator is ready all the same, and answers about other questions.
+func TestNoOpinionOnNewWorkloadsUntilKarmadasTemplatesAreRead(t *testing.T) {
 	_, ctx := testutil.Context(t)
 	karmada := NewTemplates(fake.NewClientset(deployment("web", antiAffinity("web"))))
 	e := templateEstimator(t, ctx, Options{Karmada: karmada})
-	if e.Ready() {
-		t.Error("ready before Karmada's templates are read")
+	if !e.Ready() {
+		t.Error("not ready while Karmada's templates are not read: Karmada's control plane must not hold the member's answers")
 	}
 	if _, err := e.MaxAvailableReplicas(ctx, "kind=Deployment, name=default/web", request(t, "100m", "100Mi")); err == nil {
-		t.Error("answered before Karmada's templates are read")
+		t.Error("answered about a new workload before Karmada's templates are read")
+	}
+	if _, err := e.MaxAvailableReplicas(ctx, "", request(t, "100m", "100Mi")); err != nil {
+		t.Errorf("a question naming no workload: %v", err)
 	}
 	karmada.Start(ctx)
 	if err := karmada.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
-	}
-	if !e.Ready() {
-		t.Error("not ready once the cluster and Karmada's templates are read")
 	}
 	if n, _ := ask(t, ctx, e, "web"); n != 6 {
 		t.Errorf("%d, want 6", n)

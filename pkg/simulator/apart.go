@@ -77,6 +77,9 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 	case len(antiTerms) > 1 || len(hard) > 1 || len(antiTerms) == 1 && len(hard) == 1:
 		return a, false
 	case len(antiTerms) == 1:
+		if !slices.Contains(sc.filters, names.InterPodAffinity) {
+			return a, true // the profile does not filter by it: nothing keeps the copies apart
+		}
 		term := antiTerms[0]
 		if term.NamespaceSelector != nil || len(term.MatchLabelKeys) > 0 || len(term.MismatchLabelKeys) > 0 || term.TopologyKey == "" {
 			return a, false
@@ -95,6 +98,9 @@ func apartOf(sc *scheduler, pod *v1.Pod) (a apart, ok bool) {
 		return a, true
 	}
 	tc := hard[0]
+	if !slices.Contains(sc.filters, names.PodTopologySpread) {
+		return a, true // likewise
+	}
 	if tc.MinDomains != nil && *tc.MinDomains != 1 || tc.NodeTaintsPolicy != nil && *tc.NodeTaintsPolicy == v1.NodeInclusionPolicyHonor || tc.MaxSkew < 1 {
 		return a, false
 	}

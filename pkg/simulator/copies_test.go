@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"math/rand/v2"
 	"testing"
 
@@ -58,11 +59,21 @@ func TestCountCopiesAsPlacedOneByOne(t *testing.T) {
 // seed and salt, and given to each after the cluster).
 func onRandomClusters(t *testing.T, seeds, salt uint64, cluster func(*rand.Rand) *snapshot.Snapshot, each func(context.Context, *Simulator, *rand.Rand, uint64)) {
 	t.Helper()
+	onRandomClustersOf(t, defaultProfile(t), seeds, salt, cluster, each)
+}
+
+func defaultProfile(t *testing.T) *config.KubeSchedulerProfile {
+	t.Helper()
 	cfg, err := schedprofile.Default()
 	if err != nil {
 		t.Fatal(err)
 	}
-	prof := &cfg.Profiles[0]
+	return &cfg.Profiles[0]
+}
+
+// onRandomClustersOf is onRandomClusters with the profile prof.
+func onRandomClustersOf(t *testing.T, prof *config.KubeSchedulerProfile, seeds, salt uint64, cluster func(*rand.Rand) *snapshot.Snapshot, each func(context.Context, *Simulator, *rand.Rand, uint64)) {
+	t.Helper()
 	_, ctx := testutil.Context(t)
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(seed, salt))
@@ -189,6 +200,36 @@ func TestCountCopiesApartAsPlacedOneByOne(t *testing.T) {
 	})
 	if counted < 250 || reached < 150 {
 		t.Errorf("only %d pods counted, %d short of the cap and above 0: the test shows little", counted, reached)
+	}
+}
+
+// TestCountCopiesApartWithoutTheirFilter: a profile that does not filter
+// by inter-pod affinity or topology spread places the copies as if they
+// had neither, and so does the count.
+func TestCountCopiesApartWithoutTheirFilter(t *testing.T) {
+	prof := defaultProfile(t)
+	prof.Plugins.Filter.Disabled = append(prof.Plugins.Filter.Disabled, config.Plugin{Name: names.InterPodAffinity}, config.Plugin{Name: names.PodTopologySpread})
+	counted := 0
+	onRandomClustersOf(t, prof, 20, 7, apartCluster, func(ctx context.Context, s *Simulator, r *rand.Rand, seed uint64) {
+		for k := range 6 {
+			p, _ := apartCopy(r, k)
+			p.Name = fmt.Sprintf("copy-%d-%d", seed, k)
+			const max = 300
+			got, ok, err := s.CountCopies(ctx, p, max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				continue
+			}
+			if want := placeOneByOne(t, ctx, s, p, max); got != want {
+				t.Errorf("seed %d, copy %d (%s): counted %d copies, placed one by one %d", seed, k, describe(p), got, want)
+			}
+			counted++
+		}
+	})
+	if counted < 60 {
+		t.Errorf("only %d pods counted: the test shows little", counted)
 	}
 }
 
