@@ -222,7 +222,7 @@ func (p *Plugin) fit(ctx context.Context, spec *workv1alpha2.ResourceBindingSpec
 	est := p.estimator()
 	if est == nil {
 		p.warnOnce.Do(func() {
-			klog.InfoS("No scheduler estimators: "+Name+" has no opinion on any cluster; start the scheduler with --enable-scheduler-estimator")
+			klog.InfoS("No scheduler estimators: " + Name + " has no opinion on any cluster; start the scheduler with --enable-scheduler-estimator")
 		})
 		return 0, false
 	}
