@@ -1,6 +1,7 @@
 # rebalancer — build, test and package.
 #
-#   make build      both binaries into _output/bin
+#   make build      rebalancer, rebalancer-scheduler and
+#                   rebalancer-karmada-scheduler into _output/bin
 #   make test       unit tests, Karmada's estimator client against
 #                   `rebalancer estimator`, then the e2e suite against a real
 #                   control plane that it starts and stops itself
@@ -9,10 +10,13 @@
 #   make verify     lint, go.mod tidy, the generated deep copies and the
 #                   chart's copies the same as their sources: what CI checks
 #                   before the tests
-#   make image      the container image, built in Go (no Docker engine): an
-#                   OCI layout in _output/image for linux/amd64 and linux/arm64
-#   make image-push IMAGE=registry.example.com/rebalancer:v0.1.0
-#                   push it, with the Docker config's credentials
+#   make image      the container images, built in Go (no Docker engine): OCI
+#                   layouts for linux/amd64 and linux/arm64 in _output/image
+#                   (rebalancer, rebalancer-scheduler) and
+#                   _output/image-karmada-scheduler
+#   make image-push IMAGE=registry.example.com/rebalancer:v0.1.0 \
+#                   [KARMADA_SCHEDULER_IMAGE=registry.example.com/rebalancer-karmada-scheduler:v0.1.0]
+#                   push them, with the Docker config's credentials
 #   make test-image check the image: both platforms, user, files, the binaries
 #   make release VERSION=vX.Y.Z
 #                   binaries, image tarball, chart, SBOMs and SHA256SUMS in
@@ -63,8 +67,9 @@ all: build
 # The host's binaries, built as the image's are (bin-<os>_<arch> below):
 # one compilation serves both.
 HOST_PLATFORM := $(shell $(GO) env GOOS)_$(shell $(GO) env GOARCH)
-build: bin-$(HOST_PLATFORM)
+build: bin-$(HOST_PLATFORM) bin-karmada-$(HOST_PLATFORM)
 	@for b in rebalancer rebalancer-scheduler; do rm -f $(BIN)/$$b && cp $(BIN)/$(HOST_PLATFORM)/$$b $(BIN)/; done
+	@rm -f $(BIN)/rebalancer-karmada-scheduler && cp $(BIN)/karmada-$(HOST_PLATFORM)/rebalancer-karmada-scheduler $(BIN)/
 
 test: test-unit test-karmada test-image test-e2e
 
@@ -72,6 +77,7 @@ test: test-unit test-karmada test-image test-e2e
 # simulation's forks must hold, also under the race detector.
 test-unit:
 	$(GO) test ./...
+	cd $(KARMADA_SCHEDULER) && $(GO) test ./...
 	$(GO) test -race -count=1 -run 'TestPlansAreReproducible|TestForkRevertCommit' ./pkg/planner ./pkg/simulator
 
 # Karmada's own estimator client (karmada-scheduler's) against the built
@@ -134,6 +140,7 @@ $(LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 
 lint: $(LINT)
 	$(LINT) run ./...
+	cd $(KARMADA_SCHEDULER) && $(LINT) run ./...
 	@if command -v shellcheck >/dev/null; then shellcheck hack/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
 verify: lint
@@ -141,6 +148,7 @@ verify: lint
 	hack/update-codegen.sh -check
 	$(GO) mod tidy -diff
 	cd test/karmada && $(GO) mod tidy -diff
+	cd $(KARMADA_SCHEDULER) && $(GO) mod tidy -diff
 	cd hack/tools/proto && $(GO) mod tidy -diff
 	cd hack/tools/image && $(GO) mod tidy -diff
 	cd hack/tools/sbom && $(GO) mod tidy -diff
@@ -161,6 +169,20 @@ $(BIN_TARGETS): bin-%:
 	CGO_ENABLED=0 GOOS=$(word 1,$(subst _, ,$*)) GOARCH=$(word 2,$(subst _, ,$*)) \
 		$(GO) build -trimpath -buildvcs=false -ldflags "$(LDFLAGS)" -o $(BIN)/$*/ $(CMDS)
 
+# rebalancer-karmada-scheduler, a module of its own (Karmada pins its own
+# Kubernetes versions), into $(BIN)/karmada-<os>_<arch>/ (released for Linux). It
+# reports Karmada's version with rebalancer's as build metadata.
+KARMADA_SCHEDULER := cmd/rebalancer-karmada-scheduler
+KARMADA_VERSION := $(shell cd $(KARMADA_SCHEDULER) && $(GO) list -m -f '{{.Version}}' github.com/karmada-io/karmada)
+KARMADA_SCHEDULER_VERSION := $(KARMADA_VERSION)+rebalancer.$(VERSION)
+KARMADA_LDFLAGS := $(foreach kv,gitVersion=$(KARMADA_SCHEDULER_VERSION) gitCommit=$(COMMIT) buildDate=$(BUILD_DATE),\
+	-X github.com/karmada-io/karmada/pkg/version.$(kv))
+KARMADA_BIN_TARGETS := bin-karmada-linux_amd64 bin-karmada-linux_arm64 bin-karmada-darwin_arm64
+.PHONY: $(KARMADA_BIN_TARGETS)
+$(KARMADA_BIN_TARGETS): bin-karmada-%:
+	cd $(KARMADA_SCHEDULER) && CGO_ENABLED=0 GOOS=$(word 1,$(subst _, ,$*)) GOARCH=$(word 2,$(subst _, ,$*)) \
+		$(GO) build -trimpath -buildvcs=false -ldflags "$(KARMADA_LDFLAGS)" -o $(BIN)/karmada-$*/ .
+
 # The image tool (hack/tools/image): builds, pushes and archives the image
 # with go-containerregistry.
 IMAGE_TOOL := $(BIN)/image
@@ -175,24 +197,33 @@ $(IMAGE_TOOL): $(wildcard hack/tools/image/*.go) hack/tools/image/go.mod hack/to
 # Every time in it is BUILD_DATE, so one commit gives one digest.
 IMAGE_PLATFORMS := linux/amd64 linux/arm64
 IMAGE_LAYOUT := $(CURDIR)/_output/image
-image: $(IMAGE_TOOL) $(addprefix bin-,$(subst /,_,$(IMAGE_PLATFORMS)))
+KARMADA_IMAGE_LAYOUT := $(CURDIR)/_output/image-karmada-scheduler
+image: $(IMAGE_TOOL) $(addprefix bin-,$(subst /,_,$(IMAGE_PLATFORMS))) $(addprefix bin-karmada-,$(subst /,_,$(IMAGE_PLATFORMS)))
 	$(IMAGE_TOOL) build $(foreach p,$(IMAGE_PLATFORMS),-platform $(p)=$(BIN)/$(subst /,_,$(p))) \
 		-version "$(VERSION)" -revision "$(COMMIT)" -created "$(BUILD_DATE)" -o $(IMAGE_LAYOUT)
+	$(IMAGE_TOOL) build $(foreach p,$(IMAGE_PLATFORMS),-platform $(p)=$(BIN)/karmada-$(subst /,_,$(p))) \
+		-binaries rebalancer-karmada-scheduler \
+		-version "$(VERSION)" -revision "$(COMMIT)" -created "$(BUILD_DATE)" -o $(KARMADA_IMAGE_LAYOUT)
 
 # Pushes the layout `make image` wrote, with the credentials `docker login`
-# or a credential helper keeps in the Docker config; no Docker engine.
+# or a credential helper keeps in the Docker config; no Docker engine. With
+# KARMADA_SCHEDULER_IMAGE, the rebalancer-karmada-scheduler image too.
 image-push: $(IMAGE_TOOL)
 	@if [ "$(origin IMAGE)" = file ]; then \
 		echo "image-push: say where, e.g. make image-push IMAGE=registry.example.com/rebalancer:$(VERSION)"; exit 1; fi
 	$(IMAGE_TOOL) push -layout $(IMAGE_LAYOUT) -image $(IMAGE)
+	$(if $(KARMADA_SCHEDULER_IMAGE),$(IMAGE_TOOL) push -layout $(KARMADA_IMAGE_LAYOUT) -image $(KARMADA_SCHEDULER_IMAGE))
 
 # The built image's checks (TestBuiltImage: platforms, config, files, the
 # amd64 binaries run, the arm64 ones are aarch64 ELF) and the image tool's
 # own tests (a push to an in-process registry among them).
 test-image: image
-	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(IMAGE_LAYOUT) TEST_IMAGE_VERSION="$(VERSION)" \
-		TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" TEST_IMAGE_KUBERNETES=$(K8S_VERSION) \
-		$(GO) test -count=1 ./...
+	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(IMAGE_LAYOUT) TEST_IMAGE_BINARIES=rebalancer,rebalancer-scheduler \
+		TEST_IMAGE_VERSION="$(VERSION)" TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" \
+		TEST_IMAGE_UPSTREAM=$(K8S_VERSION) $(GO) test -count=1 ./...
+	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(KARMADA_IMAGE_LAYOUT) TEST_IMAGE_BINARIES=rebalancer-karmada-scheduler \
+		TEST_IMAGE_VERSION="$(VERSION)" TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" \
+		TEST_IMAGE_UPSTREAM="$(KARMADA_SCHEDULER_VERSION)" $(GO) test -count=1 -run TestBuiltImage ./...
 
 # cyclonedx-gomod, for the release's SBOMs, from its pinned module.
 SBOM := $(BIN)/cyclonedx-gomod
@@ -212,7 +243,8 @@ $(SBOM): hack/tools/sbom/go.mod hack/tools/sbom/go.sum
 # them. GOOS and GOARCH: cyclonedx-gomod takes the package URLs' from
 # `go env`, not from the binary.
 RELEASE := $(CURDIR)/_output/release
-RELEASE_BINARIES := $(foreach p,linux_amd64 linux_arm64 darwin_arm64,$(p)/rebalancer $(p)/rebalancer-scheduler)
+RELEASE_BINARIES := $(foreach p,linux_amd64 linux_arm64 darwin_arm64,$(p)/rebalancer $(p)/rebalancer-scheduler) \
+	$(foreach p,linux_amd64 linux_arm64,karmada-$(p)/rebalancer-karmada-scheduler)
 ifneq ($(filter release,$(MAKECMDGOALS)),)
 ifeq ($(shell echo '$(VERSION)' | grep -Ex 'v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?'),)
 $(error release: VERSION "$(VERSION)" is not a semver tag vX.Y.Z or vX.Y.Z-pre: make release VERSION=v0.1.0)
@@ -221,12 +253,13 @@ endif
 release: image bin-darwin_arm64 $(HELM) $(SBOM)
 	rm -rf $(RELEASE) && mkdir -p $(RELEASE)
 	@set -e; for b in $(RELEASE_BINARIES); do \
-		p=$${b%/*}; out=$(RELEASE)/$${b#*/}-$${p/_/-}; \
+		p=$${b%/*}; p=$${p#karmada-}; out=$(RELEASE)/$${b#*/}-$${p/_/-}; \
 		echo "$$out $$out.cdx.json"; cp $(BIN)/$$b $$out; \
 		GOOS=$${p%_*} GOARCH=$${p#*_} $(SBOM) bin -json -std -noserial -notimestamp \
 			-version $(VERSION) -output $$out.cdx.json $$out; \
 	done
 	$(IMAGE_TOOL) tar -C $(IMAGE_LAYOUT) -created "$(BUILD_DATE)" -o $(RELEASE)/rebalancer-image-$(VERSION).oci.tar
+	$(IMAGE_TOOL) tar -C $(KARMADA_IMAGE_LAYOUT) -created "$(BUILD_DATE)" -o $(RELEASE)/rebalancer-karmada-scheduler-image-$(VERSION).oci.tar
 	$(HELM) package manifests/helm/rebalancer --version $(VERSION:v%=%) --app-version $(VERSION) -d $(RELEASE)
 	cd $(RELEASE) && sha256sum -- * > SHA256SUMS
 

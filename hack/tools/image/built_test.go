@@ -20,17 +20,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
-// TestBuiltImage checks the image `make image` wrote, as `make test-image`
-// runs it: TEST_IMAGE_LAYOUT is the layout, and TEST_IMAGE_VERSION,
-// _REVISION, _CREATED and _KUBERNETES what the Makefile built it with.
-// Without TEST_IMAGE_LAYOUT there is nothing to check.
+// TestBuiltImage checks an image `make image` wrote, as `make test-image`
+// runs it: TEST_IMAGE_LAYOUT is the layout, TEST_IMAGE_BINARIES its
+// binaries (comma-separated, the first the entrypoint), and
+// TEST_IMAGE_VERSION, _REVISION, _CREATED and _UPSTREAM (the Kubernetes or
+// Karmada version its scheduler reports) what the Makefile built it with. Without
+// TEST_IMAGE_LAYOUT there is nothing to check.
 func TestBuiltImage(t *testing.T) {
 	dir := os.Getenv("TEST_IMAGE_LAYOUT")
 	if dir == "" {
 		t.Skip("TEST_IMAGE_LAYOUT not set: run make test-image")
 	}
 	want := map[string]string{}
-	for _, k := range []string{"VERSION", "REVISION", "CREATED", "KUBERNETES"} {
+	for _, k := range []string{"BINARIES", "VERSION", "REVISION", "CREATED", "UPSTREAM"} {
 		if want[k] = os.Getenv("TEST_IMAGE_" + k); want[k] == "" {
 			t.Fatalf("TEST_IMAGE_%s not set", k)
 		}
@@ -52,10 +54,11 @@ func TestBuiltImage(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			labels := checkConfig(t, img, *desc.Platform, want)
+			bins := strings.Split(want["BINARIES"], ",")
+			labels := checkConfig(t, img, *desc.Platform, bins[0], want)
 			files := readFS(t, img)
 			checkFS(t, files)
-			checkBinaries(t, files, *desc.Platform, labels, want["KUBERNETES"])
+			checkBinaries(t, files, *desc.Platform, bins, labels, want["UPSTREAM"])
 		})
 	}
 	slices.Sort(platforms)
@@ -68,7 +71,7 @@ func TestBuiltImage(t *testing.T) {
 }
 
 // checkConfig checks the image's config and returns its labels.
-func checkConfig(t *testing.T, img v1.Image, p v1.Platform, want map[string]string) map[string]string {
+func checkConfig(t *testing.T, img v1.Image, p v1.Platform, entrypoint string, want map[string]string) map[string]string {
 	t.Helper()
 	cf, err := img.ConfigFile()
 	if err != nil {
@@ -77,8 +80,8 @@ func checkConfig(t *testing.T, img v1.Image, p v1.Platform, want map[string]stri
 	if cf.OS != p.OS || cf.Architecture != p.Architecture {
 		t.Errorf("config is for %s/%s, index says %s", cf.OS, cf.Architecture, p)
 	}
-	if !slices.Equal(cf.Config.Entrypoint, []string{"/rebalancer"}) {
-		t.Errorf("entrypoint %q, want [/rebalancer]", cf.Config.Entrypoint)
+	if !slices.Equal(cf.Config.Entrypoint, []string{"/" + entrypoint}) {
+		t.Errorf("entrypoint %q, want [/%s]", cf.Config.Entrypoint, entrypoint)
 	}
 	if cf.Config.User != "65532:65532" {
 		t.Errorf("user %q, want 65532:65532", cf.Config.User)
@@ -170,11 +173,11 @@ func checkFS(t *testing.T, files map[string]file) {
 // platform, and runs them where the test runs on that platform: they must
 // report the version and commit the image's labels name, and the
 // Kubernetes version k8s.
-func checkBinaries(t *testing.T, files map[string]file, p v1.Platform, labels map[string]string, k8s string) {
+func checkBinaries(t *testing.T, files map[string]file, p v1.Platform, names []string, labels map[string]string, version string) {
 	t.Helper()
 	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[p.Architecture]
 	dir := t.TempDir()
-	for _, name := range []string{"rebalancer", "rebalancer-scheduler"} {
+	for _, name := range names {
 		f, ok := files[name]
 		if !ok {
 			t.Fatalf("no /%s", name)
@@ -202,22 +205,49 @@ func checkBinaries(t *testing.T, files map[string]file, p v1.Platform, labels ma
 		return
 	}
 
-	out, err := exec.Command(filepath.Join(dir, "rebalancer"), "version", "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("rebalancer version -o json: %v", err)
+	for _, name := range names {
+		checkVersion(t, filepath.Join(dir, name), labels, version)
 	}
-	var v struct{ Version, Commit string }
-	if err := json.Unmarshal(out, &v); err != nil {
-		t.Fatalf("rebalancer version -o json: %v: %s", err, out)
-	}
-	if v.Version != labels[labelVersion] || v.Commit != labels[labelRevision] {
-		t.Errorf("rebalancer version: %s %s, want the labels' %s %s", v.Version, v.Commit, labels[labelVersion], labels[labelRevision])
-	}
-	out, err = exec.Command(filepath.Join(dir, "rebalancer-scheduler"), "--version").Output()
-	if err != nil {
-		t.Fatalf("rebalancer-scheduler --version: %v", err)
-	}
-	if first, _, _ := strings.Cut(string(out), "\n"); first != "Kubernetes "+k8s {
-		t.Errorf("rebalancer-scheduler --version: %q, want Kubernetes %s", first, k8s)
+}
+
+// checkVersion runs a binary of the image and checks the version it reports:
+// rebalancer its own (the labels'), the schedulers the upstream version they
+// are built on (Kubernetes', or Karmada's with rebalancer's as build
+// metadata).
+func checkVersion(t *testing.T, bin string, labels map[string]string, upstream string) {
+	t.Helper()
+	switch name := filepath.Base(bin); name {
+	case "rebalancer":
+		out, err := exec.Command(bin, "version", "-o", "json").Output()
+		if err != nil {
+			t.Fatalf("rebalancer version -o json: %v", err)
+		}
+		var v struct{ Version, Commit string }
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("rebalancer version -o json: %v: %s", err, out)
+		}
+		if v.Version != labels[labelVersion] || v.Commit != labels[labelRevision] {
+			t.Errorf("rebalancer version: %s %s, want the labels' %s %s", v.Version, v.Commit, labels[labelVersion], labels[labelRevision])
+		}
+	case "rebalancer-scheduler":
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil {
+			t.Fatalf("rebalancer-scheduler --version: %v", err)
+		}
+		if first, _, _ := strings.Cut(string(out), "\n"); first != "Kubernetes "+upstream {
+			t.Errorf("rebalancer-scheduler --version: %q, want Kubernetes %s", first, upstream)
+		}
+	case "rebalancer-karmada-scheduler":
+		out, err := exec.Command(bin, "version").Output()
+		if err != nil {
+			t.Fatalf("rebalancer-karmada-scheduler version: %v", err)
+		}
+		for _, want := range []string{`GitVersion:"` + upstream + `"`, `GitCommit:"` + labels[labelRevision] + `"`} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("rebalancer-karmada-scheduler version: %q, want %s", out, want)
+			}
+		}
+	default:
+		t.Errorf("/%s: no version check for this binary", name)
 	}
 }

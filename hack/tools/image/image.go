@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -30,7 +31,6 @@ const (
 	labelCreated  = "org.opencontainers.image.created"
 	source        = "https://github.com/rebalancer-dev/rebalancer"
 	licenses      = "Apache-2.0"
-	entrypoint    = "/rebalancer"
 	// refName names the index in the layout, as `docker buildx --output
 	// type=oci` does, so skopeo, crane and oras can pick it by tag.
 	refName = "org.opencontainers.image.ref.name"
@@ -39,6 +39,7 @@ const (
 // buildOptions is what `image build` is told.
 type buildOptions struct {
 	platforms map[string]string // os/arch: the directory of its binaries
+	binaries  []string          // their names; the first is the entrypoint
 	version   string
 	revision  string
 	created   time.Time
@@ -63,7 +64,7 @@ func buildIndex(o buildOptions) (v1.ImageIndex, error) {
 		if err != nil {
 			return nil, err
 		}
-		img, err := platformImage(*platform, base, o.platforms[p], labels, o.created)
+		img, err := platformImage(*platform, base, o.platforms[p], o.binaries, labels, o.created)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -74,9 +75,10 @@ func buildIndex(o buildOptions) (v1.ImageIndex, error) {
 	return mutate.Annotations(idx, labels).(v1.ImageIndex), nil
 }
 
-// platformImage is the image of one platform, its binaries from binDir.
-func platformImage(p v1.Platform, base v1.Layer, binDir string, labels map[string]string, created time.Time) (v1.Image, error) {
-	bins, err := binaryEntries(binDir)
+// platformImage is the image of one platform, its binaries from binDir, the
+// first the entrypoint.
+func platformImage(p v1.Platform, base v1.Layer, binDir string, names []string, labels map[string]string, created time.Time) (v1.Image, error) {
+	bins, err := binaryEntries(binDir, names)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +90,7 @@ func platformImage(p v1.Platform, base v1.Layer, binDir string, labels map[strin
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: at, CreatedBy: "hack/tools/image: CA roots, passwd, group, /home/nonroot, /tmp"}},
-		mutate.Addendum{Layer: binLayer, History: v1.History{Created: at, CreatedBy: "hack/tools/image: /rebalancer, /rebalancer-scheduler"}},
+		mutate.Addendum{Layer: binLayer, History: v1.History{Created: at, CreatedBy: "hack/tools/image: /" + strings.Join(names, ", /")}},
 	)
 	if err != nil {
 		return nil, err
@@ -100,7 +102,7 @@ func platformImage(p v1.Platform, base v1.Layer, binDir string, labels map[strin
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
 	cf.Created = at
-	cf.Config = v1.Config{Entrypoint: []string{entrypoint}, User: nonrootUser, Labels: labels}
+	cf.Config = v1.Config{Entrypoint: []string{"/" + names[0]}, User: nonrootUser, Labels: labels}
 	return mutate.ConfigFile(img, cf)
 }
 

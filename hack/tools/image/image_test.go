@@ -37,7 +37,7 @@ func fakeBinaries(t *testing.T, platform string) string {
 // writeTestLayout builds an image of fake binaries into a layout.
 func writeTestLayout(t *testing.T, dir string, bins map[string]string) string {
 	t.Helper()
-	idx, err := buildIndex(buildOptions{platforms: bins, version: "v0.1.0", revision: "abc", created: testCreated})
+	idx, err := buildIndex(buildOptions{platforms: bins, binaries: []string{"rebalancer", "rebalancer-scheduler"}, version: "v0.1.0", revision: "abc", created: testCreated})
 	if err != nil {
 		t.Fatal(err)
 	}

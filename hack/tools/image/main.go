@@ -82,6 +82,7 @@ func runBuild(args []string) error {
 	fs := flag.NewFlagSet("build", flag.ExitOnError)
 	o := buildOptions{platforms: platformFlag{}}
 	fs.Var(platformFlag(o.platforms), "platform", "os/arch=dir: a platform and the directory of its binaries (repeat per platform)")
+	binaries := fs.String("binaries", "rebalancer,rebalancer-scheduler", "the binaries of each platform's directory to put at /, comma-separated; the first is the entrypoint")
 	fs.StringVar(&o.version, "version", "", "the version label")
 	fs.StringVar(&o.revision, "revision", "", "the revision label: the git commit")
 	created := createdFlag(fs)
@@ -91,9 +92,10 @@ func runBuild(args []string) error {
 	if o.created, err = parseCreated(*created); err != nil {
 		return err
 	}
-	if len(o.platforms) == 0 || o.version == "" {
-		return errors.New("-platform and -version are required")
+	if len(o.platforms) == 0 || o.version == "" || *binaries == "" {
+		return errors.New("-platform, -version and -binaries are required")
 	}
+	o.binaries = strings.Split(*binaries, ",")
 	idx, err := buildIndex(o)
 	if err != nil {
 		return err

@@ -72,10 +72,10 @@ func caBundle() []byte {
 	return b.Bytes()
 }
 
-// binaryEntries are the binaries of one platform from dir, at /.
-func binaryEntries(dir string) ([]entry, error) {
+// binaryEntries are the named binaries of one platform from dir, at /.
+func binaryEntries(dir string, names []string) ([]entry, error) {
 	var es []entry
-	for _, name := range []string{"rebalancer", "rebalancer-scheduler"} {
+	for _, name := range names {
 		data, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			return nil, err
