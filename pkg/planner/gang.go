@@ -104,6 +104,11 @@ func (p *planner) gangMustStay(pod *v1.Pod) (why, detail string) {
 // (filter) and every check a move passes. All members enter the plan, or
 // none, and pod is skipped as gang with the first refusal.
 func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, filter func(*v1.Pod) bool) error {
+	refusal := profile + "/" + strategy + "/" + gangKey(pod)
+	if r, ok := p.refusedGangs[refusal]; ok && r.version == p.version && r.member.UID != pod.UID {
+		p.skip(profile, strategy, pod, plan.ReasonGang, gangRefusal(pod, r.member, r.why, r.detail))
+		return errSkipped
+	}
 	g := &gangMove{name: gang.Name(pod), asked: pod.UID}
 	members := p.gangMembers(pod)
 	p.logger.V(2).Info("Moving a gang whole", "pod", klog.KObj(pod), "gang", gang.Of(pod), "members", len(members))
@@ -150,6 +155,9 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 			p.skip(profile, strategy, pod, plan.ReasonGang, gangRefusal(pod, g.refusedPod, g.refusedWhy, g.refused))
 		}
 		if refused(err) {
+			if g.refusedPod != nil && g.refusedPod.UID != pod.UID {
+				p.refuseGang(refusal, g)
+			}
 			return errSkipped
 		}
 		return err
@@ -157,6 +165,28 @@ func (p *planner) moveGang(ctx context.Context, profile, strategy string, pod *v
 	tx.Commit()
 	p.logger.V(2).Info("Gang moved whole", "pod", klog.KObj(pod), "gang", gang.Of(pod), "members", len(members))
 	return nil
+}
+
+// gangRefused is a gang whose move a strategy asked for and the plan
+// refused, for a member other than the one asked about, at plan version
+// version (after the refusal was rolled back).
+type gangRefused struct {
+	version     uint64
+	member      *v1.Pod
+	why, detail string
+}
+
+// refuseGang remembers the refusal of g under key (profile, strategy and
+// gang): until a move enters or leaves the plan, the strategy asking about
+// another member is refused for the same member at once. Judging the whole
+// gang again would place the same members on the same simulation, and a
+// strategy asks about every member of a gang it wants moved: a gang of n
+// members refused would otherwise cost n² predictions.
+func (p *planner) refuseGang(key string, g *gangMove) {
+	if p.refusedGangs == nil {
+		p.refusedGangs = map[string]gangRefused{}
+	}
+	p.refusedGangs[key] = gangRefused{version: p.version, member: g.refusedPod, why: g.refusedWhy, detail: g.refused}
 }
 
 // gangRefusal says why pod, a gang's member, is not moved: member, another

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -110,6 +111,59 @@ func TestGangsMoveWhole(t *testing.T) {
 			t.Errorf("the misplaced member is not skipped as %s for its member's no-fit: %+v", plan.ReasonGang, p.Skipped)
 		}
 	})
+}
+
+// TestRefusedGangIsNotJudgedAgain: a strategy asks about every member of a
+// gang it wants moved. Once the gang is refused for a member other than the
+// one asked about, asking about another member while no move enters or
+// leaves the plan refuses it at once, naming the same member, instead of
+// judging the whole gang again (n members asked about would cost n² member
+// moves).
+func TestRefusedGangIsNotJudgedAgain(t *testing.T) {
+	c := thinCluster(3)
+	var members []*v1.Pod
+	for i := range 4 {
+		tainted := c.node(fmt.Sprintf("tainted-%d", i), "8", "32Gi", noSchedule)
+		for range 3 {
+			m := c.pod("default", "train", "Job", tainted.Name, "500m", "512Mi")
+			m.Labels[gang.PodGroupLabel] = "train"
+			members = append(members, m)
+		}
+	}
+	// One member fits on no node but its own: the gang cannot move.
+	stuck := members[len(members)-1]
+	stuck.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("7500m")
+
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(2)))
+	pol, prof := loadPair(t, "binpacking")
+	p, err := planOn(klog.NewContext(context.Background(), logger), pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := map[string]plan.Skip{}
+	for _, s := range p.Skipped {
+		if s.Strategy == "RemovePodsViolatingNodeTaints" {
+			skipped[s.UID] = s
+		}
+	}
+	for _, m := range members[:len(members)-1] {
+		s, ok := skipped[string(m.UID)]
+		if !ok || s.Reason != plan.ReasonGang || !strings.Contains(s.Detail, "default/"+stuck.Name) || !strings.Contains(s.Detail, plan.ReasonNoFit) {
+			t.Errorf("member %s: skip %+v, want %s naming %s's %s", m.Name, s, plan.ReasonGang, stuck.Name, plan.ReasonNoFit)
+		}
+	}
+	for _, m := range p.Moves {
+		if m.Gang != "" {
+			t.Errorf("a member moved though the gang cannot: %+v", m)
+		}
+	}
+	// Per strategy that asks (the taint plugin, then Consolidation's
+	// drains): once, and once more when the stuck member itself is asked
+	// about (its own refusal is its own reason); not once per member.
+	judged := strings.Count(logger.GetSink().(ktesting.Underlier).GetBuffer().String(), "Moving a gang whole")
+	if judged == 0 || judged > 4 {
+		t.Errorf("the gang was judged whole %d times for %d members asked about, want at most twice per strategy", judged, len(members))
+	}
 }
 
 // TestDropTakesTheGangWhole: when the plan's replay drops one member's

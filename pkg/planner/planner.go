@@ -313,6 +313,10 @@ type planner struct {
 	// budget spendings and refunds counted) is unchanged.
 	stayers map[string]gangStayer
 	spent   uint64
+	// refusedGangs remembers gangs refused whole (refuseGang) while
+	// version, counting every move entering or leaving the plan, stands.
+	refusedGangs map[string]gangRefused
+	version      uint64
 }
 
 type profileRunner struct {

@@ -24,6 +24,7 @@ type applied struct {
 // count adds a move to the limits and budgets it spends (delta 1) or takes
 // it back out (delta -1).
 func (p *planner) count(a applied, delta int) {
+	p.version++ // a move entered or left the plan
 	if delta > 0 {
 		p.moved.Insert(a.pod)
 		p.replacements.Insert(a.replacement)
