@@ -71,6 +71,8 @@ func child(sub string, args []string) error {
 		m, err = benchHint(ctx, *nodes, *count)
 	case "thin":
 		m, err = benchThin(ctx, *nodes)
+	case "gang":
+		m, err = benchGang(ctx, *nodes, *count)
 	case "estimate":
 		m, err = benchEstimate(ctx, *nodes, *count)
 	case "prioritize":

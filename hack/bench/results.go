@@ -12,7 +12,10 @@ type Results struct {
 	PlanFileJSON PlanFileResult `json:"plan_file_json_5000"`
 	// PlanThin is one plan of the shipped pair on a thin fleet of 5,000
 	// identical nodes of 30 small pods each (thin.go).
-	PlanThin            ThinResult `json:"plan_thin_5000"`
+	PlanThin ThinResult `json:"plan_thin_5000"`
+	// PlanGang is one plan of the shipped pair on 1,000 nodes holding a
+	// gang of 10,000 members (gang.go).
+	PlanGang            GangResult `json:"plan_gang_10000"`
 	PredictionsPerS5000 float64    `json:"predictions_per_s_5000"`
 	HintOverheadPct     float64    `json:"hint_overhead_pct"`
 	HintOverheadHinted  float64    `json:"hint_overhead_hinted_pct"`
@@ -76,6 +79,16 @@ type ThinResult struct {
 	Moves   int     `json:"moves"`
 	// Emptied are the nodes the plan empties.
 	Emptied int `json:"emptied"`
+}
+
+// GangResult is one plan of a cluster holding a gang.
+type GangResult struct {
+	Seconds float64 `json:"s"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Moves   int     `json:"moves"`
+	// GangSkips are the evictions skipped because their gang cannot move
+	// whole.
+	GangSkips int `json:"gang_skips"`
 }
 
 // PlanFileResult is one `rebalancer plan --snapshot` of a snapshot file.
