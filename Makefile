@@ -147,6 +147,7 @@ verify: lint
 	cd hack/tools/image && $(GO) mod tidy -diff
 	cd hack/tools/sbom && $(GO) mod tidy -diff
 	cd hack/tools/k8s-prev && $(GO) mod tidy -diff
+	cd hack/tools/karmada && $(GO) mod tidy -diff
 	cd hack/tools/codegen && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
