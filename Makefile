@@ -81,6 +81,14 @@ KARMADA_TAGS := kubernetes_protomessage_one_more_release
 test-karmada: build
 	cd test/karmada && REBALANCER=$(BIN)/rebalancer $(GO) test -tags $(KARMADA_TAGS) -count=1 ./...
 
+# Karmada's real components over two member control planes, each member
+# with its own `rebalancer estimator` (hack/karmada-cluster.sh): Karmada
+# divides replicas by their answers. Not part of test (a cold build of
+# Karmada takes minutes); the harness is stopped whatever the outcome.
+.PHONY: test-karmada-live
+test-karmada-live: build
+	hack/karmada-live.sh
+
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.
 test-e2e: build $(HELM) $(PROMTOOL) $(PROMETHEUS)
