@@ -293,7 +293,7 @@ EOF
   # meet Kubernetes' own.
   start karmada-aggregated-apiserver "$BIN_DIR/karmada-aggregated-apiserver" \
     --kubeconfig="$(kubeconfig karmada)" --authentication-kubeconfig="$(kubeconfig karmada)" \
-    --authorization-kubeconfig="$(kubeconfig karmada)" --etcd-servers=http://127.0.0.1:23379 \
+    --authorization-kubeconfig="$(kubeconfig karmada)" "--etcd-servers=http://127.0.0.1:$(base karmada)379" \
     --bind-address=127.0.0.1 "--secure-port=$AGGREGATED_APISERVER_PORT" \
     --tls-cert-file="$PKI/aggregated-apiserver.crt" --tls-private-key-file="$PKI/aggregated-apiserver.key"
   wait_for karmada-aggregated-apiserver "https://127.0.0.1:$AGGREGATED_APISERVER_PORT/readyz" -k

@@ -12,5 +12,5 @@ eval "$vars"
 # Karmada's build tag (its hack/build.sh): its estimator client's messages
 # marshal only with it.
 (cd test/karmada && go test -tags 'karmadalive kubernetes_protomessage_one_more_release' -count="${KARMADA_LIVE_COUNT:-1}" \
-  -timeout "${1:-20m}" -v -run '^TestLive' .) 2>&1 | tee _output/karmada-live.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)|live_test'
+  -timeout "${1:-20m}" -v -run '^TestLive' .) 2>&1 | tee _output/karmada-live.log | grep -E '^ *(=== RUN|--- )|^(PASS|FAIL|ok|panic)|live_test'
 exit "${PIPESTATUS[0]}"
