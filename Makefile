@@ -82,7 +82,9 @@ test-unit:
 
 # Karmada's own estimator client (karmada-scheduler's) against the built
 # `rebalancer estimator`, in a module of its own (test/karmada), with the
-# build tag Karmada builds with (its estimator's messages marshal only so).
+# build tag Karmada builds with: without it, the Kubernetes types inside its
+# estimator client's gRPC messages do not marshal (rebalancer-karmada-scheduler
+# is built with it too).
 KARMADA_TAGS := kubernetes_protomessage_one_more_release
 test-karmada: build
 	cd test/karmada && REBALANCER=$(BIN)/rebalancer $(GO) test -tags $(KARMADA_TAGS) -count=1 ./...
@@ -188,9 +190,6 @@ KARMADA_VERSION := $(shell cd $(KARMADA_SCHEDULER) && $(GO) list -m -f '{{.Versi
 KARMADA_SCHEDULER_VERSION := $(KARMADA_VERSION)+rebalancer.$(VERSION)
 KARMADA_LDFLAGS := $(foreach kv,gitVersion=$(KARMADA_SCHEDULER_VERSION) gitCommit=$(COMMIT) buildDate=$(BUILD_DATE),\
 	-X github.com/karmada-io/karmada/pkg/version.$(kv))
-# Karmada builds with this tag: without it, the Kubernetes types inside its
-# estimator client's gRPC messages do not marshal.
-KARMADA_TAGS := kubernetes_protomessage_one_more_release
 KARMADA_BIN_TARGETS := bin-karmada-linux_amd64 bin-karmada-linux_arm64 bin-karmada-darwin_arm64
 .PHONY: $(KARMADA_BIN_TARGETS)
 $(KARMADA_BIN_TARGETS): bin-karmada-%:
