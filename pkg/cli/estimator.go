@@ -111,7 +111,7 @@ over --usage-window. /healthz, /readyz and /metrics are served on
 				if err != nil {
 					return err
 				}
-				opts.Karmada = estimator.NewTemplates(client)
+				opts.Karmada = estimator.NewTemplates(client).ReadThrough()
 			}
 			if o.policy != "" {
 				if in.Policy, err = policy.Load(o.policy, classes, policy.Registry()); err != nil {

@@ -330,14 +330,14 @@ const (
 // asked only for a workload the member does not run (need): nil when there
 // is none or no control plane is set, an error (no opinion) while its
 // templates are not listed yet.
-func (e *Estimator) karmadaTemplate(w workload, need bool) (*v1.PodTemplateSpec, error) {
+func (e *Estimator) karmadaTemplate(ctx context.Context, w workload, need bool) (*v1.PodTemplateSpec, error) {
 	if !need || e.o.Karmada == nil {
 		return nil, nil
 	}
 	if !e.o.Karmada.HasSynced() {
 		return nil, errors.New("the resource templates of Karmada's control plane have not been read yet")
 	}
-	t, err := e.o.Karmada.Template(w)
+	t, err := e.o.Karmada.Template(ctx, w)
 	if err != nil {
 		return nil, fmt.Errorf("the Karmada control plane: %w", err)
 	}
@@ -356,7 +356,7 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 			return 0, "", errors.New("the member's workloads have not been read yet")
 		}
 		var err error
-		if member, err = e.o.Templates.Template(w); err != nil {
+		if member, err = e.o.Templates.Template(ctx, w); err != nil {
 			return 0, "", err
 		}
 	}
@@ -365,7 +365,7 @@ func (e *Estimator) maxAvailableReplicas(ctx context.Context, object string, req
 	err := e.with(ctx, func(v *answer) error {
 		var pod *v1.Pod
 		newest := v.newest(w)
-		karmada, err := e.karmadaTemplate(w, named && member == nil && newest == nil)
+		karmada, err := e.karmadaTemplate(ctx, w, named && member == nil && newest == nil)
 		if err != nil {
 			return err
 		}

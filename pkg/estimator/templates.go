@@ -9,10 +9,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	batchlisters "k8s.io/client-go/listers/batch/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -24,14 +23,45 @@ import (
 //
 // The estimator keeps two: the member cluster's own workloads (live), and
 // Karmada's resource templates, which karmada-apiserver serves as ordinary
-// Kubernetes APIs (--karmada-kubeconfig).
+// Kubernetes APIs (--karmada-kubeconfig), read through (ReadThrough).
 type Templates struct {
-	factory      informers.SharedInformerFactory
-	deployments  appslisters.DeploymentLister
-	statefulSets appslisters.StatefulSetLister
-	replicaSets  appslisters.ReplicaSetLister
-	jobs         batchlisters.JobLister
-	synced       []cache.InformerSynced
+	factory informers.SharedInformerFactory
+	kinds   map[string]templateSource
+	synced  []cache.InformerSynced
+	// readThrough: a workload the caches do not hold is read from the API
+	// server.
+	readThrough bool
+}
+
+// templateSource finds the pod template of a workload of one kind: in the
+// informer's cache, or from the API server.
+type templateSource struct {
+	cached func(namespace, name string) (*v1.PodTemplateSpec, error)
+	get    func(ctx context.Context, namespace, name string) (*v1.PodTemplateSpec, error)
+}
+
+// sourceOf is the templateSource of a kind whose lister and client are
+// given, template the field of its objects that holds the pod template.
+func sourceOf[T any, L interface{ Get(string) (T, error) }](
+	lister func(namespace string) L,
+	get func(ctx context.Context, namespace, name string, o metav1.GetOptions) (T, error),
+	template func(T) *v1.PodTemplateSpec) templateSource {
+	return templateSource{
+		cached: func(namespace, name string) (*v1.PodTemplateSpec, error) {
+			o, err := lister(namespace).Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return template(o), nil
+		},
+		get: func(ctx context.Context, namespace, name string) (*v1.PodTemplateSpec, error) {
+			o, err := get(ctx, namespace, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return template(o), nil
+		},
+	}
 }
 
 // NewTemplates reads the workloads' templates of the API server of client
@@ -39,16 +69,38 @@ type Templates struct {
 func NewTemplates(client kubernetes.Interface) *Templates {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(slim))
 	apps, batch := f.Apps().V1(), f.Batch().V1()
-	t := &Templates{
-		factory:      f,
-		deployments:  apps.Deployments().Lister(),
-		statefulSets: apps.StatefulSets().Lister(),
-		replicaSets:  apps.ReplicaSets().Lister(),
-		jobs:         batch.Jobs().Lister(),
-	}
-	for _, i := range []cache.SharedIndexInformer{apps.Deployments().Informer(), apps.StatefulSets().Informer(), apps.ReplicaSets().Informer(), batch.Jobs().Informer()} {
+	deployments, statefulSets, replicaSets, jobs := apps.Deployments(), apps.StatefulSets(), apps.ReplicaSets(), batch.Jobs()
+	t := &Templates{factory: f, kinds: map[string]templateSource{
+		"Deployment": sourceOf(deployments.Lister().Deployments,
+			func(ctx context.Context, ns, name string, o metav1.GetOptions) (*appsv1.Deployment, error) {
+				return client.AppsV1().Deployments(ns).Get(ctx, name, o)
+			}, func(o *appsv1.Deployment) *v1.PodTemplateSpec { return &o.Spec.Template }),
+		"StatefulSet": sourceOf(statefulSets.Lister().StatefulSets,
+			func(ctx context.Context, ns, name string, o metav1.GetOptions) (*appsv1.StatefulSet, error) {
+				return client.AppsV1().StatefulSets(ns).Get(ctx, name, o)
+			}, func(o *appsv1.StatefulSet) *v1.PodTemplateSpec { return &o.Spec.Template }),
+		"ReplicaSet": sourceOf(replicaSets.Lister().ReplicaSets,
+			func(ctx context.Context, ns, name string, o metav1.GetOptions) (*appsv1.ReplicaSet, error) {
+				return client.AppsV1().ReplicaSets(ns).Get(ctx, name, o)
+			}, func(o *appsv1.ReplicaSet) *v1.PodTemplateSpec { return &o.Spec.Template }),
+		"Job": sourceOf(jobs.Lister().Jobs,
+			func(ctx context.Context, ns, name string, o metav1.GetOptions) (*batchv1.Job, error) {
+				return client.BatchV1().Jobs(ns).Get(ctx, name, o)
+			}, func(o *batchv1.Job) *v1.PodTemplateSpec { return &o.Spec.Template }),
+	}}
+	for _, i := range []cache.SharedIndexInformer{deployments.Informer(), statefulSets.Informer(), replicaSets.Informer(), jobs.Informer()} {
 		t.synced = append(t.synced, i.HasSynced)
 	}
+	return t
+}
+
+// ReadThrough makes Template read a workload its caches do not hold from
+// the API server: Karmada asks about a workload the moment its resource
+// template is created, often before the watch has delivered it, and an
+// answer from the request alone would have Karmada divide its replicas by
+// resources alone. Only a workload missing from the caches costs a request.
+func (t *Templates) ReadThrough() *Templates {
+	t.readThrough = true
 	return t
 }
 
@@ -102,23 +154,17 @@ func (t *Templates) WaitForSync(ctx context.Context) error {
 
 // Template is a copy of the pod template of the workload w names, nil
 // when the API server has no such workload (or of a kind not watched).
-func (t *Templates) Template(w workload) (*v1.PodTemplateSpec, error) {
+func (t *Templates) Template(ctx context.Context, w workload) (*v1.PodTemplateSpec, error) {
 	if t == nil {
 		return nil, nil
 	}
-	var tmpl *v1.PodTemplateSpec
-	var err error
-	switch w.kind {
-	case "Deployment":
-		tmpl, err = lookup(t.deployments.Deployments(w.namespace), w.name, func(o *appsv1.Deployment) *v1.PodTemplateSpec { return &o.Spec.Template })
-	case "StatefulSet":
-		tmpl, err = lookup(t.statefulSets.StatefulSets(w.namespace), w.name, func(o *appsv1.StatefulSet) *v1.PodTemplateSpec { return &o.Spec.Template })
-	case "ReplicaSet":
-		tmpl, err = lookup(t.replicaSets.ReplicaSets(w.namespace), w.name, func(o *appsv1.ReplicaSet) *v1.PodTemplateSpec { return &o.Spec.Template })
-	case "Job":
-		tmpl, err = lookup(t.jobs.Jobs(w.namespace), w.name, func(o *batchv1.Job) *v1.PodTemplateSpec { return &o.Spec.Template })
-	default:
+	src, ok := t.kinds[w.kind]
+	if !ok {
 		return nil, nil
+	}
+	tmpl, err := src.cached(w.namespace, w.name)
+	if apierrors.IsNotFound(err) && t.readThrough {
+		tmpl, err = src.get(ctx, w.namespace, w.name)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -127,14 +173,4 @@ func (t *Templates) Template(w workload) (*v1.PodTemplateSpec, error) {
 		return nil, fmt.Errorf("reading the pod template of %s: %w", w, err)
 	}
 	return tmpl.DeepCopy(), nil // the cache's own is shared
-}
-
-// lookup is the pod template of the cached workload name, which lister
-// holds.
-func lookup[T any](lister interface{ Get(string) (T, error) }, name string, template func(T) *v1.PodTemplateSpec) (*v1.PodTemplateSpec, error) {
-	o, err := lister.Get(name)
-	if err != nil {
-		return nil, err
-	}
-	return template(o), nil
 }

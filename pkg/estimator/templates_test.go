@@ -10,8 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/internal/testutil"
@@ -78,6 +80,45 @@ func TestNewWorkloadFromKarmadasTemplate(t *testing.T) {
 	}
 	if n, from := ask(t, ctx, e, "other"); n != 480 || from != fromRequestNotFound {
 		t.Errorf("a workload neither side has: %d from %s; want 480 from %s", n, from, fromRequestNotFound)
+	}
+}
+
+// Karmada asks about a workload the moment its resource template is
+// created, often before the watch has delivered it: read through, the
+// template is read from karmada-apiserver instead of the request alone
+// answering. The watch here never delivers (a silent fake), so the cache
+// misses every time.
+func TestKarmadasTemplateBeforeTheWatchDeliversIt(t *testing.T) {
+	_, ctx := testutil.Context(t)
+	for _, readThrough := range []bool{true, false} {
+		client := fake.NewClientset()
+		client.PrependWatchReactor("*", func(clienttesting.Action) (bool, watch.Interface, error) {
+			return true, watch.NewFake(), nil
+		})
+		karmada := NewTemplates(client)
+		if readThrough {
+			karmada = karmada.ReadThrough()
+		}
+		karmada.Start(ctx)
+		if err := karmada.WaitForSync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.AppsV1().Deployments("default").Create(ctx, deployment("web", antiAffinity("web")), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e := templateEstimator(t, ctx, Options{Karmada: karmada})
+		n, from := ask(t, ctx, e, "web")
+		switch {
+		case readThrough && (n != 6 || from != fromKarmadaTemplate):
+			t.Errorf("read through: %d from %s; want 6 (one per node) from %s", n, from, fromKarmadaTemplate)
+		case !readThrough && (n != 480 || from != fromRequestNotFound):
+			t.Errorf("from the cache alone: %d from %s; want 480 from %s (the watch did deliver: the test shows nothing)", n, from, fromRequestNotFound)
+		}
+		if readThrough {
+			if n, from := ask(t, ctx, e, "other"); n != 480 || from != fromRequestNotFound {
+				t.Errorf("a workload Karmada does not have either: %d from %s; want 480 from %s", n, from, fromRequestNotFound)
+			}
+		}
 	}
 }
 
