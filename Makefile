@@ -95,7 +95,7 @@ test-karmada: build
 # Karmada takes minutes); the harness is stopped whatever the outcome.
 .PHONY: test-karmada-live
 test-karmada-live: build
-	hack/karmada-live.sh
+	REBALANCER_KARMADA_SCHEDULER=$(BIN)/rebalancer-karmada-scheduler hack/karmada-live.sh
 
 # Starts the control plane, runs the e2e suite, and stops the control plane
 # whatever the outcome.

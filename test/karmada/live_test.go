@@ -465,6 +465,32 @@ func TestLiveDivision(t *testing.T) {
 	}
 }
 
+// TestLiveDivisionAppliedTogether: a Deployment and its PropagationPolicy
+// applied one right after the other, as `kubectl apply -f` of one file does:
+// Karmada asks the estimators at once, before their watch of the resource
+// templates may have delivered the new one, and they must still answer from
+// the template (reading it from karmada-apiserver), not from the requests
+// alone, which would give member2, with more CPU, more replicas than its
+// nodes.
+func TestLiveDivisionAppliedTogether(t *testing.T) {
+	h := newHarness(t)
+	nodes, _ := h.nodes()
+	h.estimatorsReady()
+	h.namespace()
+	const app = "together"
+	var replicas int32 = 10
+	h.deployment(app, replicas)
+	h.policy(app, dividedByAvailableReplicas(members...))
+	got := h.scheduled(app, replicas)
+	t.Logf("%d replicas divided %v (nodes %v)", replicas, got, nodes)
+	for _, m := range members {
+		if got[m] > nodes[m] {
+			t.Errorf("%s assigned %d replicas, more than its %d nodes can run one per node", m, got[m], nodes[m])
+		}
+	}
+	h.running(app, got)
+}
+
 // TestLiveDivisionWithoutEstimators is the control: the same workload with
 // karmada-scheduler asking no estimator, only its general one, which sums
 // the members' resources. It documents what the estimators change: member2,
