@@ -3,8 +3,10 @@
 #   make build      rebalancer, rebalancer-scheduler and
 #                   rebalancer-karmada-scheduler into _output/bin
 #   make test       unit tests, Karmada's estimator client against
-#                   `rebalancer estimator`, then the e2e suite against a real
-#                   control plane that it starts and stops itself
+#                   `rebalancer estimator`, the images' checks, the e2e suite
+#                   against a real control plane, then Karmada's own
+#                   components over two member clusters (test-karmada-live);
+#                   each control plane started and stopped by the target
 #   make lint       golangci-lint (pinned in hack/tools/lint; see .golangci.yml),
 #                   shellcheck
 #   make verify     lint, go.mod tidy, the generated deep copies and the
@@ -71,7 +73,7 @@ build: bin-$(HOST_PLATFORM) bin-karmada-$(HOST_PLATFORM)
 	@for b in rebalancer rebalancer-scheduler; do rm -f $(BIN)/$$b && cp $(BIN)/$(HOST_PLATFORM)/$$b $(BIN)/; done
 	@rm -f $(BIN)/rebalancer-karmada-scheduler && cp $(BIN)/karmada-$(HOST_PLATFORM)/rebalancer-karmada-scheduler $(BIN)/
 
-test: test-unit test-karmada test-image test-e2e
+test: test-unit test-karmada test-image test-e2e test-karmada-live
 
 # The plan must come out the same however often it is computed, and the
 # simulation's forks must hold, also under the race detector.
@@ -91,8 +93,10 @@ test-karmada: build
 
 # Karmada's real components over two member control planes, each member
 # with its own `rebalancer estimator` (hack/karmada-cluster.sh): Karmada
-# divides replicas by their answers. Not part of test (a cold build of
-# Karmada takes minutes); the harness is stopped whatever the outcome.
+# divides replicas by their answers, and rebalancer-karmada-scheduler's
+# score chooses the member. About 2 minutes, and a few more the first time
+# Karmada's components are built; the harness is stopped whatever the
+# outcome.
 .PHONY: test-karmada-live
 test-karmada-live: build
 	REBALANCER_KARMADA_SCHEDULER=$(BIN)/rebalancer-karmada-scheduler hack/karmada-live.sh
