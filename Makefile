@@ -157,7 +157,7 @@ $(LINT): hack/tools/lint/go.mod hack/tools/lint/go.sum
 lint: $(LINT)
 	$(LINT) run ./...
 	cd $(KARMADA_SCHEDULER) && $(LINT) run --build-tags $(KARMADA_TAGS) ./...
-	@if command -v shellcheck >/dev/null; then shellcheck hack/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
+	@if command -v shellcheck >/dev/null; then shellcheck -x hack/*.sh hack/lib/*.sh .ci/run; else echo "shellcheck not installed; skipped"; fi
 
 verify: lint
 	$(GO) run ./hack/gendocs -check

@@ -46,6 +46,10 @@ ESTIMATOR_SERVICE_PORT=10352
 
 log() { echo "karmada-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=hack/lib/processes.sh
+source "$ROOT/hack/lib/processes.sh"
+# Karmada's components take longer to answer than a control plane's.
+WAIT_SECONDS=120
 
 base() { # name -> the first digits of its ports
   case $1 in
@@ -97,27 +101,6 @@ build() {
   log "built in $((SECONDS - t0)) s"
 }
 
-start() { # name command...: run in the background, record the PID
-  local name=$1
-  shift
-  "$@" >"$LOGS/$name.log" 2>&1 &
-  echo $! >"$PIDS/$name"
-}
-
-wait_for() { # what url [curl args...]: until it answers ok, or a process exits
-  local what=$1 url=$2 i f
-  shift 2
-  for ((i = 0; i < 1200; i++)); do
-    if [[ $(curl -s --max-time 2 "$@" "$url" 2>/dev/null) == ok ]]; then return; fi
-    for f in "$PIDS"/*; do
-      kill -0 "$(cat "$f")" 2>/dev/null || die "$(basename "$f") exited; last lines of $LOGS/$(basename "$f").log:
-$(tail -20 "$LOGS/$(basename "$f").log")"
-    done
-    sleep 0.1
-  done
-  die "$what not ready at $url after 120 s"
-}
-
 until_ok() { # what command...: retried for 120 s
   local what=$1 i
   shift
@@ -126,23 +109,6 @@ until_ok() { # what command...: retried for 120 s
     sleep 0.2
   done
   "$@" || die "$what failed"
-}
-
-stop() { # names...: SIGTERM together, wait up to 20 s, then SIGKILL
-  local n pid i alive pids=()
-  for n in "$@"; do
-    [[ -f $PIDS/$n ]] || continue
-    pid=$(cat "$PIDS/$n")
-    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-    rm -f "$PIDS/$n"
-  done
-  for ((i = 0; i < 200; i++)); do
-    alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 
 pki() {

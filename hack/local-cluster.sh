@@ -60,6 +60,8 @@ PIDS=$CLUSTER_DIR/pids
 
 log() { echo "local-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=hack/lib/processes.sh
+source "$ROOT/hack/lib/processes.sh"
 
 # build compiles the control-plane binaries unless the cached ones were built
 # from the same module files.
@@ -183,27 +185,6 @@ contexts:
   context: {cluster: local, user: $1}
 current-context: local
 EOF
-}
-
-start() { # name command... : run in the background, record the PID
-  local name=$1
-  shift
-  "$@" >"$LOGS/$name.log" 2>&1 &
-  echo $! >"$PIDS/$name"
-}
-
-wait_for() { # what url [curl args...]
-  local what=$1 url=$2 i
-  shift 2
-  for ((i = 0; i < 600; i++)); do
-    if [[ $(curl -s --max-time 2 "$@" "$url" 2>/dev/null) == ok ]]; then return; fi
-    for f in "$PIDS"/*; do
-      kill -0 "$(cat "$f")" 2>/dev/null || die "$(basename "$f") exited; last lines of $LOGS/$(basename "$f").log:
-$(tail -20 "$LOGS/$(basename "$f").log")"
-    done
-    sleep 0.1
-  done
-  die "$what not ready at $url after 60 s"
 }
 
 start_apiserver() {
@@ -351,23 +332,6 @@ $(tail -20 "$LOGS/metrics-server.log")"
     sleep 0.1
   done
   die "metrics.k8s.io not served after 60 s (see $LOGS/metrics-server.log and kubectl get apiservice v1beta1.metrics.k8s.io)"
-}
-
-stop() { # names...: SIGTERM together, wait up to 20 s, then SIGKILL
-  local n pid i pids=()
-  for n in "$@"; do
-    [[ -f $PIDS/$n ]] || continue
-    pid=$(cat "$PIDS/$n")
-    kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
-    rm -f "$PIDS/$n"
-  done
-  for ((i = 0; i < 200; i++)); do
-    local alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    ((alive)) || return 0
-    sleep 0.1
-  done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
 }
 
 restart_apiserver() {
