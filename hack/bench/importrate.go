@@ -136,7 +136,7 @@ func importRate(dir string, timed func(key string, args ...string) (measurement,
 	return &ImportResult{Pods: importPodsDefault, Events: m.Count, EventsPerS: round(m.Value, 0), Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0)}, nil
 }
 
-// spread is " (fastest-slowest s)" of key's runs, "" with one run.
+// spread is " (fastest-slowest)" of key's runs in seconds, "" with one run.
 func spread(r Results, key string) string {
 	if sp, ok := r.Spread[key]; ok {
 		return fmt.Sprintf(" (%.2f-%.2f)", sp[0], sp[1])

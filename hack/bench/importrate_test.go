@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/openb"
@@ -58,4 +61,39 @@ func TestThousands(t *testing.T) {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// TestImportLine: the table ends with the import rate, its spread with
+// several runs, and says nothing of it without a measurement.
+func TestImportLine(t *testing.T) {
+	r := Results{Runs: 3, Spread: map[string][2]float64{importKey: {90.5, 120.25}},
+		Import: &ImportResult{Pods: 1000000, Events: 2000000, EventsPerS: 21000, Seconds: 95.24, RSSMiB: 650}}
+	out := captureStdout(t, func() { printTable(r) })
+	for _, want := range []string{"openb import, 1,000,000 pods: 21000 events/s, 650 MiB, 95.24 s (90.50-120.25)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	r.Import = nil
+	if out := captureStdout(t, func() { printTable(r) }); strings.Contains(out, "openb import") {
+		t.Errorf("an import line without a measurement:\n%s", out)
+	}
+}
+
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	defer func() { os.Stdout = stdout }()
+	f()
+	w.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -236,7 +236,7 @@ func printTable(r Results) {
 			o.LowerBound, o.ClassLowerBound, o.EvictionsOurs, o.EvictionsUpstream, o.PingPong, o.PingPongUpstream, o.ConvergedAt)
 	}
 	if i := r.Import; i != nil {
-		fmt.Fprintf(tw, "\nopenb import, %s pods\t%.0f events/s\t%.0f MiB\t%.2f s%s\n", thousands(i.Pods), i.EventsPerS, i.RSSMiB, i.Seconds, spread(r, importKey))
+		fmt.Fprintf(tw, "\nopenb import, %s pods: %.0f events/s, %.0f MiB, %.2f s%s\n", thousands(i.Pods), i.EventsPerS, i.RSSMiB, i.Seconds, spread(r, importKey))
 	}
 	tw.Flush()
 }
