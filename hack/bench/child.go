@@ -39,6 +39,7 @@ func child(sub string, args []string) error {
 	rounds := fs.Int("rounds", 10, "rounds")
 	out := fs.String("out", "", "snapshot file to write")
 	file := fs.String("snapshot", "", "snapshot file to plan")
+	csvOut := fs.String("csv", "", "import: write the generated pod list to this file instead of replaying it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the measurement to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the measurement to this file (what is live then, and every allocation)")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +80,8 @@ func child(sub string, args []string) error {
 		m, err = benchPrioritize(ctx, *nodes, *count)
 	case "consolidate":
 		m, err = benchConsolidate(ctx, *nodes)
+	case "import":
+		m, err = benchImport(ctx, *dir, *count, *csvOut)
 	case "openb":
 		m, err = benchOpenb(ctx, *dir, *list, *rounds)
 	default:

@@ -152,6 +152,9 @@ func parent(out, openbDir string, sizes []int, upstreamMax, runs int) error {
 		}
 		res.Openb = append(res.Openb, *m.Openb)
 	}
+	if res.Import, err = importRate(openbDir, timed); err != nil {
+		return err
+	}
 	res.Notes = []string{
 		"plan: one plan of policies/binpacking-policy.yaml with policies/binpacking-scheduler.yaml on a synthetic cluster (30 pods per node, seed 1) of each size; the time covers building the simulation and planning, not generating the cluster. RSS is the child process's peak (rusage maxrss), generation included. The upstream descheduler runs beside it up to -upstream-max-nodes.",
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
@@ -160,6 +163,7 @@ func parent(out, openbDir string, sizes []int, upstreamMax, runs int) error {
 		"plan_thin_5000: a plan of the shipped bin-packing pair on a thin fleet (hack/bench/thin.go): 5,000 identical nodes of 32 CPUs and 128 GiB, 30 pods of 100-500 millicores each, owned by ReplicaSets of 300 pods; the time covers building the simulation and planning, not generating the cluster.",
 		"consolidation_5000: a plan of Consolidation alone (maxNodesPerCycle 5000, no eviction limits, the shipped bin-packing profile) on the synthetic cluster of 5,000 nodes and 100,000 pods (snapshot synthetic --nodes 5000 --pods 100000 --seed 1); the time covers building the simulation and planning, not generating the cluster.",
 		"openb: each pod list of the trace in the directory (the default one, and the GPU-sharing, GPU-model, multi-GPU and CPU kinds where present) replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair, Consolidation at maxNodesPerCycle 10. Bounds: per resource, and by node class (what each pod may take).",
+		"openb_import: openb.Import (kube-scheduler's default profile) of a 1,000,000-pod list generated from the trace's default one (hack/bench/importrate.go: 128 copies overlapping in time, new names), every creation and deletion to its last second; parsing included, generation not. Events are creations and deletions; RSS is the child's peak.",
 	}
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
@@ -237,6 +241,9 @@ func printTable(r Results) {
 	for _, o := range r.Openb {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d (%d)\t%d (%d)\t%d (%d)\t%d\n", o.List, o.Pods, o.NodesBefore, o.NodesInUse, o.NodesInUseUpstream,
 			o.LowerBound, o.ClassLowerBound, o.EvictionsOurs, o.EvictionsUpstream, o.PingPong, o.PingPongUpstream, o.ConvergedAt)
+	}
+	if i := r.Import; i != nil {
+		fmt.Fprintf(tw, "\nopenb import, %s pods: %.0f events/s, %.0f MiB, %.2f s%s\n", thousands(i.Pods), i.EventsPerS, i.RSSMiB, i.Seconds, spread(r, importKey))
 	}
 	tw.Flush()
 }

@@ -29,7 +29,10 @@ type Results struct {
 	// Consolidation alone, no node cap, no eviction limits.
 	Consolidation ConsolidationResult `json:"consolidation_5000"`
 	// Openb is one result per pod list of the openb trace found.
-	Openb    []OpenbResult     `json:"openb"`
+	Openb []OpenbResult `json:"openb"`
+	// Import is the replay of a large pod list generated from the
+	// trace's default one (importrate.go); nil without that list.
+	Import   *ImportResult     `json:"openb_import,omitempty"`
 	Commands map[string]string `json:"commands"`
 	Machine  string            `json:"machine"`
 	// Commit and Go name what was measured, so that two result files can
@@ -126,6 +129,15 @@ type OpenbResult struct {
 	ConvergedAt         int    `json:"converged_at"`
 	UnschedulableOurs   int    `json:"unschedulable_ours"`
 	UnschedulableUp     int    `json:"unschedulable_upstream"`
+}
+
+// ImportResult is one openb.Import of the generated pod list.
+type ImportResult struct {
+	Pods       int     `json:"pods"`
+	Events     int     `json:"events"`
+	EventsPerS float64 `json:"events_per_s"`
+	Seconds    float64 `json:"s"`
+	RSSMiB     float64 `json:"rss_mib"`
 }
 
 // measurement is what a child prints.

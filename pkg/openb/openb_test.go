@@ -147,7 +147,7 @@ func TestPeak(t *testing.T) {
 // openbTrace reads the real trace's node list and default pod list
 // (OPENB_DIR, else ../shared/data/openb beside the repository); the test
 // is skipped where it is not.
-func openbTrace(t *testing.T) ([]Node, []Pod) {
+func openbTrace(t testing.TB) ([]Node, []Pod) {
 	t.Helper()
 	dir := os.Getenv("OPENB_DIR")
 	if dir == "" {
