@@ -62,3 +62,14 @@ func TestWriteTimeSeriesNoCharts(t *testing.T) {
 		t.Error("no error for a page without charts")
 	}
 }
+
+func TestFractionalTicksLabelledShort(t *testing.T) {
+	_, ticks := niceScale(0, 1, 5, 0, 100, false)
+	var labels []string
+	for _, tk := range ticks {
+		labels = append(labels, tk.Label)
+	}
+	if got := strings.Join(labels, " "); got != "0 0.2 0.4 0.6 0.8 1" {
+		t.Errorf("labels %q", got)
+	}
+}
