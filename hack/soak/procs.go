@@ -153,6 +153,13 @@ func startProcs(ctx context.Context, o options) ([]*proc, error) {
 		"--policy", filepath.Join(policies, "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(policies, "binpacking-scheduler.yaml"),
 		"--max-per-workload=" + o.maxPerWorkload, "--cooldown=" + o.cooldown.String()}
+	// The cluster's default-scheduler with the extender, as
+	// hack/local-cluster.sh configures it: without it rebalancer models
+	// kube-scheduler's defaults, which follow no hint, and leaves its pods
+	// alone.
+	if cfg := filepath.Join(filepath.Dir(o.kubeconfig), "kube-scheduler.yaml"); fileExists(cfg) {
+		runArgs = append(runArgs, "--scheduler-config", cfg)
+	}
 	procs := []*proc{
 		{name: "rebalancer-scheduler", bin: bin("rebalancer-scheduler"),
 			args: []string{"--config=" + schedCfg, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
@@ -189,4 +196,9 @@ func stopProcs(procs []*proc) {
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].stop()
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
