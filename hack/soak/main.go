@@ -158,7 +158,7 @@ func run(o options) (int, error) {
 	sched := newSchedule(s, base)
 	log.Printf("%d base Deployments, %d actions; phases:%s", len(base), len(sched.Actions), phaseNames(sched.Phases))
 
-	obs := newObserver(ctx, c)
+	obs := newObserver(ctx, c, o.cooldown)
 	ch := &churner{c: c, seed: o.seed, base: base, pods: obs.runPods}
 	csvFile, err := os.Create(filepath.Join(o.out, "soak.csv"))
 	if err != nil {
@@ -187,7 +187,7 @@ func run(o options) (int, error) {
 			failed++
 		}
 	}
-	if who != "" {
+	if longest > 0 {
 		fmt.Printf("longest wait: %s (%s)\n", who, longest.Round(time.Second))
 	}
 	for _, e := range obs.pingPong.Examples {

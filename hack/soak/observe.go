@@ -36,10 +36,10 @@ type observer struct {
 	pingPong       *pingPongs
 }
 
-func newObserver(ctx context.Context, c kubernetes.Interface) *observer {
+func newObserver(ctx context.Context, c kubernetes.Interface, pingPongWindow time.Duration) *observer {
 	f := informers.NewSharedInformerFactory(c, 0)
 	o := &observer{c: c, pods: f.Core().V1().Pods().Lister(), nodes: f.Core().V1().Nodes().Lister(),
-		fitSince: map[types.UID]time.Time{}, unfit: map[types.UID]bool{}, seenEvents: map[types.UID]time.Time{}, pingPong: newPingPongs()}
+		fitSince: map[types.UID]time.Time{}, unfit: map[types.UID]bool{}, seenEvents: map[types.UID]time.Time{}, pingPong: newPingPongs(pingPongWindow)}
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
 	return o

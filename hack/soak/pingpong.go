@@ -14,20 +14,24 @@ type move struct {
 }
 
 // pingPongs counts ping-pong: a workload moved off a node by rebalancer
-// and later moved back onto that node by rebalancer. The scheduler placing
-// new pods of the workload there (a scale-up) does not count: only
-// rebalancer's own moves undo each other.
+// and moved back onto that node by rebalancer within window (the run's
+// cooldown: over weeks, the cluster may change enough that the node is
+// right again). The scheduler placing new pods of the workload there (a
+// scale-up) does not count: only rebalancer's own moves undo each other.
 type pingPongs struct {
+	window   time.Duration
 	movedOff map[string]map[string]time.Time // workload -> node -> when
 	Count    int
 	Examples []string // the first few, for the report
 }
 
-func newPingPongs() *pingPongs { return &pingPongs{movedOff: map[string]map[string]time.Time{}} }
+func newPingPongs(window time.Duration) *pingPongs {
+	return &pingPongs{window: window, movedOff: map[string]map[string]time.Time{}}
+}
 
 // add records m, moves in the order they were made.
 func (p *pingPongs) add(m move) {
-	if when, ok := p.movedOff[m.Workload][m.To]; ok {
+	if when, ok := p.movedOff[m.Workload][m.To]; ok && m.At.Sub(when) <= p.window {
 		p.Count++
 		if len(p.Examples) < 5 {
 			p.Examples = append(p.Examples, fmt.Sprintf("%s moved off %s at %s and back onto it at %s",

@@ -8,7 +8,7 @@ import (
 func TestPingPong(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-	p := newPingPongs()
+	p := newPingPongs(30 * time.Minute)
 	p.add(move{at(0), "a/web", "n1", "n2"})
 	p.add(move{at(1), "a/web", "n3", "n2"}) // further on: no ping-pong
 	p.add(move{at(2), "a/api", "n2", "n1"}) // another workload onto n1
@@ -22,6 +22,16 @@ func TestPingPong(t *testing.T) {
 	}
 	if want := "a/web moved off n1 at 00:00:00 and back onto it at 00:04:00"; p.Examples[0] != want {
 		t.Errorf("example %q, want %q", p.Examples[0], want)
+	}
+	// Past the window, a move back is the cluster having changed.
+	p.add(move{at(10), "a/api", "n7", "n8"})
+	p.add(move{at(41), "a/api", "n9", "n7"})
+	if p.Count != 1 {
+		t.Errorf("%d ping-pong, want 1: a move back after the window counted", p.Count)
+	}
+	p.add(move{at(42), "a/api", "n7", "n9"}) // a/api left n9 a minute ago
+	if p.Count != 2 {
+		t.Errorf("%d ping-pong, want 2", p.Count)
 	}
 }
 
