@@ -194,7 +194,7 @@ func run(o options) (int, error) {
 		fmt.Println("ping-pong:", e)
 	}
 	meta := report.Meta{Title: fmt.Sprintf("Soak: %d nodes, %s, seed %d", o.nodes, o.duration, o.seed),
-		Version: version(o), Date: start, Command: strings.Join(os.Args, " ")}
+		Version: version(o), Date: start, Command: strings.Join(append([]string{"go run ./hack/soak"}, os.Args[1:]...), " ")}
 	if err := writeHTML(filepath.Join(o.out, "soak.html"), meta, samples, checks); err != nil {
 		return failed, err
 	}
