@@ -27,6 +27,10 @@
 #   make fuzz       every fuzz target for FUZZTIME (default 30s) each
 #   make docs       regenerate docs/cli and docs/reference from the code
 #   make chart      copy policies/ and the RBAC files into manifests/helm/rebalancer
+#   make soak       rebalancer run, rebalancer-scheduler and the extender for
+#                   SOAK_DURATION (default 30m) on SOAK_NODES (default 200)
+#                   KWOK nodes of the local control plane under churn; a CSV,
+#                   charts and pass/fail checks in _output/soak (not in test)
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
 #                   to 50,000 nodes (BENCH_MAX_NODES caps them; upstream up
 #                   to 5,000), each the median of BENCH_RUNS runs (default 3),
@@ -292,6 +296,15 @@ cluster-down:
 demo: build
 	$(BIN)/rebalancer plan --policy policies/binpacking-policy.yaml \
 		--scheduler-config policies/binpacking-scheduler.yaml --snapshot test/testdata/demo-cluster.yaml
+
+# Starts the local control plane unless one answers, and stops what it
+# started; SOAK_ARGS passes more flags (go run ./hack/soak -h).
+SOAK_DURATION ?= 30m
+SOAK_NODES ?= 200
+SOAK_ARGS ?=
+.PHONY: soak
+soak: build
+	$(GO) run ./hack/soak -duration $(SOAK_DURATION) -nodes $(SOAK_NODES) $(SOAK_ARGS)
 
 OPENB_DIR ?= ../shared/data/openb
 BENCH_RUNS ?= 3

@@ -102,7 +102,9 @@ func niceScale(lo, hi float64, n int, top, bottom float64, integer bool) (linear
 		if v > l.hi+step/2 {
 			break
 		}
-		ticks = append(ticks, tick{At: px(l.y(v)), Label: strconv.FormatFloat(v, 'f', -1, 64)})
+		// Twelve digits: a multiple of a fractional step, such as 3 × 0.2,
+		// is labelled 0.6, not with its float error.
+		ticks = append(ticks, tick{At: px(l.y(v)), Label: strconv.FormatFloat(v, 'g', 12, 64)})
 	}
 	return l, ticks
 }
