@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -119,14 +118,6 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	}
 	if exclude := simOpts.Exclude; len(p.sources) > 0 {
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
-	}
-	// Nor onto a node its owner's pods left within the cooldown: across
-	// cycles, a plan never undoes another either.
-	if owner != nil {
-		if left := p.opts.History.Left(owner.UID); len(left) > 0 {
-			exclude := simOpts.Exclude
-			simOpts.Exclude = func(n string) bool { return slices.Contains(left, n) || (exclude != nil && exclude(n)) }
-		}
 	}
 	// The nodes the plan drains are tainted before its first eviction.
 	simOpts.Drained = p.drainedNodes
