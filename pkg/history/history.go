@@ -304,6 +304,26 @@ func (h *History) InCooldown(owner types.UID, node string, before time.Time) (at
 	return at, !at.IsZero() && (before.IsZero() || at.Before(before))
 }
 
+// Left are the nodes pods of owner were moved off less than the cooldown
+// ago, nil when none: the other half of the cooldown (InCooldown keeps
+// owner's pods on a node they were moved onto). A plan moves none of
+// owner's pods onto them, or one cycle would undo another's move.
+func (h *History) Left(owner types.UID) []string {
+	if h == nil || h.cooldown <= 0 {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	var left []string
+	for _, m := range h.byOwner[owner] {
+		if m.From != "" && h.fresh(m.At, now) && !slices.Contains(left, m.From) {
+			left = append(left, m.From)
+		}
+	}
+	return left
+}
+
 // Moved counts the pods of owner moved less than the cooldown ago: the
 // planner counts them against the workload's limit.
 func (h *History) Moved(owner types.UID) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +120,19 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if exclude := simOpts.Exclude; len(p.sources) > 0 {
 		simOpts.Exclude = func(n string) bool { return p.sources[n] > 0 || (exclude != nil && exclude(n)) }
 	}
+	// Nor back onto a node a pod of its owner was moved off within the
+	// cooldown: across cycles, one plan never undoes another. Such a node
+	// is ruled out as a target, and a drain's replacement left to its
+	// scheduler may not be able to land there; stray stays nil when
+	// nothing else is ruled out (decide: then no drain is left to its
+	// scheduler's choice).
+	stray := simOpts.Exclude
+	if owner != nil {
+		simOpts.Exclude = p.notBack(owner.UID, simOpts.Exclude)
+		if stray != nil {
+			stray = simOpts.Exclude
+		}
+	}
 	// The nodes the plan drains are tainted before its first eviction.
 	simOpts.Drained = p.drainedNodes
 	pred, err := p.sim.Predict(ctx, pod, simOpts)
@@ -139,7 +153,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	// own, and their nodes are not emptied for it.
 	companion := p.group != nil && pod.UID != p.group.asked
 	balance, drain := p.balancing && room == "" && !companion, simOpts.LeaveSource && room == "" && !companion
-	v := decide(pred, intent{balance: balance, drain: drain, room: room}, simOpts.Exclude, p.opts.MinScoreGain)
+	v := decide(pred, intent{balance: balance, drain: drain, room: room}, stray, p.opts.MinScoreGain)
 	switch v.reason {
 	case "":
 	case plan.ReasonUnsteered:
@@ -187,6 +201,17 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	p.out.Moves = append(p.out.Moves, m)
 	p.logger.V(2).Info("Move planned", "pod", klog.KObj(pod), "strategy", strategy, "source", m.Source, "target", m.Target, "targetScore", m.TargetScore)
 	return nil
+}
+
+// notBack adds to ruledOut the nodes pods of owner were moved off within
+// the cooldown (History.Left): no replacement of owner's goes there. It
+// returns ruledOut itself, nil included, when there are none.
+func (p *planner) notBack(owner types.UID, ruledOut func(node string) bool) func(node string) bool {
+	left := p.opts.History.Left(owner)
+	if len(left) == 0 {
+		return ruledOut
+	}
+	return func(n string) bool { return slices.Contains(left, n) || (ruledOut != nil && ruledOut(n)) }
 }
 
 // strayLanding says where the replacement of a move left to its

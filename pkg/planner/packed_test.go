@@ -16,6 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/descheduler/pkg/api"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/history"
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
@@ -228,7 +229,7 @@ func withEmpty(c *cluster, n int) *cluster {
 // replayAsTheScheduler carries p out on a simulation of c as kube-scheduler
 // may, replays times, and requires every drained node to end empty and
 // every node in use after to have been in use before.
-func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
+func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int, checks ...func(replay int, landed []simulator.Landing)) {
 	t.Helper()
 	if len(p.Moves) == 0 {
 		return
@@ -273,6 +274,9 @@ func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
 				t.Errorf("replay %d: %s's replacement is pending", seed, m.Pod)
 			}
 		}
+		for _, check := range checks {
+			check(seed, landed)
+		}
 		for _, u := range after {
 			if u.InUse && !inUse[u.Node] {
 				t.Errorf("replay %d: %s was empty and is in use after the plan", seed, u.Node)
@@ -295,6 +299,52 @@ func replayAsTheScheduler(t *testing.T, c *cluster, p *plan.Plan, replays int) {
 			return
 		}
 	}
+}
+
+// TestUnsteeredDrainsStayOffNodesTheOwnerLeft: within the cooldown, a
+// drain left to a scheduler rebalancer cannot steer is planned only when
+// none of the nodes its replacement may land on is one a pod of its owner
+// was moved off, or a cycle could undo another's move. Half the owners
+// the first plan moves are given the node their replacement went to as a
+// node they left: the second plan still empties nodes, plans none of
+// theirs onto it, and in 20 replays as kube-scheduler may carry it out no
+// replacement of theirs lands there.
+func TestUnsteeredDrainsStayOffNodesTheOwnerLeft(t *testing.T) {
+	pol, _ := loadPair(t, "binpacking")
+	profs := schedulers(t, unsteeredPacking(t))
+	c := thinCluster(12)
+	for _, ns := range []string{"default", "kube-system", "team-a", "team-b"} {
+		c.setScheduler(ns, "default-scheduler")
+	}
+	first := planWith(t, profs, pol, c.snap)
+	moves := history.New(nil, time.Hour)
+	left := map[string]string{}
+	for i, m := range first.Moves {
+		if i%2 == 0 && m.Owner != nil {
+			left[m.Owner.UID] = m.Target
+			moves.Record(history.Eviction{Owner: types.UID(m.Owner.UID), From: m.Target, To: "node-elsewhere"})
+		}
+	}
+	if len(left) == 0 {
+		t.Fatalf("the first plan moves nothing (%d moves): the test shows nothing", len(first.Moves))
+	}
+	p := planWithOptions(t, profs, pol, c.snap, Options{MinScoreGain: 1, History: moves})
+	checkInvariants(t, c, pol, p)
+	if p.Summary.NodesInUseAfter >= p.Summary.NodesInUseBefore {
+		t.Errorf("nodes in use %d -> %d: the owners without a history still pack", p.Summary.NodesInUseBefore, p.Summary.NodesInUseAfter)
+	}
+	for _, m := range p.Moves {
+		if m.Owner != nil && left[m.Owner.UID] == m.Target {
+			t.Errorf("%s planned onto %s, which a pod of its owner left within the cooldown", m.Pod, m.Target)
+		}
+	}
+	replayAsTheScheduler(t, c, p, 20, func(replay int, landed []simulator.Landing) {
+		for i, m := range p.Moves {
+			if m.Owner != nil && left[m.Owner.UID] == landed[i].Node {
+				t.Errorf("replay %d: %s's replacement landed on %s, which a pod of its owner left within the cooldown", replay, m.Pod, landed[i].Node)
+			}
+		}
+	})
 }
 
 // TestRecheckUnsteeredDrains: an unsteered packing plan, rechecked move by

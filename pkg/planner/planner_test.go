@@ -709,6 +709,34 @@ func TestCooldownProtectsPods(t *testing.T) {
 	}
 }
 
+// TestNoMoveBackOntoANodeTheOwnerLeft: within the cooldown, no pod of a
+// workload is moved onto a node a pod of that workload was moved off, or
+// one cycle's plan would undo another's (ping-pong). The first plan's
+// targets become nodes their workloads just left: the second plan moves
+// none of those workloads there, and still packs.
+func TestNoMoveBackOntoANodeTheOwnerLeft(t *testing.T) {
+	c := thinCluster(12)
+	first := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+	if len(first.Moves) == 0 {
+		t.Fatal("no moves: the test shows nothing")
+	}
+	moves := history.New(nil, time.Hour)
+	left := map[string]string{}
+	for _, m := range first.Moves {
+		moves.Record(history.Eviction{Owner: types.UID(m.Owner.UID), From: m.Target, To: "node-elsewhere"})
+		left[m.Owner.UID] = m.Target
+	}
+	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
+	for _, m := range p.Moves {
+		if node, ok := left[m.Owner.UID]; ok && m.Target == node {
+			t.Errorf("%s moved onto %s, which a pod of its owner left within the cooldown", m.Pod, m.Target)
+		}
+	}
+	if len(p.Moves) == 0 {
+		t.Errorf("no moves: the other nodes are free targets (skips %v)", p.Summary.SkippedByReason)
+	}
+}
+
 // TestWorkloadLimitCountsRecentMoves: --max-per-workload as a percentage
 // of the workload's pods, rounded up, with the moves of the history's
 // cooldown counted against it.

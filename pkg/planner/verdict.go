@@ -109,7 +109,7 @@ func decide(pred simulator.Prediction, in intent, stray func(string) bool, minGa
 	v := verdict{steered: pred.Steered && pred.Exhaustive}
 	v.anywhere = !v.steered && !pred.Certain
 	unsteered := func(and string) verdict {
-		why := "would not surely choose that node (its best nodes tie, or its best is a node this plan empties)"
+		why := "would not surely choose that node (its best nodes tie, or its best is a node the plan empties or rules out)"
 		if !pred.Exhaustive {
 			why = "scores only a sample of the nodes (percentageOfNodesToScore)"
 		}
