@@ -64,8 +64,14 @@ type drainGuard struct {
 	// owners ("Kind name") for messages.
 	evicted map[types.UID]int
 	names   map[types.UID]string
-	// bound are the owners' new pods seen bound to a node.
+	// bound are the owners' new pods seen bound to a node; targets the
+	// nodes the plan sent each owner's replacements to.
 	bound   map[types.UID]sets.Set[types.UID]
+	targets map[types.UID]sets.Set[string]
+	// landed is told of each replacement bound elsewhere than any target
+	// of its owner's (a drain left to its scheduler's choice), so the
+	// cooldown holds it where it landed; nil: nobody is told.
+	landed  func(pod *v1.Pod, owner *metav1.OwnerReference)
 	waiting []drainWait
 	// evicting is true until the plan's last eviction is done: no node is
 	// released before, but on its timeout.
@@ -91,7 +97,7 @@ func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, m
 		// Creation times have whole seconds.
 		since:   since.Truncate(time.Second),
 		tainted: sets.New[string](), held: sets.New[string](), evicted: map[types.UID]int{}, names: map[types.UID]string{},
-		bound: map[types.UID]sets.Set[types.UID]{}, evicting: true,
+		bound: map[types.UID]sets.Set[types.UID]{}, targets: map[types.UID]sets.Set[string]{}, evicting: true,
 	}
 }
 
@@ -125,17 +131,21 @@ func (g *drainGuard) hold(ctx context.Context, node string) error {
 	return nil
 }
 
-// evict notes an eviction of a pod of owner (a pod without one has no
+// evict notes the eviction of move m's pod (a pod without an owner has no
 // replacement to wait for).
-func (g *drainGuard) evict(owner *plan.Owner) {
-	if owner == nil {
+func (g *drainGuard) evict(m plan.Move) {
+	if m.Owner == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	uid := types.UID(owner.UID)
+	uid := types.UID(m.Owner.UID)
 	g.evicted[uid]++
-	g.names[uid] = owner.Kind + " " + owner.Name
+	g.names[uid] = m.Owner.Kind + " " + m.Owner.Name
+	if g.targets[uid] == nil {
+		g.targets[uid] = sets.New[string]()
+	}
+	g.targets[uid].Insert(m.Target)
 }
 
 // done is called after the node's last move of the plan: the node waits
@@ -172,10 +182,20 @@ func (g *drainGuard) watch(ctx context.Context) {
 			return
 		}
 		g.mu.Lock()
-		defer g.mu.Unlock()
-		if _, ours := g.evicted[owner.UID]; !ours {
+		_, ours := g.evicted[owner.UID]
+		elsewhere := ours && !g.bound[owner.UID].Has(pod.UID) && !g.targets[owner.UID].Has(pod.Spec.NodeName)
+		g.mu.Unlock()
+		if !ours {
 			return
 		}
+		// Told before the pod counts as bound, which may end the plan's
+		// wait: the landing is recorded by then. (One informer's handler
+		// runs one call at a time.)
+		if elsewhere && g.landed != nil {
+			g.landed(pod, owner)
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
 		if g.bound[owner.UID] == nil {
 			g.bound[owner.UID] = sets.New[types.UID]()
 		}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -140,6 +141,10 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 	e.reportRefusals(p)
 	guard := newDrainGuard(e.o.Client, e.o.Recorder, e.o.Metrics, p.ID, e.o.DrainTimeout, e.planStart)
 	defer guard.close(ctx)
+	guard.landed = func(pod *v1.Pod, owner *metav1.OwnerReference) {
+		logger.V(2).Info("Replacement landed elsewhere than planned: its cooldown holds it there", "pod", klog.KObj(pod), "node", klog.KRef("", pod.Spec.NodeName))
+		e.o.History.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, pod.Namespace, owner.Name), To: pod.Spec.NodeName, Plan: p.ID, Landed: true})
+	}
 	// The drained nodes are released after the plan's last move, once all
 	// its replacements are bound.
 	lastDrain := map[string]int{}
@@ -152,7 +157,9 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 			lastDrain[m.Source] = i
 		}
 	}
-	if len(lastDrain) > 0 || len(p.HeldEmpty) > 0 {
+	// Their replacements are watched, as are those of moves left to their
+	// scheduler's choice, whose landing the cooldown follows.
+	if len(lastDrain) > 0 || len(p.HeldEmpty) > 0 || slices.ContainsFunc(p.Moves, func(m plan.Move) bool { return m.Anywhere }) {
 		guard.watch(ctx)
 	}
 	// Every node the plan empties is tainted before its first eviction:
@@ -206,7 +213,7 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 			o = e.carry(ctx, p, m, o.pod, guard)
 		}
 		if o.reason == "" {
-			guard.evict(m.Owner)
+			guard.evict(m)
 		}
 		e.record(ctx, p, &r, m, o)
 		if last, ok := lastDrain[m.Source]; ok && last == i {
@@ -221,15 +228,17 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 			break
 		}
 		if e.o.History.Due() {
-			e.forgetStored(ctx)
+			e.flushHistory(ctx)
 		}
 	}
 	// Every eviction was written before it was made; what is left are the
 	// moves taken back, written even after a stop.
 	flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	e.forgetStored(flushCtx)
+	e.flushHistory(flushCtx)
 	guard.wait(ctx, e.o.Stop)
+	// And where the replacements landed elsewhere than planned.
+	e.flushHistory(flushCtx)
 	logger.Info("Executed plan", "moves", len(p.Moves), "evicted", len(r.Evicted), "skipped", len(r.Skipped), "errors", r.Errors)
 	return r
 }
@@ -361,13 +370,15 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 	return o
 }
 
-// forgetStored removes from the stored history the moves recorded ahead of
-// evictions that did not happen (the next write-ahead does too). Should
-// it fail, they stay recorded: a cooldown held for nothing, not a move
-// forgotten, so the plan goes on.
-func (e *Executor) forgetStored(ctx context.Context) {
+// flushHistory writes to the stored history what the evictions' own
+// write-ahead did not: the moves recorded ahead of evictions that did not
+// happen, taken back (the next write-ahead does too), and where
+// replacements landed elsewhere than planned. Should it fail, the moves
+// taken back stay recorded (a cooldown held for nothing, not a move
+// forgotten) and the landings stay in memory, so the plan goes on.
+func (e *Executor) flushHistory(ctx context.Context) {
 	if err := e.o.History.Flush(ctx); err != nil {
-		klog.FromContext(ctx).Error(err, "Could not take back from the move history the evictions that did not happen; their cooldown holds")
+		klog.FromContext(ctx).Error(err, "Could not write the move history's evictions taken back (their cooldown holds) or replacements' landings (their cooldown is lost)")
 	}
 }
 
@@ -379,7 +390,7 @@ func (e *Executor) writeAhead(ctx context.Context, p *plan.Plan, m plan.Move) (h
 		return history.Eviction{}, nil
 	}
 	return e.o.History.WriteAhead(ctx, history.Eviction{
-		Owner: types.UID(m.Owner.UID), Workload: fmt.Sprintf("%s %s/%s", m.Owner.Kind, m.Namespace, m.Owner.Name),
+		Owner: types.UID(m.Owner.UID), Workload: history.Workload(m.Owner.Kind, m.Namespace, m.Owner.Name),
 		From: m.Source, To: m.Target, Plan: p.ID,
 	})
 }

@@ -109,6 +109,49 @@ func TestExecuteWritesHistoryAhead(t *testing.T) {
 	}
 }
 
+// TestExecuteRecordsWhereReplacementsLanded: a drain left to its
+// scheduler's choice may land anywhere the plan keeps in use. A
+// replacement bound elsewhere than its move's target is recorded where it
+// landed (Landed), so the cooldown holds it there, and is no move of its
+// own; one bound on its target adds nothing.
+func TestExecuteRecordsWhereReplacementsLanded(t *testing.T) {
+	f := newFixture(newNode("node-a"), newNode("node-b"), newNode("node-c"), newPod("web-1", "node-a"), newPod("web-2", "node-a"))
+	drain := func(name string) plan.Move {
+		m := newMove(name, "node-a", "node-b")
+		m.Strategy, m.Drain, m.Anywhere, m.Candidates = "Consolidation", true, true, 2
+		return m
+	}
+	f.onEvict(func(ev *policyv1.Eviction) error {
+		switch ev.Name {
+		case "web-1":
+			f.replace(t, "web-1", "node-b") // its target
+		case "web-2":
+			f.replace(t, "web-2", "node-c") // the scheduler's other choice
+		}
+		return nil
+	})
+	moves := history.NewStored(f.clock, 10*time.Minute, history.NewStore(f.client, historyNS, historyName))
+	r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), newPlan(drain("web-1"), drain("web-2")), nil)
+	if len(r.Evicted) != 2 {
+		t.Fatalf("evicted %v, want both", names(r.Evicted))
+	}
+	var landed []string
+	for _, m := range f.stored(t) {
+		if m.Landed {
+			landed = append(landed, string(m.Owner)+" "+m.To)
+		}
+	}
+	if !slices.Equal(landed, []string{"web-2-owner node-c"}) {
+		t.Errorf("stored landings %v, want web-2's on node-c alone", landed)
+	}
+	if _, ok := moves.InCooldown("web-2-owner", "node-c", time.Time{}); !ok {
+		t.Error("web-2's replacement on node-c: want its pods held there by the cooldown")
+	}
+	if got := moves.Moved("web-2-owner"); got != 1 {
+		t.Errorf("Moved(web-2) = %d, want 1: a landing is no move of its own", got)
+	}
+}
+
 // TestExecuteStopsWhenHistoryCannotBeWritten: the move cannot be recorded
 // before its eviction: the pod is not evicted, its hint is taken back, and
 // the rest of the plan is not carried out.

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,12 @@ type Eviction struct {
 	// At is when the pod was evicted.
 	At   time.Time `json:"at"`
 	Plan string    `json:"plan,omitempty"`
+	// Landed marks where a replacement was seen bound, on To, when that
+	// is not where its move was planned (a drain left to its scheduler's
+	// choice lands on any node the plan keeps in use): it holds the
+	// owner's pods there as a move does (InCooldown), and is no move of
+	// its own (Moved).
+	Landed bool `json:"landed,omitempty"`
 }
 
 // flushEvery is how long, at least, Due waits between writes of what is
@@ -304,24 +311,52 @@ func (h *History) InCooldown(owner types.UID, node string, before time.Time) (at
 	return at, !at.IsZero() && (before.IsZero() || at.Before(before))
 }
 
-// Left are the nodes pods of owner were moved off less than the cooldown
-// ago, nil when none: the other half of the cooldown (InCooldown keeps
-// owner's pods on a node they were moved onto). A plan moves none of
-// owner's pods onto them, or one cycle would undo another's move.
-func (h *History) Left(owner types.UID) []string {
+// Left are the nodes pods of a workload were moved off less than the
+// cooldown ago, nil when none: the other half of the cooldown (InCooldown
+// keeps owner's pods on a node they were moved onto). A plan moves none of
+// the workload's pods onto them, or one cycle would undo another's move.
+// The workload is owner, and, when deployment names one
+// ("namespace/name"), every ReplicaSet that Deployment made: a rollout
+// between two cycles does not make a node its pods left new to it.
+func (h *History) Left(owner types.UID, deployment string) []string {
 	if h == nil || h.cooldown <= 0 {
 		return nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	moves := h.byOwner[owner]
+	if deployment != "" {
+		moves = h.moves
+	}
 	now := h.clock.Now()
 	var left []string
-	for _, m := range h.byOwner[owner] {
-		if m.From != "" && h.fresh(m.At, now) && !slices.Contains(left, m.From) {
+	for _, m := range moves {
+		if m.From == "" || !h.fresh(m.At, now) || slices.Contains(left, m.From) {
+			continue
+		}
+		if m.Owner == owner || deployment != "" && madeBy(m.Workload, deployment) {
 			left = append(left, m.From)
 		}
 	}
 	return left
+}
+
+// Workload is Eviction.Workload for a pod whose controller is the kind
+// named name in namespace: "ReplicaSet shop/web-7d4b9".
+func Workload(kind, namespace, name string) string {
+	return kind + " " + namespace + "/" + name
+}
+
+// madeBy says whether workload (Workload) is a ReplicaSet the Deployment
+// deployment ("namespace/name") made, named as the Deployment controller
+// names them: <deployment>-<pod-template-hash>, the hash without a dash.
+func madeBy(workload, deployment string) bool {
+	rs, ok := strings.CutPrefix(workload, "ReplicaSet ")
+	if !ok {
+		return false
+	}
+	hash, ok := strings.CutPrefix(rs, deployment+"-")
+	return ok && hash != "" && !strings.Contains(hash, "-")
 }
 
 // Moved counts the pods of owner moved less than the cooldown ago: the
@@ -335,7 +370,7 @@ func (h *History) Moved(owner types.UID) int {
 	now := h.clock.Now()
 	n := 0
 	for _, m := range h.byOwner[owner] {
-		if h.fresh(m.At, now) {
+		if h.fresh(m.At, now) && !m.Landed {
 			n++
 		}
 	}

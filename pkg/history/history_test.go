@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +78,44 @@ func TestMovedCountsRecentMovesOfOwner(t *testing.T) {
 	clock.SetTime(start.Add(12 * time.Minute))
 	if got := h.Moved("uid-web"); got != 1 {
 		t.Errorf("after the first move cooled: Moved(web) = %d, want 1", got)
+	}
+}
+
+// TestLeftFollowsTheWorkload: Left names the nodes a workload's pods were
+// moved off within the cooldown, its own ReplicaSet's and, for a pod of a
+// Deployment, those of the Deployment's other ReplicaSets (a rollout came
+// between), and no other workload's: not a Deployment whose name is a
+// prefix of another's, nor a ReplicaSet no Deployment named that way made.
+func TestLeftFollowsTheWorkload(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	h := New(clock, 10*time.Minute)
+	h.Record(Eviction{Owner: "uid-web-old", Workload: Workload("ReplicaSet", "shop", "web-7c6b5f4d9"), From: "node-a", To: "node-x"})
+	h.Record(Eviction{Owner: "uid-web-api", Workload: Workload("ReplicaSet", "shop", "web-api-7c6b5f4d9"), From: "node-b", To: "node-x"})
+	h.Record(Eviction{Owner: "uid-web-other-ns", Workload: Workload("ReplicaSet", "shop2", "web-7c6b5f4d9"), From: "node-c", To: "node-x"})
+	h.Record(Eviction{Owner: "uid-web-new", Workload: Workload("ReplicaSet", "shop", "web-5d8f9c7b6"), From: "node-d", To: "node-x"})
+	h.Record(Eviction{Owner: "uid-job", Workload: Workload("Job", "shop", "web-28f9c"), From: "node-e", To: "node-x"})
+	h.Record(Eviction{Owner: "uid-web-new", Workload: Workload("ReplicaSet", "shop", "web-5d8f9c7b6"), To: "node-x"}) // no source known
+	for _, tc := range []struct {
+		owner      k8stypes.UID
+		deployment string
+		want       []string
+	}{
+		{owner: "uid-web-new", deployment: "shop/web", want: []string{"node-a", "node-d"}},
+		{owner: "uid-web-new", want: []string{"node-d"}},
+		{owner: "uid-web-api", deployment: "shop/web-api", want: []string{"node-b"}},
+		{owner: "uid-job", want: []string{"node-e"}},
+		{owner: "uid-none", deployment: "shop/db", want: nil},
+	} {
+		got := h.Left(tc.owner, tc.deployment)
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("Left(%s, %q) = %v, want %v", tc.owner, tc.deployment, got, tc.want)
+		}
+	}
+	clock.SetTime(start.Add(11 * time.Minute))
+	if got := h.Left("uid-web-new", "shop/web"); got != nil {
+		t.Errorf("after the cooldown: Left = %v, want none", got)
 	}
 }
 

@@ -128,7 +128,7 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	// scheduler's choice).
 	stray := simOpts.Exclude
 	if owner != nil {
-		simOpts.Exclude = p.notBack(owner.UID, simOpts.Exclude)
+		simOpts.Exclude = p.notBack(owner.UID, deploymentOf(pod), simOpts.Exclude)
 		if stray != nil {
 			stray = simOpts.Exclude
 		}
@@ -203,15 +203,25 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	return nil
 }
 
-// notBack adds to ruledOut the nodes pods of owner were moved off within
-// the cooldown (History.Left): no replacement of owner's goes there. It
-// returns ruledOut itself, nil included, when there are none.
-func (p *planner) notBack(owner types.UID, ruledOut func(node string) bool) func(node string) bool {
-	left := p.opts.History.Left(owner)
+// notBack adds to ruledOut the nodes pods of the workload (owner, or the
+// Deployment deployment) were moved off within the cooldown
+// (History.Left): no replacement of its goes there. It returns ruledOut
+// itself, nil included, when there are none.
+func (p *planner) notBack(owner types.UID, deployment string, ruledOut func(node string) bool) func(node string) bool {
+	left := p.opts.History.Left(owner, deployment)
 	if len(left) == 0 {
 		return ruledOut
 	}
 	return func(n string) bool { return slices.Contains(left, n) || (ruledOut != nil && ruledOut(n)) }
+}
+
+// deploymentOf names the Deployment behind pod's ReplicaSet
+// ("namespace/name"), "" for any other pod.
+func deploymentOf(pod *v1.Pod) string {
+	if name, ok := hint.DeploymentOf(pod); ok {
+		return pod.Namespace + "/" + name
+	}
+	return ""
 }
 
 // strayLanding says where the replacement of a move left to its

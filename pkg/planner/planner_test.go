@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -711,29 +712,52 @@ func TestCooldownProtectsPods(t *testing.T) {
 
 // TestNoMoveBackOntoANodeTheOwnerLeft: within the cooldown, no pod of a
 // workload is moved onto a node a pod of that workload was moved off, or
-// one cycle's plan would undo another's (ping-pong). The first plan's
-// targets become nodes their workloads just left: the second plan moves
-// none of those workloads there, and still packs.
+// one cycle's plan would undo another's (ping-pong): a pod of the same
+// ReplicaSet, or of another ReplicaSet of the same Deployment (a rollout
+// came between the two cycles). The first plan's targets become nodes
+// their workloads just left: the second plan moves none of those
+// workloads there, and still packs.
 func TestNoMoveBackOntoANodeTheOwnerLeft(t *testing.T) {
-	c := thinCluster(12)
-	first := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
-	if len(first.Moves) == 0 {
-		t.Fatal("no moves: the test shows nothing")
-	}
-	moves := history.New(nil, time.Hour)
-	left := map[string]string{}
-	for _, m := range first.Moves {
-		moves.Record(history.Eviction{Owner: types.UID(m.Owner.UID), From: m.Target, To: "node-elsewhere"})
-		left[m.Owner.UID] = m.Target
-	}
-	p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
-	for _, m := range p.Moves {
-		if node, ok := left[m.Owner.UID]; ok && m.Target == node {
-			t.Errorf("%s moved onto %s, which a pod of its owner left within the cooldown", m.Pod, m.Target)
-		}
-	}
-	if len(p.Moves) == 0 {
-		t.Errorf("no moves: the other nodes are free targets (skips %v)", p.Summary.SkippedByReason)
+	for _, rollout := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rollout=%v", rollout), func(t *testing.T) {
+			c := thinCluster(12)
+			if rollout {
+				// Every ReplicaSet is its Deployment's new one, made by a
+				// rollout after the moves the history holds.
+				for _, pod := range c.snap.Pods {
+					if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "ReplicaSet" {
+						pod.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = "5d8f9c7b6"
+						ref.Name, ref.UID = pod.Labels["app"]+"-5d8f9c7b6", ref.UID+"-new"
+						pod.OwnerReferences = []metav1.OwnerReference{*ref}
+					}
+				}
+			}
+			first := runPlan(t, c, "binpacking", Options{MinScoreGain: 1})
+			if len(first.Moves) == 0 {
+				t.Fatal("no moves: the test shows nothing")
+			}
+			moves := history.New(nil, time.Hour)
+			left := map[string]string{}
+			for _, m := range first.Moves {
+				e := history.Eviction{Owner: types.UID(m.Owner.UID), Workload: history.Workload(m.Owner.Kind, m.Namespace, m.Owner.Name), From: m.Target, To: "node-elsewhere"}
+				if rollout {
+					// Moved when the Deployment's previous ReplicaSet ran.
+					deployment, _ := strings.CutSuffix(m.Owner.Name, "-5d8f9c7b6")
+					e.Owner, e.Workload = e.Owner+"-old", history.Workload("ReplicaSet", m.Namespace, deployment+"-7c6b5f4d9")
+				}
+				moves.Record(e)
+				left[m.Owner.UID] = m.Target
+			}
+			p := runPlan(t, c, "binpacking", Options{MinScoreGain: 1, History: moves})
+			for _, m := range p.Moves {
+				if node, ok := left[m.Owner.UID]; ok && m.Target == node {
+					t.Errorf("%s moved onto %s, which a pod of its workload left within the cooldown", m.Pod, m.Target)
+				}
+			}
+			if len(p.Moves) == 0 {
+				t.Errorf("no moves: the other nodes are free targets (skips %v)", p.Summary.SkippedByReason)
+			}
+		})
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/descheduler/pkg/framework/plugins/removeduplicates"
 
@@ -41,12 +40,12 @@ func (p *planner) replay(ctx context.Context, before []simulator.NodeUsage) ([]s
 	// Where no replacement left to its scheduler may land: a node the
 	// plan empties, one that was empty, or one a pod of its owner was
 	// moved off within the cooldown.
-	stray := func(m *plan.Move) func(string) bool {
+	stray := func(i int) func(string) bool {
 		stray := func(n string) bool { return p.sources[n] > 0 || !inUse[n] }
-		if m.Owner == nil {
-			return stray
+		if a := p.applied[i]; a.owner != "" {
+			return p.notBack(a.owner, deploymentOf(a.obj), stray)
 		}
-		return p.notBack(types.UID(m.Owner.UID), stray)
+		return stray
 	}
 	for {
 		fork := p.sim.Fork()
@@ -96,7 +95,7 @@ func (p *planner) replay(ctx context.Context, before []simulator.NodeUsage) ([]s
 				continue // nobody recreates it: there is no placement to check
 			}
 			l := landed[i]
-			v := decide(landing(m, l), intent{balance: m.Balance, drain: m.Drain, planned: m, replayed: true}, stray(m), p.opts.MinScoreGain)
+			v := decide(landing(m, l), intent{balance: m.Balance, drain: m.Drain, planned: m, replayed: true}, stray(i), p.opts.MinScoreGain)
 			switch {
 			case v.reason != "":
 				failed[i] = refusal{v.reason, "with the plan's replacements pending together and its drained nodes tainted, " + v.detail}
@@ -167,7 +166,7 @@ const replays = 16
 // planned. It returns the moves of the drains that fail: those whose own
 // replacements strayed, or, when another move failed, every unsteered
 // drain, as only they are left to chance.
-func (p *planner) strays(ctx context.Context, stray func(*plan.Move) func(node string) bool) (map[int]string, error) {
+func (p *planner) strays(ctx context.Context, stray func(move int) func(node string) bool) (map[int]string, error) {
 	if !slices.ContainsFunc(p.out.Moves, func(m plan.Move) bool { return m.Candidates > 0 }) {
 		return nil, nil
 	}
@@ -200,7 +199,7 @@ func (p *planner) strays(ctx context.Context, stray func(*plan.Move) func(node s
 			case l.Node == m.Source:
 				bad = "it goes back on " + m.Source
 			case m.Drain && !m.Steered:
-				if stray(&p.out.Moves[i])(l.Node) {
+				if stray(i)(l.Node) {
 					bad = fmt.Sprintf("it goes on %s, a node the plan empties, that was empty, or that its owner left within the cooldown", l.Node)
 				}
 			case !m.Anywhere && l.Node != m.Target:

@@ -272,7 +272,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			continue // nobody recreates it
 		}
 		if e.target != "" {
-			r.moves.Record(history.Eviction{Owner: owner.UID, From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
+			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, pod.Namespace, owner.Name), From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
 			// The scheduler sees the pod go with its hint, as in the cluster.
 			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i)}
 		}
@@ -290,6 +290,11 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	for k, e := range evictions {
 		if landed[k].Node != "" && landed[k].Node == e.pod.Spec.NodeName {
 			pingPong++
+		}
+		// The executor records where a replacement landed elsewhere than
+		// planned (history.Eviction.Landed): its cooldown holds it there.
+		if owner := metav1.GetControllerOf(e.pod); owner != nil && e.target != "" && landed[k].Node != "" && landed[k].Node != e.target {
+			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, e.pod.Namespace, owner.Name), To: landed[k].Node, Plan: fmt.Sprintf("round-%d", i), Landed: true})
 		}
 		l := landed[k].Node
 		switch {
