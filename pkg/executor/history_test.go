@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -121,17 +122,22 @@ func TestExecuteRecordsWhereReplacementsLanded(t *testing.T) {
 		m.Strategy, m.Drain, m.Anywhere, m.Candidates = "Consolidation", true, true, 2
 		return m
 	}
+	var replaced sync.WaitGroup
 	f.onEvict(func(ev *policyv1.Eviction) error {
-		switch ev.Name {
-		case "web-1":
-			f.replace(t, "web-1", "node-b") // its target
-		case "web-2":
-			f.replace(t, "web-2", "node-c") // the scheduler's other choice
-		}
+		node := map[string]string{"web-1": "node-b", "web-2": "node-c"}[ev.Name] // its target; the scheduler's other choice
+		// Once the executor's watch of replacements is open: the fake
+		// clientset does not replay to a watch what was added before.
+		replaced.Go(func() {
+			for !slices.Contains(f.calls(), "watch pods") {
+				time.Sleep(time.Millisecond)
+			}
+			f.replace(t, ev.Name, node)
+		})
 		return nil
 	})
 	moves := history.NewStored(f.clock, 10*time.Minute, history.NewStore(f.client, historyNS, historyName))
 	r := f.executor(func(o *Options) { o.History = moves }).Execute(context.Background(), newPlan(drain("web-1"), drain("web-2")), nil)
+	replaced.Wait()
 	if len(r.Evicted) != 2 {
 		t.Fatalf("evicted %v, want both", names(r.Evicted))
 	}
