@@ -5,8 +5,9 @@
 #   make test       unit tests, Karmada's estimator client against
 #                   `rebalancer estimator`, the images' checks, the e2e suite
 #                   against a real control plane, then Karmada's own
-#                   components over two member clusters (test-karmada-live);
-#                   each control plane started and stopped by the target
+#                   components over two member clusters (test-karmada-live)
+#                   and a 4-minute soak (test-soak); each control plane
+#                   started and stopped by the target
 #   make lint       golangci-lint (pinned in hack/tools/lint; see .golangci.yml),
 #                   shellcheck
 #   make verify     lint, go.mod tidy, the generated deep copies and the
@@ -78,7 +79,7 @@ build: bin-$(HOST_PLATFORM) bin-karmada-$(HOST_PLATFORM)
 	@for b in rebalancer rebalancer-scheduler; do rm -f $(BIN)/$$b && cp $(BIN)/$(HOST_PLATFORM)/$$b $(BIN)/; done
 	@rm -f $(BIN)/rebalancer-karmada-scheduler && cp $(BIN)/karmada-$(HOST_PLATFORM)/rebalancer-karmada-scheduler $(BIN)/
 
-test: test-unit test-karmada test-image test-e2e test-karmada-live
+test: test-unit test-karmada test-image test-e2e test-karmada-live test-soak
 
 # The plan must come out the same however often it is computed, and the
 # simulation's forks must hold, also under the race detector.
@@ -305,6 +306,13 @@ SOAK_ARGS ?=
 .PHONY: soak
 soak: build
 	$(GO) run ./hack/soak -duration $(SOAK_DURATION) -nodes $(SOAK_NODES) $(SOAK_ARGS)
+
+# make test's short soak: every check of make soak, 4 minutes on 40 nodes,
+# every workload on rebalancer-scheduler (docs/reliability.md: what
+# default-scheduler's rollouts leave within a short quiet phase).
+.PHONY: test-soak
+test-soak: build
+	$(GO) run ./hack/soak -duration 4m -nodes 40 -default-scheduler-share=0 -out $(CURDIR)/_output/test-soak
 
 OPENB_DIR ?= ../shared/data/openb
 BENCH_RUNS ?= 3
