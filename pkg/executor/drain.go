@@ -183,7 +183,10 @@ func (g *drainGuard) watch(ctx context.Context) {
 		}
 		g.mu.Lock()
 		_, ours := g.evicted[owner.UID]
-		elsewhere := ours && !g.bound[owner.UID].Has(pod.UID) && !g.targets[owner.UID].Has(pod.Spec.NodeName)
+		// A replacement, not one more new pod of the owner (a scale-up),
+		// bound on none of the owner's targets.
+		elsewhere := ours && !g.bound[owner.UID].Has(pod.UID) && g.bound[owner.UID].Len() < g.evicted[owner.UID] &&
+			!g.targets[owner.UID].Has(pod.Spec.NodeName)
 		g.mu.Unlock()
 		if !ours {
 			return
