@@ -227,7 +227,7 @@ func loop(ctx context.Context, o options, sched Schedule, ch *churner, obs *obse
 				}
 				smp.Procs[p.name] = procStats{RSSBytes: m.sum("process_resident_memory_bytes"), Goroutines: m.sum("go_goroutines")}
 				if p.name == "rebalancer" {
-					smp.Evictions = int(m.sum("rebalancer_evictions_total", `result="evicted"`) + m.sum("rebalancer_evictions_total", `result="background"`))
+					smp.Evictions = int(m.sum("rebalancer_evictions_total", "result=evicted") + m.sum("rebalancer_evictions_total", "result=background"))
 					n, sum := m.sum("rebalancer_cycle_duration_seconds_count"), m.sum("rebalancer_cycle_duration_seconds_sum")
 					if n > cycles {
 						lastCycle = (sum - cycleSum) / (n - cycles)

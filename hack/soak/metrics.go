@@ -1,60 +1,72 @@
 package main
 
 import (
+	"cmp"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// metricValues are a /metrics page's samples: name{labels} -> value.
-type metricValues map[string]float64
+// metricValues are a /metrics page's metric families, by name.
+type metricValues map[string]*dto.MetricFamily
 
-// parseMetrics reads the Prometheus text format, as much of it as the
-// samples need: comments skipped, timestamps ignored.
-func parseMetrics(body string) metricValues {
-	out := metricValues{}
-	for _, line := range strings.Split(body, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		// The value follows the series, after the closing brace when there
-		// are labels (whose values may hold spaces).
-		series, rest, _ := strings.Cut(line, " ")
-		if i := strings.LastIndexByte(line, '}'); i >= 0 {
-			series, rest = line[:i+1], line[i+1:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
-		}
-		out[series] = v
-	}
-	return out
+// parseMetrics reads the Prometheus text format with Prometheus's own
+// parser.
+func parseMetrics(body string) (metricValues, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(body))
 }
 
-// sum adds the samples of metric whose labels contain every one of want
-// (e.g. `result="evicted"`).
+// sum adds the samples of metric whose labels include every one of want
+// ("name=value", e.g. "result=evicted"). A histogram's or summary's
+// <name>_sum and <name>_count are read from the family <name>.
 func (m metricValues) sum(metric string, want ...string) float64 {
+	value := func(s *dto.Metric) float64 {
+		switch {
+		case s.Gauge != nil:
+			return s.Gauge.GetValue()
+		case s.Counter != nil:
+			return s.Counter.GetValue()
+		case s.Untyped != nil:
+			return s.Untyped.GetValue()
+		}
+		return 0
+	}
+	family := m[metric]
+	if family == nil {
+		for suffix, part := range map[string]func(*dto.Metric) float64{
+			"_sum": func(s *dto.Metric) float64 {
+				return cmp.Or(s.GetHistogram().GetSampleSum(), s.GetSummary().GetSampleSum())
+			},
+			"_count": func(s *dto.Metric) float64 {
+				return float64(cmp.Or(s.GetHistogram().GetSampleCount(), s.GetSummary().GetSampleCount()))
+			},
+		} {
+			if base, ok := strings.CutSuffix(metric, suffix); ok && m[base] != nil {
+				family, value = m[base], part
+			}
+		}
+	}
 	total := 0.0
-	for series, v := range m {
-		name, labels, _ := strings.Cut(series, "{")
-		if name != metric {
-			continue
+	for _, s := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range s.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
 		ok := true
 		for _, w := range want {
-			ok = ok && strings.Contains(labels, w)
+			name, v, _ := strings.Cut(w, "=")
+			ok = ok && labels[name] == v
 		}
 		if ok {
-			total += v
+			total += value(s)
 		}
 	}
 	return total
@@ -79,5 +91,5 @@ func scrape(url string) (metricValues, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseMetrics(string(body)), nil
+	return parseMetrics(string(body))
 }

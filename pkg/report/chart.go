@@ -15,6 +15,7 @@ type frame struct {
 	W, H                     float64
 	Left, Right, Top, Bottom float64
 	XTicks, YTicks           []tick
+	XLabel                   string // the x axis' name, at its right end; "": none
 }
 
 // PlotW is the width of the plot area, between the axes' left and right ends.
@@ -30,7 +31,7 @@ type tick struct {
 const roundW, roundH = 1000, 300
 
 func roundFrame() frame {
-	return frame{W: roundW, H: roundH, Left: 56, Right: roundW - 16, Top: 12, Bottom: roundH - 36}
+	return frame{W: roundW, H: roundH, Left: 56, Right: roundW - 16, Top: 12, Bottom: roundH - 36, XLabel: "round"}
 }
 
 // px rounds a coordinate to a tenth of a unit, which is below what a screen

@@ -19,7 +19,13 @@ import (
 //go:embed report.html.tmpl
 var pageTemplate string
 
-var tmpl = template.Must(template.New("report").Parse(pageTemplate))
+// frameTemplate is what the report and the time series pages share: their
+// style and axes.
+//
+//go:embed frame.html.tmpl
+var frameTemplate string
+
+var tmpl = template.Must(template.Must(template.New("report").Parse(frameTemplate)).Parse(pageTemplate))
 
 // Meta says what a report shows and where it came from, so that a page
 // read weeks later can be reproduced: the inputs, the build, the day and

@@ -215,6 +215,9 @@ func TestSummary(t *testing.T) {
 	if !bytes.Contains(doc, []byte(`<tr data-strategy="rebalancer"><th><span class="swatch rebalancer"></span>rebalancer</th><td>5</td><td>1</td><td>12</td><td>7 (round 3)</td><td>6 (by node class 8)</td><td>3</td><td>0</td><td>3</td></tr>`)) {
 		t.Error("the summary table lacks rebalancer's row")
 	}
+	if n := bytes.Count(doc, []byte(`text-anchor="end">round</text>`)); n != 2 {
+		t.Errorf("%d per-round charts with their x axis named, want 2", n)
+	}
 }
 
 // Bars are sorted highest first and their tops and heights add up to the

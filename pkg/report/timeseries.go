@@ -14,7 +14,7 @@ import (
 //go:embed timeseries.html.tmpl
 var timeSeriesTemplate string
 
-var timeSeriesTmpl = template.Must(template.New("timeseries").Parse(timeSeriesTemplate))
+var timeSeriesTmpl = template.Must(template.Must(template.New("timeseries").Parse(frameTemplate)).Parse(timeSeriesTemplate))
 
 // TimeChart is one chart of values over time, e.g. a soak run's samples:
 // one line per series, drawn with the same frame, scales and style as the
@@ -81,6 +81,7 @@ const seriesColors = 6
 // values up from a margin below the lowest.
 func newTimeLineChart(c TimeChart) timeLineChart {
 	out := timeLineChart{frame: roundFrame(), Key: c.Key, Title: c.Title, Unit: c.Unit}
+	out.XLabel = "time"
 	var last time.Duration
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range c.Series {

@@ -48,6 +48,10 @@ func TestWriteTimeSeries(t *testing.T) {
 	if !strings.Contains(doc, `text-anchor="middle">2m</text>`) {
 		t.Error("no 2m tick on the time axis")
 	}
+	// The report's frame (frame.html.tmpl): its style, and axes named.
+	if !strings.Contains(doc, `.axis { stroke: #9ca3af; }`) || strings.Count(doc, `text-anchor="end">time</text>`) != 2 {
+		t.Error("the charts lack the report's frame: its style, or a time axis named on each chart")
+	}
 }
 
 func TestWriteTimeSeriesShortRunTicksInSeconds(t *testing.T) {
