@@ -22,25 +22,34 @@ type quietSink struct {
 // Init does not pass the call on: the wrapped sink was initialized when its
 // own logger was made, and is shared with every goroutine logging through
 // it (klog's sink writes its call depth in Init).
-func (s quietSink) Init(logr.RuntimeInfo) {}
+func (s *quietSink) Init(logr.RuntimeInfo) {}
 
-func (s quietSink) Enabled(level int) bool { return s.LogSink.Enabled(level + shift) }
+func (s *quietSink) Enabled(level int) bool { return s.LogSink.Enabled(level + shift) }
 
-func (s quietSink) Info(level int, msg string, kv ...any) {
+func (s *quietSink) Info(level int, msg string, kv ...any) {
 	s.LogSink.Info(level+shift, msg, kv...)
 }
 
-func (s quietSink) Error(err error, msg string, kv ...any) {
+func (s *quietSink) Error(err error, msg string, kv ...any) {
 	if s.LogSink.Enabled(shift + 1) {
 		s.LogSink.Info(shift+1, msg, append(kv, "err", err)...)
 	}
 }
 
-func (s quietSink) WithValues(kv ...any) logr.LogSink {
-	return quietSink{s.LogSink.WithValues(kv...)}
+// WithValues keeps the values only where a line may be written: with
+// nothing of a library shown (below -v=3) it returns s itself. The
+// descheduler's evictor adds values for every pod it filters, and keeping
+// them was a large share of a plan's allocations.
+func (s *quietSink) WithValues(kv ...any) logr.LogSink {
+	if !s.LogSink.Enabled(shift) {
+		return s
+	}
+	return &quietSink{s.LogSink.WithValues(kv...)}
 }
 
-func (s quietSink) WithName(name string) logr.LogSink { return quietSink{s.LogSink.WithName(name)} }
+func (s *quietSink) WithName(name string) logr.LogSink {
+	return &quietSink{s.LogSink.WithName(name)}
+}
 
 // Quiet is l for a library: its info lines 3 levels more verbose, its
 // errors info lines at -v=4.
@@ -48,5 +57,5 @@ func Quiet(l logr.Logger) logr.Logger {
 	if l.GetSink() == nil {
 		return l
 	}
-	return logr.New(quietSink{l.GetSink()})
+	return logr.New(&quietSink{l.GetSink()})
 }

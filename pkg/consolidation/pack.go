@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
@@ -97,6 +98,29 @@ func amountsOf(req v1.ResourceList, counted []v1.ResourceName) []int64 {
 	for i, r := range counted {
 		q := req[r]
 		out[i] = requests.Units(r, q)
+	}
+	return out
+}
+
+// podAmounts is amountsOf(requests.Of(pod), counted) for a pod on a node,
+// read from the requests kube-scheduler's NodeInfo computed for it with
+// the same options and keeps, instead of computing them again.
+func podAmounts(pi fwk.PodInfo, counted []v1.ResourceName) []int64 {
+	res := pi.CalculateResource().Resource
+	out := make([]int64, len(counted))
+	for i, r := range counted {
+		switch r {
+		case v1.ResourceCPU:
+			out[i] = res.GetMilliCPU()
+		case v1.ResourceMemory:
+			out[i] = res.GetMemory()
+		case v1.ResourceEphemeralStorage:
+			out[i] = res.GetEphemeralStorage()
+		case v1.ResourcePods:
+			out[i] = int64(res.GetAllowedPodNumber())
+		default:
+			out[i] = res.GetScalarResources()[r]
+		}
 	}
 	return out
 }
@@ -192,7 +216,7 @@ func newPackProblem(order []candidate, counted []v1.ResourceName, ceiling map[v1
 			if simulator.NodeBound(p) {
 				continue
 			}
-			a := amountsOf(requests.Of(p), counted)
+			a := podAmounts(pi, counted)
 			key := shapeKey(a)
 			pb.shapes[key] = a
 			pb.leaving[i][key]++

@@ -87,6 +87,7 @@ func (h *judgingHandle) Place(ctx context.Context, pod *v1.Pod) (string, error) 
 		return "", err
 	}
 	p.arriving.Insert(bound.UID)
+	p.arrivingOn.Insert(bound.Spec.NodeName)
 	return bound.Spec.NodeName, nil
 }
 

@@ -86,6 +86,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		moved:        sets.New[types.UID](),
 		replacements: sets.New[types.UID](),
 		arriving:     sets.New[types.UID](),
+		arrivingOn:   sets.New[string](),
 		perNode:      map[string]uint{},
 		perNamespace: map[string]uint{},
 		perOwner:     map[types.UID]int{},
@@ -273,7 +274,10 @@ type planner struct {
 	replacements sets.Set[types.UID] // their simulated replacements
 	// arriving are the pending pods MakeRoom placed in the simulation: like
 	// replacements, they do not run yet and are offered for no eviction.
-	arriving     sets.Set[types.UID]
+	arriving sets.Set[types.UID]
+	// arrivingOn are the nodes MakeRoom placed them on (only added to:
+	// podsOnNode looks up the pods of these nodes in arriving).
+	arrivingOn   sets.Set[string]
 	total        uint
 	perNode      map[string]uint
 	perNamespace map[string]uint
@@ -444,9 +448,13 @@ func (p *planner) podsOnNode(node string, filter podutil.FilterFunc) ([]*v1.Pod,
 	if err != nil {
 		return nil, err
 	}
+	// A replacement runs on its move's target (count adds it to targets)
+	// and a placed pending pod on a node of arrivingOn: the pods of other
+	// nodes need not be looked up.
+	screen := p.targets[node] > 0 || p.arrivingOn.Has(node)
 	out := pods[:0]
 	for _, pod := range pods {
-		if p.replacements.Has(pod.UID) || p.arriving.Has(pod.UID) {
+		if screen && (p.replacements.Has(pod.UID) || p.arriving.Has(pod.UID)) {
 			continue
 		}
 		if filter == nil || filter(pod) {

@@ -128,10 +128,11 @@ func (s *Simulator) LowerBound() (int, error) {
 	demand := map[v1.ResourceName]int64{}
 	tolerations := TolerationSets{}
 	devices, counted, shared := s.devicesByNode(), sets.New[string](), s.sharedCapacities()
-	need := func(pod *v1.Pod) {
-		for r, q := range requests.Of(pod) {
-			demand[r] += value(r, q)
-		}
+	// need counts pod's demand: asks are the requests kube-scheduler's
+	// NodeInfo keeps for a pod on a node, nil for a pending pod
+	// (eachRequest).
+	need := func(pod *v1.Pod, asks fwk.Resource) {
+		eachRequest(pod, asks, func(r v1.ResourceName, v int64) { demand[r] += v })
 		for r, n := range s.devicesOf(pod, nil, counted, shared) {
 			demand[r] += n
 		}
@@ -146,7 +147,7 @@ func (s *Simulator) LowerBound() (int, error) {
 		for _, pi := range ni.GetPods() {
 			pod := pi.GetPod()
 			if !NodeBound(pod) {
-				need(pod)
+				need(pod, pi.CalculateResource().Resource)
 				continue
 			}
 			for r, q := range requests.Of(pod) {
@@ -167,7 +168,7 @@ func (s *Simulator) LowerBound() (int, error) {
 	}
 	for _, pod := range s.Pending() {
 		if !NodeBound(pod) {
-			need(pod)
+			need(pod, nil)
 		}
 	}
 	tolerated := map[string]bool{} // by taint set: nodes often share theirs

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -58,6 +59,8 @@ type Simulator struct {
 	// dra is the DRA manager the schedulers read claims through, with the
 	// simulation's own changes (see dra.go); nil when DRA is off.
 	dra *draManager
+	// podsOn remembers PodsOn's sorted lists by node name.
+	podsOn map[string]podsOnNode
 
 	state
 }
@@ -74,10 +77,17 @@ func (s *Simulator) Hold(nodes sets.Set[string]) {
 func (s *Simulator) Now() time.Time { return s.clock.Now() }
 
 // PodsOn lists the pods the simulation has on a node, in a stable order.
+// The caller owns the list. The order is remembered per node and its
+// generation in kube-scheduler's cache, which moves on at every change to
+// the node or its pods: the plugins list every node's pods again for each
+// strategy, and most nodes have not changed since.
 func (s *Simulator) PodsOn(node string) ([]*v1.Pod, error) {
 	ni, err := s.snapshot.NodeInfos().Get(node)
 	if err != nil {
 		return nil, err
+	}
+	if c, ok := s.podsOn[node]; ok && c.node == ni && c.generation == ni.GetGeneration() {
+		return slices.Clone(c.pods), nil
 	}
 	pods := make([]*v1.Pod, 0, len(ni.GetPods()))
 	for _, pi := range ni.GetPods() {
@@ -89,7 +99,18 @@ func (s *Simulator) PodsOn(node string) ([]*v1.Pod, error) {
 		}
 		return pods[i].Name < pods[j].Name
 	})
-	return pods, nil
+	if s.podsOn == nil {
+		s.podsOn = map[string]podsOnNode{}
+	}
+	s.podsOn[node] = podsOnNode{node: ni, generation: ni.GetGeneration(), pods: pods}
+	return slices.Clone(pods), nil
+}
+
+// podsOnNode is PodsOn's list of a node's pods at one generation of it.
+type podsOnNode struct {
+	node       fwk.NodeInfo
+	generation int64
+	pods       []*v1.Pod
 }
 
 // Node returns the simulation's view of a node: its object and requested resources.
