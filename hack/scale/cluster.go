@@ -341,6 +341,11 @@ func createWorkloads(ctx context.Context, c kubernetes.Interface, deps []deploym
 	if err != nil {
 		return err
 	}
+	return waitRunning(ctx, c, want, timeout)
+}
+
+// waitRunning waits until the run's Deployments have want ready replicas.
+func waitRunning(ctx context.Context, c kubernetes.Interface, want int, timeout time.Duration) error {
 	last := time.Now()
 	return wait.PollUntilContextTimeout(ctx, 5*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		ready := 0
@@ -353,7 +358,7 @@ func createWorkloads(ctx context.Context, c kubernetes.Interface, deps []deploym
 				ready += int(d.Status.ReadyReplicas)
 			}
 		}
-		if time.Since(last) >= 30*time.Second {
+		if time.Since(last) >= time.Minute {
 			log.Printf("%d of %d pods ready", ready, want)
 			last = time.Now()
 		}

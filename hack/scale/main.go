@@ -24,11 +24,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 type options struct {
 	root, binDir, out, clusterDir string
 	nodes, pods, replicas, burst  int
+	rounds                        int
 	defaultShare                  float64
 	ports                         string
 	clientQPS                     int
@@ -50,6 +53,7 @@ func main() {
 	flag.IntVar(&o.replicas, "replicas", 100, "replicas of each Deployment (the last one takes the rest)")
 	flag.Float64Var(&o.defaultShare, "default-scheduler-share", 0.5, "share of the Deployments scheduled by default-scheduler (with the extender) rather than rebalancer-scheduler")
 	flag.IntVar(&o.burst, "burst", 1000, "pods created at once for default-scheduler, while the extender's latency is measured")
+	flag.IntVar(&o.rounds, "rounds", 1, "measurement rounds (burst, plan, run --once) on the filled cluster, each after the last one's replacements are Running: filling it takes most of the time")
 	flag.IntVar(&o.clientQPS, "kube-api-qps", 500, "client-side QPS of kube-controller-manager, kube-scheduler, rebalancer-scheduler and this command's own client, so the cluster fills in minutes (their defaults: 20, 50, 50)")
 	flag.BoolVar(&o.metricsServer, "metrics-server", false, "start metrics-server too (only policies that read usage need it; it scrapes every node each 10 s)")
 	flag.BoolVar(&o.keepCluster, "keep-cluster", false, "leave a control plane this command started running (stop it with CLUSTER_DIR=... hack/local-cluster.sh down)")
@@ -75,12 +79,14 @@ func checkOptions(o options) error {
 		return errors.New("--nodes, --pods and --replicas must be positive")
 	case o.burst < 0:
 		return errors.New("--burst must not be negative")
+	case o.rounds < 1:
+		return errors.New("--rounds must be positive")
 	case o.defaultShare < 0 || o.defaultShare > 1:
 		return errors.New("--default-scheduler-share must be in [0, 1]")
 	case o.clientQPS < 1:
 		return errors.New("--kube-api-qps must be positive")
-	case (o.pods+o.burst)*averageMilliCPU > o.nodes*nodeCPUMilli*9/10:
-		return fmt.Errorf("%d pods of %dm CPU on average do not fit in 90%% of %d nodes of %dm", o.pods+o.burst, averageMilliCPU, o.nodes, nodeCPUMilli)
+	case (o.pods+o.rounds*o.burst)*averageMilliCPU > o.nodes*nodeCPUMilli*9/10:
+		return fmt.Errorf("%d pods of %dm CPU on average do not fit in 90%% of %d nodes of %dm", o.pods+o.rounds*o.burst, averageMilliCPU, o.nodes, nodeCPUMilli)
 	}
 	if _, err := parsePorts(o.ports); err != nil {
 		return err
@@ -144,31 +150,19 @@ func run(ctx context.Context, o options) error {
 	res.Setup.PodsRunningSeconds = seconds(time.Since(t))
 	log.Printf("%d pods Running in %s", o.pods, time.Since(t).Round(time.Second))
 
-	if o.burst > 0 {
-		b, err := measureBurst(ctx, c, o.burst, procs.extender.metricsURL)
-		if err != nil {
-			return fmt.Errorf("burst: %w", err)
+	for i := range o.rounds {
+		if i > 0 {
+			// The last round's replacements Running first.
+			if err := waitRunning(ctx, c, o.pods, o.timeout); err != nil {
+				return err
+			}
 		}
-		res.Extender = b
-		log.Printf("burst of %d pods: all bound after %.1f s; extender p50 %.1f ms, p99 %.1f ms over %d requests",
-			o.burst, b.AllBoundSeconds, b.P50Millis, b.P99Millis, b.Requests)
+		r, err := measureRound(ctx, o, cl, c, procs, i+1)
+		if err != nil {
+			return err
+		}
+		res.Rounds = append(res.Rounds, r)
 	}
-
-	common := []string{"--kubeconfig", cl.kubeconfig(), "--policy", o.policy,
-		"--scheduler-config", o.schedulerConfig, "--scheduler-config", cl.schedulerConfig()}
-	rebalancer := filepath.Join(o.binDir, "rebalancer")
-	log.Printf("rebalancer plan")
-	pr, err := measureCommand(ctx, rebalancer, append([]string{"plan", "-o", "json"}, common...), filepath.Join(o.out, "plan"))
-	if err != nil {
-		return fmt.Errorf("rebalancer plan: %w", err)
-	}
-	res.Plan = pr
-	log.Printf("rebalancer run --once")
-	rr, err := measureCommand(ctx, rebalancer, append([]string{"run", "--once", "-o", "json"}, common...), filepath.Join(o.out, "run"))
-	if err != nil {
-		return fmt.Errorf("rebalancer run --once: %w", err)
-	}
-	res.Run = rr
 
 	res.Scheduler = procs.scheduler.peak()
 	res.ExtenderPeakRSSBytes = procs.extender.peak().PeakRSSBytes
@@ -181,6 +175,39 @@ func run(ctx context.Context, o options) error {
 	fmt.Print(table(res))
 	log.Printf("wrote %s", filepath.Join(o.out, "scale.json"))
 	return nil
+}
+
+// measureRound creates the burst of pods, then runs rebalancer plan and
+// rebalancer run --once, each measured.
+func measureRound(ctx context.Context, o options, cl *cluster, c kubernetes.Interface, procs procSet, n int) (Round, error) {
+	var r Round
+	if o.burst > 0 {
+		b, err := measureBurst(ctx, c, o.burst, procs.extender.metricsURL)
+		if err != nil {
+			return r, fmt.Errorf("burst: %w", err)
+		}
+		r.Extender = b
+		log.Printf("round %d: burst of %d pods: all bound after %.1f s; extender p50 %.2f ms, p99 %.2f ms over %d requests",
+			n, o.burst, b.AllBoundSeconds, b.P50Millis, b.P99Millis, b.Requests)
+	}
+	common := []string{"--kubeconfig", cl.kubeconfig(), "--policy", o.policy,
+		"--scheduler-config", o.schedulerConfig, "--scheduler-config", cl.schedulerConfig()}
+	rebalancer := filepath.Join(o.binDir, "rebalancer")
+	log.Printf("round %d: rebalancer plan", n)
+	var err error
+	r.Plan, err = measureCommand(ctx, rebalancer, append([]string{"plan", "-o", "json"}, common...), filepath.Join(o.out, fmt.Sprintf("plan-%d", n)))
+	if err != nil {
+		return r, fmt.Errorf("rebalancer plan: %w", err)
+	}
+	log.Printf("round %d: rebalancer plan: first plan %.1f s, peak RSS %d MiB", n, r.Plan.Phases.FirstPlanSeconds, r.Plan.PeakRSSBytes>>20)
+	log.Printf("round %d: rebalancer run --once", n)
+	r.Run, err = measureCommand(ctx, rebalancer, append([]string{"run", "--once", "-o", "json"}, common...), filepath.Join(o.out, fmt.Sprintf("run-%d", n)))
+	if err != nil {
+		return r, fmt.Errorf("rebalancer run --once: %w", err)
+	}
+	log.Printf("round %d: rebalancer run --once: first plan %.1f s, cycle %.1f s, peak RSS %d MiB, evicted %d",
+		n, r.Run.Phases.FirstPlanSeconds, r.Run.WallSeconds, r.Run.PeakRSSBytes>>20, r.Run.Evicted)
+	return r, nil
 }
 
 func seconds(d time.Duration) float64 {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,21 +55,26 @@ func parseHistogram(body io.Reader, metric string, want ...string) (histogram, e
 		if !match || hist == nil {
 			continue
 		}
-		buckets := hist.GetBucket()
-		if h.Bounds == nil {
-			for _, b := range buckets {
-				h.Bounds = append(h.Bounds, b.GetUpperBound())
-			}
-			h.Bounds = append(h.Bounds, math.Inf(1))
-			h.Counts = make([]float64, len(h.Bounds))
+		// The text format lists the +Inf bucket; the parser may leave
+		// it out.
+		var bounds, counts []float64
+		for _, b := range hist.GetBucket() {
+			bounds = append(bounds, b.GetUpperBound())
+			counts = append(counts, float64(b.GetCumulativeCount()))
 		}
-		if len(buckets)+1 != len(h.Bounds) {
+		if len(bounds) == 0 || !math.IsInf(bounds[len(bounds)-1], 1) {
+			bounds = append(bounds, math.Inf(1))
+			counts = append(counts, float64(hist.GetSampleCount()))
+		}
+		if h.Bounds == nil {
+			h.Bounds, h.Counts = bounds, make([]float64, len(bounds))
+		}
+		if !slices.Equal(bounds, h.Bounds) {
 			return histogram{}, fmt.Errorf("%s: series with different buckets", metric)
 		}
-		for i, b := range buckets {
-			h.Counts[i] += float64(b.GetCumulativeCount())
+		for i, c := range counts {
+			h.Counts[i] += c
 		}
-		h.Counts[len(buckets)] += float64(hist.GetSampleCount())
 		h.Count += float64(hist.GetSampleCount())
 		h.Sum += hist.GetSampleSum()
 	}

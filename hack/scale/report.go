@@ -29,14 +29,19 @@ type Result struct {
 		NodesReadySeconds  float64 `json:"nodesReadySeconds"`
 		PodsRunningSeconds float64 `json:"podsRunningSeconds"`
 	} `json:"setup"`
-	Plan                 *CommandResult   `json:"plan"`
-	Run                  *CommandResult   `json:"run"`
+	Rounds               []Round          `json:"rounds"`
 	Scheduler            ProcResult       `json:"rebalancerScheduler"`
 	ExtenderPeakRSSBytes int64            `json:"extenderPeakRSSBytes"`
-	Extender             *BurstResult     `json:"extenderBurst,omitempty"`
 	ControlPlane         map[string]int64 `json:"controlPlanePeakRSSBytes"`
 	Load                 LoadResult       `json:"load"`
 	TookSeconds          float64          `json:"tookSeconds"`
+}
+
+// Round is one measurement round on the filled cluster.
+type Round struct {
+	Extender *BurstResult   `json:"extenderBurst,omitempty"`
+	Plan     *CommandResult `json:"plan"`
+	Run      *CommandResult `json:"run"`
 }
 
 // Machine is where the run ran.
@@ -93,26 +98,30 @@ func table(r Result) string {
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(cells ...string) { fmt.Fprintln(w, strings.Join(cells, "\t")) }
 	row("", "first plan", "read (synced)", "simulation", "plan", "execute", "wall", "CPU", "peak RSS", "moves", "evicted")
-	for _, c := range []struct {
-		name string
-		r    *CommandResult
-	}{{"plan", r.Plan}, {"run --once", r.Run}} {
-		if c.r == nil {
-			continue
+	for i, rd := range r.Rounds {
+		for _, c := range []struct {
+			name string
+			r    *CommandResult
+		}{{"plan", rd.Plan}, {"run --once", rd.Run}} {
+			if c.r == nil {
+				continue
+			}
+			p := c.r.Phases
+			evicted := "-"
+			if c.r.Evicted >= 0 {
+				evicted = strconv.Itoa(c.r.Evicted)
+			}
+			row(fmt.Sprintf("%s #%d", c.name, i+1), secs(p.FirstPlanSeconds), secs(p.ReadSeconds), secs(p.SimulationSeconds), secs(p.PlanSeconds),
+				secs(p.ExecuteSeconds), secs(c.r.WallSeconds), secs(c.r.CPUSeconds), mib(c.r.PeakRSSBytes), strconv.Itoa(c.r.Moves), evicted)
 		}
-		p := c.r.Phases
-		evicted := "-"
-		if c.r.Evicted >= 0 {
-			evicted = strconv.Itoa(c.r.Evicted)
-		}
-		row(c.name, secs(p.FirstPlanSeconds), secs(p.ReadSeconds), secs(p.SimulationSeconds), secs(p.PlanSeconds),
-			secs(p.ExecuteSeconds), secs(c.r.WallSeconds), secs(c.r.CPUSeconds), mib(c.r.PeakRSSBytes), strconv.Itoa(c.r.Moves), evicted)
 	}
 	w.Flush()
 	fmt.Fprintf(&b, "rebalancer-scheduler peak RSS %s; extender peak RSS %s\n", mib(r.Scheduler.PeakRSSBytes), mib(r.ExtenderPeakRSSBytes))
-	if e := r.Extender; e != nil {
-		fmt.Fprintf(&b, "burst of %d pods (created in %s): half bound %s, all bound %s; extender prioritize p50 %.2f ms, p99 %.2f ms, mean %.2f ms (%d requests)\n",
-			e.Pods, secs(e.CreatedSeconds), secs(e.HalfBoundSeconds), secs(e.AllBoundSeconds), e.P50Millis, e.P99Millis, e.MeanMillis, e.Requests)
+	for i, rd := range r.Rounds {
+		if e := rd.Extender; e != nil {
+			fmt.Fprintf(&b, "#%d burst of %d pods (created in %s): half bound %s, all bound %s; extender prioritize p50 %.2f ms, p99 %.2f ms, mean %.2f ms (%d requests)\n",
+				i+1, e.Pods, secs(e.CreatedSeconds), secs(e.HalfBoundSeconds), secs(e.AllBoundSeconds), e.P50Millis, e.P99Millis, e.MeanMillis, e.Requests)
+		}
 	}
 	fmt.Fprintf(&b, "setup: nodes Ready %s, pods Running %s\n", secs(r.Setup.NodesReadySeconds), secs(r.Setup.PodsRunningSeconds))
 	return b.String()
