@@ -314,6 +314,18 @@ func podSpec(scheduler string, cpuMilli int) v1.PodSpec {
 	}
 }
 
+func deploymentObject(d deployment) *appsv1.Deployment {
+	labels := map[string]string{"app": d.Name, "app.kubernetes.io/part-of": "rebalancer-scale"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(d.Replicas)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.Name}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(d.Scheduler, d.MilliCPU)},
+		},
+	}
+}
+
 // createWorkloads creates the Deployments and waits until all their
 // replicas are ready.
 func createWorkloads(ctx context.Context, c kubernetes.Interface, deps []deployment, timeout time.Duration) error {
@@ -323,16 +335,7 @@ func createWorkloads(ctx context.Context, c kubernetes.Interface, deps []deploym
 	}
 	err := parallel(ctx, len(deps), 8, func(ctx context.Context, i int) error {
 		d := deps[i]
-		labels := map[string]string{"app": d.Name, "app.kubernetes.io/part-of": "rebalancer-scale"}
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name, Labels: labels},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(int32(d.Replicas)),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": d.Name}},
-				Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec(d.Scheduler, d.MilliCPU)},
-			},
-		}
-		_, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, dep, metav1.CreateOptions{})
+		_, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, deploymentObject(d), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
