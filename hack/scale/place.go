@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log"
 	"time"
 
@@ -10,10 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/dump"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 )
 
 // packCeiling is how full placeFor packs a node with rebalancer-scheduler's
@@ -87,35 +88,29 @@ func placeFor(deps []deployment, nodes int) (placement, error) {
 }
 
 // createBound creates the Deployments with their pods bound at creation
-// to the nodes of placeFor, without the schedulers: each Deployment at 0
-// replicas, its ReplicaSet's pods created with the ReplicaSet as their
-// controller, then the Deployment scaled up to them. Scheduling 30,000
-// pods at 2,000 nodes took more than an hour on 2 shared cores.
+// to the nodes of placeFor, without the schedulers: the pods first, with
+// the labels of the ReplicaSet each Deployment will make (its
+// pod-template-hash, from the template as the API server defaults it), then
+// the Deployments, whose ReplicaSets adopt them and create none.
+// Scheduling 30,000 pods at 2,000 nodes took more than an hour on 2 shared
+// cores.
 func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment, nodes int, timeout time.Duration) error {
 	where, err := placeFor(deps, nodes)
 	if err != nil {
 		return err
 	}
-	rss := make([]*appsv1.ReplicaSet, len(deps))
+	hashes := make([]string, len(deps))
 	err = parallel(ctx, len(deps), 8, func(ctx context.Context, i int) error {
 		d := deps[i]
-		dep := deploymentObject(d)
-		dep.Spec.Replicas = ptr.To[int32](0)
-		if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		dry, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, deploymentObject(d), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
 			return err
 		}
-		// The deployment controller creates the ReplicaSet, at 0 too.
-		return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			list, err := c.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + d.Name})
-			if err != nil || len(list.Items) == 0 {
-				return false, nil
-			}
-			rss[i] = &list.Items[0]
-			return true, nil
-		})
+		hashes[i] = templateHash(&dry.Spec.Template)
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("ReplicaSets: %w", err)
+		return fmt.Errorf("Deployments (dry run): %w", err)
 	}
 	type job struct{ dep, replica int }
 	var jobs []job
@@ -127,17 +122,14 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 	t := time.Now()
 	err = parallel(ctx, len(jobs), 32, func(ctx context.Context, k int) error {
 		j := jobs[k]
-		d, rs := deps[j.dep], rss[j.dep]
-		spec := podSpec(d.Scheduler, d.MilliCPU)
-		spec.NodeName = fmt.Sprintf("scale-%04d", where[j.dep][j.replica])
+		d := deps[j.dep]
+		tmpl := deploymentObject(d).Spec.Template
+		labels := tmpl.Labels
+		labels[appsv1.DefaultDeploymentUniqueLabelKey] = hashes[j.dep]
+		tmpl.Spec.NodeName = fmt.Sprintf("scale-%04d", where[j.dep][j.replica])
 		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: d.Namespace, Name: fmt.Sprintf("%s-%05d", rs.Name, j.replica),
-				Labels: rs.Spec.Template.Labels,
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID,
-					Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-			},
-			Spec: spec,
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%s-%05d", d.Name, hashes[j.dep], j.replica), Labels: labels},
+			Spec:       tmpl.Spec,
 		}
 		_, err := c.CoreV1().Pods(d.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -149,17 +141,37 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 		return fmt.Errorf("pods: %w", err)
 	}
 	log.Printf("%d pods created bound in %s", len(jobs), time.Since(t).Round(time.Second))
-	// The ReplicaSets' watches have the pods before they are scaled up to
-	// them, or the controller creates more.
-	time.Sleep(5 * time.Second)
+	// kube-controller-manager's pod watch has them before the
+	// ReplicaSets are made, or they create more.
+	time.Sleep(10 * time.Second)
 	err = parallel(ctx, len(deps), 8, func(ctx context.Context, i int) error {
 		d := deps[i]
-		patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, d.Replicas)
-		_, err := c.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
+		if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, deploymentObject(d), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			rs, err := c.AppsV1().ReplicaSets(d.Namespace).Get(ctx, d.Name+"-"+hashes[i], metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				list, lerr := c.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + d.Name})
+				if lerr == nil && len(list.Items) > 0 {
+					return false, fmt.Errorf("%s/%s: ReplicaSet %s, not the %s its pods were labelled for", d.Namespace, d.Name, list.Items[0].Name, hashes[i])
+				}
+				return false, nil
+			}
+			return err == nil && rs.Status.Replicas > 0, nil
+		})
 	})
 	if err != nil {
-		return fmt.Errorf("scaling: %w", err)
+		return fmt.Errorf("Deployments: %w", err)
 	}
 	return waitRunning(ctx, c, len(jobs), timeout)
+}
+
+// templateHash is the pod-template-hash the deployment controller gives
+// the ReplicaSet of template (ComputeHash in k8s.io/kubernetes/pkg/controller,
+// without a collision count).
+func templateHash(template *v1.PodTemplateSpec) string {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%v", dump.ForHash(*template))
+	return rand.SafeEncodeString(fmt.Sprint(h.Sum32()))
 }
