@@ -153,7 +153,7 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 			rs, err := c.AppsV1().ReplicaSets(d.Namespace).Get(ctx, d.Name+"-"+hashes[i], metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				list, lerr := c.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=" + d.Name})
-				if lerr == nil && len(list.Items) > 0 {
+				if lerr == nil && len(list.Items) > 0 && list.Items[0].Name != d.Name+"-"+hashes[i] {
 					return false, fmt.Errorf("%s/%s: ReplicaSet %s, not the %s its pods were labelled for", d.Namespace, d.Name, list.Items[0].Name, hashes[i])
 				}
 				return false, nil
