@@ -347,26 +347,37 @@ func createWorkloads(ctx context.Context, c kubernetes.Interface, deps []deploym
 	return waitRunning(ctx, c, want, timeout)
 }
 
-// waitRunning waits until the run's Deployments have want ready replicas.
+// waitRunning waits until want of the run's Deployments' pods are
+// Running. Not Ready: on a loaded machine KWOK's node leases can lapse, the
+// node lifecycle controller then marks the nodes' pods not ready, and
+// KWOK, whose stages are done, leaves them so.
 func waitRunning(ctx context.Context, c kubernetes.Interface, want int, timeout time.Duration) error {
 	last := time.Now()
-	return wait.PollUntilContextTimeout(ctx, 5*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		ready := 0
+	return wait.PollUntilContextTimeout(ctx, 10*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		running := 0
 		for _, ns := range namespaces {
-			list, err := c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{LabelSelector: partOf})
+			list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: partOf, ResourceVersion: "0"})
 			if err != nil {
 				return false, nil
 			}
-			for _, d := range list.Items {
-				ready += int(d.Status.ReadyReplicas)
-			}
+			running += countRunning(list.Items)
 		}
 		if time.Since(last) >= time.Minute {
-			log.Printf("%d of %d pods ready", ready, want)
+			log.Printf("%d of %d pods Running", running, want)
 			last = time.Now()
 		}
-		return ready >= want, nil
+		return running >= want, nil
 	})
+}
+
+func countRunning(pods []v1.Pod) int {
+	n := 0
+	for _, p := range pods {
+		if p.Status.Phase == v1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // measureBurst creates n pods for default-scheduler at once and waits

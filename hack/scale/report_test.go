@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestTable(t *testing.T) {
@@ -89,5 +92,18 @@ func TestLoadOf(t *testing.T) {
 	}
 	if got := loadOf(nil); got != (LoadResult{}) {
 		t.Errorf("empty: got %+v", got)
+	}
+}
+
+func TestCountRunning(t *testing.T) {
+	now := metav1.Now()
+	pods := []v1.Pod{
+		{Status: v1.PodStatus{Phase: v1.PodRunning}},
+		{Status: v1.PodStatus{Phase: v1.PodPending}},
+		{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}, Status: v1.PodStatus{Phase: v1.PodRunning}},
+		{Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse}}}},
+	}
+	if got := countRunning(pods); got != 2 {
+		t.Errorf("countRunning = %d, want 2", got)
 	}
 }
