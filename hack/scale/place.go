@@ -11,10 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/dump"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/dump"
 )
 
 // packCeiling is how full placeFor packs a node with rebalancer-scheduler's
@@ -110,7 +110,7 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("Deployments (dry run): %w", err)
+		return fmt.Errorf("the Deployments, dry run: %w", err)
 	}
 	type job struct{ dep, replica int }
 	var jobs []job
@@ -162,7 +162,7 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("Deployments: %w", err)
+		return fmt.Errorf("the Deployments: %w", err)
 	}
 	return waitRunning(ctx, c, len(jobs), timeout)
 }
