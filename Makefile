@@ -37,7 +37,8 @@
 #                   _output/scale-cluster): time to the first plan, peak
 #                   memory of each process, the extender's latency under a
 #                   burst of 1,000 pods; a table and _output/scale/scale.json
-#                   (not in test; about 20 minutes on 2 shared cores)
+#                   (not in test; 12 minutes on 2 shared cores, each
+#                   --rounds more about 6)
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
 #                   to 50,000 nodes (BENCH_MAX_NODES caps them; upstream up
 #                   to 5,000), each the median of BENCH_RUNS runs (default 3),
