@@ -32,6 +32,14 @@
 #                   SOAK_DURATION (default 30m) on SOAK_NODES (default 200)
 #                   KWOK nodes of the local control plane under churn; a CSV,
 #                   charts and pass/fail checks in _output/soak (not in test)
+#   make scale      rebalancer plan and run --once on SCALE_NODES (default
+#                   2000) KWOK nodes and SCALE_PODS (default 30000) pods of a
+#                   local control plane of its own (its own ports and
+#                   _output/scale-cluster): time to the first plan, peak
+#                   memory of each process, the extender's latency under a
+#                   burst of 1,000 pods; a table and _output/scale/scale.json
+#                   (not in test; 12 minutes on 2 shared cores, each
+#                   --rounds more about 6)
 #   make bench      rebalancer beside the upstream descheduler: plans at 1,000
 #                   to 50,000 nodes (BENCH_MAX_NODES caps them; upstream up
 #                   to 5,000), each the median of BENCH_RUNS runs (default 3),
@@ -313,6 +321,16 @@ soak: build
 .PHONY: test-soak
 test-soak: build
 	$(GO) run ./hack/soak -duration 4m -nodes 40 -default-scheduler-share=0 -out $(CURDIR)/_output/test-soak
+
+# Starts its own control plane (hack/local-cluster.sh with CLUSTER_DIR
+# _output/scale-cluster and ports of their own) unless one answers there, and
+# stops what it started; SCALE_ARGS passes more flags (go run ./hack/scale -h).
+SCALE_NODES ?= 2000
+SCALE_PODS ?= 30000
+SCALE_ARGS ?=
+.PHONY: scale
+scale: build
+	$(GO) run ./hack/scale -nodes $(SCALE_NODES) -pods $(SCALE_PODS) $(SCALE_ARGS)
 
 OPENB_DIR ?= ../shared/data/openb
 BENCH_RUNS ?= 3

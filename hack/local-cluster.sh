@@ -34,7 +34,12 @@
 # directory, they must be built there already: only etcd, KWOK, kubectl and
 # metrics-server, which do not depend on the Kubernetes version, still come
 # from $BIN_DIR); METRICS_SERVER=false to start no metrics-server (and
-# register no metrics.k8s.io).
+# register no metrics.k8s.io). Large clusters (hack/scale) raise the
+# client-side rate limits of kube-controller-manager (KCM_KUBE_API_QPS,
+# KCM_KUBE_API_BURST; default 20 and 30, its own defaults) and of
+# kube-scheduler (SCHEDULER_KUBE_API_QPS, SCHEDULER_KUBE_API_BURST; default 50
+# and 100, its own), which otherwise create and bind at most 20 and 50 pods a
+# second.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +54,10 @@ KWOK_PORT=${KWOK_PORT:-10247}
 SCHEDULER_PORT=${SCHEDULER_PORT:-10259}
 EXTENDER_PORT=${EXTENDER_PORT:-18888}
 METRICS_SERVER_PORT=${METRICS_SERVER_PORT:-4443}
+KCM_KUBE_API_QPS=${KCM_KUBE_API_QPS:-20}
+KCM_KUBE_API_BURST=${KCM_KUBE_API_BURST:-30}
+SCHEDULER_KUBE_API_QPS=${SCHEDULER_KUBE_API_QPS:-50}
+SCHEDULER_KUBE_API_BURST=${SCHEDULER_KUBE_API_BURST:-100}
 # How often metrics-server scrapes the nodes: its minimum, so tests wait
 # little. A CPU rate needs two scrapes with the pod in them, and KWOK may
 # leave a new pod out of the first: a new pod's usage showed after 30-45 s.
@@ -383,6 +392,7 @@ EOF
   start kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" --kubeconfig="$CLUSTER_DIR/kube-controller-manager.kubeconfig" \
     --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
+    "--kube-api-qps=$KCM_KUBE_API_QPS" "--kube-api-burst=$KCM_KUBE_API_BURST" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller,resourceclaim-controller
   # kube-scheduler started with --config ignores --kubeconfig: the file
   # carries it. No profiles: kube-scheduler's own default-scheduler, with
@@ -392,6 +402,8 @@ EOF
     cat <<EOF
 clientConnection:
   kubeconfig: $CLUSTER_DIR/kube-scheduler.kubeconfig
+  qps: $SCHEDULER_KUBE_API_QPS
+  burst: $SCHEDULER_KUBE_API_BURST
 leaderElection:
   leaderElect: false
 EOF
