@@ -21,16 +21,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 const (
 	// nodeLabel marks the run's KWOK nodes; its pods select them.
 	nodeLabel = "scale.rebalancer.dev/node"
 	// partOf labels the run's Deployments.
-	partOf    = "app.kubernetes.io/part-of=rebalancer-scale"
-	kwokTaint = "kwok.x-k8s.io/node"
+	partOf = "app.kubernetes.io/part-of=rebalancer-scale"
 	// The nodes: 8 CPUs, 32 GiB, 110 pods, as a common VM.
 	nodeCPUMilli = 8000
 	nodeMemory   = "32Gi"
@@ -136,7 +136,7 @@ func (cl *cluster) script(verb string) error {
 // ensure starts the control plane unless one answers at its kubeconfig;
 // it says whether it started it.
 func (cl *cluster) ensure() (bool, error) {
-	if _, err := connect(cl.kubeconfig(), 5); err == nil {
+	if _, err := harness.Connect(cl.kubeconfig(), 5, time.Minute); err == nil {
 		log.Printf("reusing the cluster at %s", cl.kubeconfig())
 		return false, nil
 	}
@@ -153,25 +153,6 @@ func (cl *cluster) down() {
 	if err := cl.script("down"); err != nil {
 		log.Printf("hack/local-cluster.sh down: %v", err)
 	}
-}
-
-// connect returns a client of the cluster at kubeconfig, or an error when
-// no apiserver answers there.
-func connect(kubeconfig string, qps int) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = float32(qps), 2*qps
-	cfg.Timeout = time.Minute
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Discovery().ServerVersion(); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 func createNamespaces(ctx context.Context, c kubernetes.Interface) error {
@@ -226,22 +207,8 @@ feed:
 // createNodes creates n KWOK nodes and waits until they are Ready, without
 // the not-ready taints of the node lifecycle controller.
 func createNodes(ctx context.Context, c kubernetes.Interface, n int, timeout time.Duration) error {
-	capacity := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(nodeCPUMilli, resource.DecimalSI),
-		v1.ResourceMemory: resource.MustParse(nodeMemory),
-		v1.ResourcePods:   resource.MustParse("110"),
-	}
 	err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
-		name := fmt.Sprintf("scale-%04d", i)
-		node := &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-				Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", nodeLabel: "true"},
-			},
-			Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: kwokTaint, Value: "fake", Effect: v1.TaintEffectNoSchedule}}},
-			Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-		}
+		node := harness.KWOKNode(fmt.Sprintf("scale-%04d", i), nodeLabel, nodeCPUMilli, nodeMemory)
 		_, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -251,26 +218,7 @@ func createNodes(ctx context.Context, c kubernetes.Interface, n int, timeout tim
 	if err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeLabel, ResourceVersion: "0"})
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for _, node := range list.Items {
-			ok := false
-			for _, cond := range node.Status.Conditions {
-				ok = ok || (cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue)
-			}
-			for _, t := range node.Spec.Taints {
-				ok = ok && !strings.HasPrefix(t.Key, "node.kubernetes.io/")
-			}
-			if ok {
-				ready++
-			}
-		}
-		return ready >= n, nil
-	})
+	return harness.WaitNodesReady(ctx, c, nodeLabel, n, 2*time.Second, timeout)
 }
 
 // deployment is one Deployment of the run.
@@ -303,7 +251,7 @@ func podSpec(scheduler string, cpuMilli int) v1.PodSpec {
 	return v1.PodSpec{
 		SchedulerName: scheduler,
 		NodeSelector:  map[string]string{nodeLabel: "true"},
-		Tolerations:   []v1.Toleration{{Key: kwokTaint, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
+		Tolerations:   []v1.Toleration{{Key: harness.KWOKTaint, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
 		Containers: []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: v1.ResourceRequirements{
 			Requests: v1.ResourceList{
 				v1.ResourceCPU:    *resource.NewMilliQuantity(int64(cpuMilli), resource.DecimalSI),

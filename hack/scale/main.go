@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 type options struct {
@@ -122,7 +124,7 @@ func run(ctx context.Context, o options) error {
 			defer cl.down()
 		}
 	}
-	c, err := connect(cl.kubeconfig(), o.clientQPS)
+	c, err := harness.Connect(cl.kubeconfig(), o.clientQPS, time.Minute)
 	if err != nil {
 		return err
 	}

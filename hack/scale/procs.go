@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 // proc is a long-lived process of the run: rebalancer-scheduler or the
@@ -46,27 +47,12 @@ func startProc(name, bin string, args []string, logPath, metricsURL string) (*pr
 	return p, nil
 }
 
-// waitReady polls url until it answers 200, the process exits or the
-// context ends.
+// waitReady polls url until it answers 200, the process exits or two
+// minutes pass.
 func (p *proc) waitReady(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	for {
-		resp, err := scrapeClient.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited (log: %s)", p.name, p.logFile.Name())
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s (log: %s): %w", p.name, url, p.logFile.Name(), ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return harness.WaitHTTP(ctx, scrapeClient, url, p.done, p.name, p.logFile.Name())
 }
 
 // peak is the process's peak resident memory so far (VmHWM).
@@ -84,18 +70,12 @@ func (p *proc) peak() ProcResult {
 	return ProcResult{PeakRSSBytes: rss}
 }
 
-// stop ends the process: SIGTERM, SIGKILL after 20 s.
+// stop ends the process (harness.Stop).
 func (p *proc) stop() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
+	harness.Stop(p.cmd.Process, p.done)
 	p.logFile.Close()
 }
 
@@ -132,16 +112,6 @@ func parseVmHWM(f interface{ Read([]byte) (int, error) }) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/<pid>/status")
 }
 
-// freePort is a loopback port free now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startProcs starts rebalancer-scheduler with o's configuration and the
 // extender where the cluster's default-scheduler calls it, as the shipped
 // manifests run them, against the admin kubeconfig.
@@ -158,7 +128,7 @@ func startProcs(ctx context.Context, o options, cl *cluster) (procSet, error) {
 	if err := os.WriteFile(schedCfg, shipped, 0o600); err != nil {
 		return ps, err
 	}
-	schedPort, err := freePort()
+	schedPort, err := harness.FreePort()
 	if err != nil {
 		return ps, err
 	}

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 const (
@@ -55,7 +57,7 @@ func deployment(ns string, w Workload, labels map[string]string) *appsv1.Deploym
 				Spec: v1.PodSpec{
 					SchedulerName: scheduler,
 					NodeSelector:  map[string]string{nodeLabel: "true"},
-					Tolerations:   []v1.Toleration{{Key: kwokTaint, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
+					Tolerations:   []v1.Toleration{{Key: harness.KWOKTaint, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
 					// KWOK pods stop at once; the default 30 s would keep
 					// evicted pods' requests on their nodes for nothing.
 					TerminationGracePeriodSeconds: ptr.To[int64](0),

@@ -7,22 +7,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 const (
 	// nodeLabel marks the run's KWOK nodes; its pods select them.
 	nodeLabel = "soak.rebalancer.dev/node"
-	kwokTaint = "kwok.x-k8s.io/node"
 	// The run's nodes: 8 CPUs, 32 GiB, 110 pods, as a common VM.
 	nodeCPUMilli = 8000
 	nodeMemory   = "32Gi"
@@ -39,24 +36,6 @@ func localCluster(root, verb string) error {
 	return cmd.Run()
 }
 
-// connect returns a client of the cluster at kubeconfig, or an error when
-// no apiserver answers there.
-func connect(kubeconfig string) (kubernetes.Interface, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.Discovery().ServerVersion(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // prepare creates the namespaces and n Ready KWOK nodes.
 func prepare(ctx context.Context, c kubernetes.Interface, n int) error {
 	for _, ns := range append([]string{"rebalancer-system"}, namespaces...) {
@@ -66,47 +45,12 @@ func prepare(ctx context.Context, c kubernetes.Interface, n int) error {
 		}
 	}
 	for i := range n {
-		name := fmt.Sprintf("soak-%03d", i)
-		capacity := v1.ResourceList{
-			v1.ResourceCPU:    *resource.NewMilliQuantity(nodeCPUMilli, resource.DecimalSI),
-			v1.ResourceMemory: resource.MustParse(nodeMemory),
-			v1.ResourcePods:   resource.MustParse("110"),
-		}
-		node := &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-				Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", nodeLabel: "true"},
-			},
-			Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: kwokTaint, Value: "fake", Effect: v1.TaintEffectNoSchedule}}},
-			Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity},
-		}
+		node := harness.KWOKNode(fmt.Sprintf("soak-%03d", i), nodeLabel, nodeCPUMilli, nodeMemory)
 		if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
-	// Ready, and without the not-ready taints of the node lifecycle
-	// controller.
-	return wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeLabel})
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for _, node := range list.Items {
-			ok := false
-			for _, cond := range node.Status.Conditions {
-				ok = ok || (cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue)
-			}
-			for _, t := range node.Spec.Taints {
-				ok = ok && !strings.HasPrefix(t.Key, "node.kubernetes.io/")
-			}
-			if ok {
-				ready++
-			}
-		}
-		return ready >= n, nil
-	})
+	return harness.WaitNodesReady(ctx, c, nodeLabel, n, time.Second, 3*time.Minute)
 }
 
 // cleanup removes what prepare made from a cluster the run did not start.

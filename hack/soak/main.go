@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 	"github.com/rebalancer-dev/rebalancer/pkg/report"
 )
 
@@ -124,7 +125,7 @@ func run(o options) (int, error) {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return 0, err
 	}
-	c, err := connect(o.kubeconfig)
+	c, err := harness.Connect(o.kubeconfig, 100, 0)
 	if err != nil {
 		log.Printf("no cluster at %s (%v): hack/local-cluster.sh up", o.kubeconfig, err)
 		if err := localCluster(o.root, "up"); err != nil {
@@ -135,7 +136,7 @@ func run(o options) (int, error) {
 				log.Printf("hack/local-cluster.sh down: %v", err)
 			}
 		}()
-		if c, err = connect(o.kubeconfig); err != nil {
+		if c, err = harness.Connect(o.kubeconfig, 100, 0); err != nil {
 			return 0, err
 		}
 	} else {

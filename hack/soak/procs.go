@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 // proc is one long-lived process of the run, started again when it exits,
@@ -74,23 +74,10 @@ func (p *proc) start() error {
 
 // waitReady polls url until it answers 200 or the context ends.
 func (p *proc) waitReady(ctx context.Context, url string) error {
-	for {
-		resp, err := scrapeClient.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s (log: %s): %w", p.name, url, p.logPath, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return harness.WaitHTTP(ctx, scrapeClient, url, nil, p.name, p.logPath)
 }
 
-// stop ends the process: SIGTERM, SIGKILL after 20 s.
+// stop ends the process (harness.Stop) and starts it no more.
 func (p *proc) stop() {
 	p.mu.Lock()
 	p.stopping = true
@@ -99,29 +86,13 @@ func (p *proc) stop() {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	harness.Stop(cmd.Process, done)
 }
 
 func (p *proc) exits() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.restarts
-}
-
-// freePort is a loopback port free now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // startProcs starts rebalancer-scheduler, the extender and `rebalancer
@@ -140,11 +111,11 @@ func startProcs(ctx context.Context, o options) ([]*proc, error) {
 	if err := os.WriteFile(schedCfg, shipped, 0o600); err != nil {
 		return nil, err
 	}
-	schedPort, err := freePort()
+	schedPort, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	runPort, err := freePort()
+	runPort, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,140 @@
+// Package harness holds what make soak and make scale both do with the
+// local control plane and the processes they run: wait for KWOK nodes to
+// be ready, wait for a process to answer, stop one, find a free port.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// WaitNodesReady waits until n nodes matching selector are Ready and carry
+// none of the node lifecycle controller's taints (node.kubernetes.io/...).
+func WaitNodesReady(ctx context.Context, c kubernetes.Interface, selector string, n int, interval, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
+		// From the API server's cache: thousands of nodes, listed again and again.
+		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, node := range list.Items {
+			if Ready(&node) {
+				ready++
+			}
+		}
+		return ready >= n, nil
+	})
+}
+
+// Ready says whether the node is Ready without a node.kubernetes.io taint.
+func Ready(node *v1.Node) bool {
+	ok := false
+	for _, cond := range node.Status.Conditions {
+		ok = ok || (cond.Type == v1.NodeReady && cond.Status == v1.ConditionTrue)
+	}
+	for _, t := range node.Spec.Taints {
+		ok = ok && !strings.HasPrefix(t.Key, "node.kubernetes.io/")
+	}
+	return ok
+}
+
+// WaitHTTP polls url with client until it answers 200, exited is closed
+// (the process answering it is gone) or ctx ends. name and logPath name
+// the process in the error.
+func WaitHTTP(ctx context.Context, client *http.Client, url string, exited <-chan struct{}, name, logPath string) error {
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited (log: %s)", name, logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s (log: %s): %w", name, url, logPath, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Stop ends a process: SIGTERM, SIGKILL after 20 s; it returns once exited
+// is closed.
+func Stop(p *os.Process, exited <-chan struct{}) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		_ = p.Kill()
+		<-exited
+	}
+}
+
+// FreePort is a loopback port free now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// KWOKNode is a node KWOK runs (hack/kwok-stages.yaml): its annotation and
+// taint, labelled label=true so a run finds its own nodes.
+func KWOKNode(name, label string, milliCPU int64, memory string) *v1.Node {
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(milliCPU, resource.DecimalSI),
+		v1.ResourceMemory: resource.MustParse(memory),
+		v1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok", label: "true"},
+		},
+		Spec:   v1.NodeSpec{Taints: []v1.Taint{{Key: KWOKTaint, Value: "fake", Effect: v1.TaintEffectNoSchedule}}},
+		Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity},
+	}
+}
+
+// KWOKTaint keeps every pod but those tolerating it off KWOK's nodes.
+const KWOKTaint = "kwok.x-k8s.io/node"
+
+// Connect returns a client of the cluster at kubeconfig allowed qps
+// requests a second (bursts of twice that), each given timeout (0: no
+// limit, as a client that watches needs), or an error when no API server
+// answers there.
+func Connect(kubeconfig string, qps int, timeout time.Duration) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = float32(qps), 2*qps
+	cfg.Timeout = timeout
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Discovery().ServerVersion(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
