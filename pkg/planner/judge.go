@@ -208,11 +208,25 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 // (History.Left): no replacement of its goes there. It returns ruledOut
 // itself, nil included, when there are none.
 func (p *planner) notBack(owner types.UID, deployment string, ruledOut func(node string) bool) func(node string) bool {
-	left := p.opts.History.Left(owner, deployment)
+	k := workloadKey{owner, deployment}
+	left, ok := p.left[k]
+	if !ok {
+		left = p.opts.History.Left(owner, deployment)
+		if p.left == nil {
+			p.left = map[workloadKey][]string{}
+		}
+		p.left[k] = left
+	}
 	if len(left) == 0 {
 		return ruledOut
 	}
 	return func(n string) bool { return slices.Contains(left, n) || (ruledOut != nil && ruledOut(n)) }
+}
+
+// workloadKey is what History.Left is asked about.
+type workloadKey struct {
+	owner      types.UID
+	deployment string
 }
 
 // deploymentOf names the Deployment behind pod's ReplicaSet

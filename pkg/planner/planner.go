@@ -282,6 +282,9 @@ type planner struct {
 	perNode      map[string]uint
 	perNamespace map[string]uint
 	perOwner     map[types.UID]int
+	// left are History.Left's answers, asked once a plan per workload
+	// (notBack): the history does not change while the plan is made.
+	left map[workloadKey][]string
 	// ownerPods counts each owner's pods in the cluster, the base of a
 	// percentage MaxPerWorkload.
 	ownerPods map[types.UID]int
