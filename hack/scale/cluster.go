@@ -332,7 +332,7 @@ func countRunning(pods []v1.Pod) int {
 // until all are bound; the extender's latency is its histogram's growth
 // over that time.
 func measureBurst(ctx context.Context, c kubernetes.Interface, n int, extenderMetrics string) (*BurstResult, error) {
-	before, err := scrapeHistogram(extenderMetrics, extenderLatency, `verb="prioritize"`)
+	before, err := scrapeHistogram(extenderMetrics, extenderLatency, "verb=prioritize")
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func measureBurst(ctx context.Context, c kubernetes.Interface, n int, extenderMe
 	if err != nil {
 		return nil, fmt.Errorf("%d of %d pods bound: %w", len(seen), n, err)
 	}
-	after, err := scrapeHistogram(extenderMetrics, extenderLatency, `verb="prioritize"`)
+	after, err := scrapeHistogram(extenderMetrics, extenderLatency, "verb=prioritize")
 	if err != nil {
 		return nil, err
 	}

@@ -1,17 +1,14 @@
 package main
 
 import (
-	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
-	"strings"
-	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 // extenderLatency is the extender's histogram of its answers' time.
@@ -27,32 +24,25 @@ type histogram struct {
 }
 
 // parseHistogram reads the series of the histogram metric whose labels
-// include every one of want (`name="value"`) from a /metrics page in the
+// include every one of want ("name=value") from a /metrics page in the
 // Prometheus text format, adding up the series that match; empty when
 // there are none.
 func parseHistogram(body io.Reader, metric string, want ...string) (histogram, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(body)
+	families, err := harness.ParseMetrics(body)
 	if err != nil {
 		return histogram{}, err
 	}
-	// A histogram without observations yet has no series.
+	return histogramOf(families[metric], want...)
+}
+
+// histogramOf adds up the series of the histogram family whose labels
+// include every one of want; empty when there are none (a histogram
+// without observations yet has no series).
+func histogramOf(f *dto.MetricFamily, want ...string) (histogram, error) {
 	var h histogram
-	f, ok := families[metric]
-	if !ok {
-		return h, nil
-	}
-	for _, m := range f.GetMetric() {
-		var labels []string
-		for _, l := range m.GetLabel() {
-			labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-		}
-		match := true
-		for _, w := range want {
-			match = match && strings.Contains(strings.Join(labels, ","), w)
-		}
+	for _, m := range harness.Matching(f, want...) {
 		hist := m.GetHistogram()
-		if !match || hist == nil {
+		if hist == nil {
 			continue
 		}
 		// The text format lists the +Inf bucket; the parser may leave
@@ -70,7 +60,7 @@ func parseHistogram(body io.Reader, metric string, want ...string) (histogram, e
 			h.Bounds, h.Counts = bounds, make([]float64, len(bounds))
 		}
 		if !slices.Equal(bounds, h.Bounds) {
-			return histogram{}, fmt.Errorf("%s: series with different buckets", metric)
+			return histogram{}, fmt.Errorf("%s: series with different buckets", f.GetName())
 		}
 		for i, c := range counts {
 			h.Counts[i] += c
@@ -130,20 +120,10 @@ func (h histogram) mean() float64 {
 	return h.Sum / h.Count
 }
 
-var scrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-	// rebalancer-scheduler serves /metrics over TLS with a self-signed
-	// certificate, on loopback.
-	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback process of the run
-}}
-
 func scrapeHistogram(url, metric string, want ...string) (histogram, error) {
-	resp, err := scrapeClient.Get(url)
+	families, err := harness.Scrape(url)
 	if err != nil {
 		return histogram{}, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return histogram{}, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return parseHistogram(resp.Body, metric, want...)
+	return histogramOf(families[metric], want...)
 }

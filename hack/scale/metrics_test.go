@@ -27,7 +27,7 @@ process_resident_memory_bytes 1.2e+08
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func TestParseHistogram(t *testing.T) {
-	h, err := parseHistogram(strings.NewReader(page), extenderLatency, `verb="prioritize"`)
+	h, err := parseHistogram(strings.NewReader(page), extenderLatency, "verb=prioritize")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestParseHistogram(t *testing.T) {
 }
 
 func TestQuantile(t *testing.T) {
-	h, err := parseHistogram(strings.NewReader(page), extenderLatency, `verb="prioritize"`)
+	h, err := parseHistogram(strings.NewReader(page), extenderLatency, "verb=prioritize")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func startProc(name, bin string, args []string, logPath, metricsURL string) (*pr
 func (p *proc) waitReady(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return harness.WaitHTTP(ctx, scrapeClient, url, p.done, p.name, p.logFile.Name())
+	return harness.WaitHTTP(ctx, url, p.done, p.name, p.logFile.Name())
 }
 
 // peak is the process's peak resident memory so far (VmHWM).

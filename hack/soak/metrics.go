@@ -2,26 +2,19 @@ package main
 
 import (
 	"cmp"
-	"crypto/tls"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+
+	"github.com/rebalancer-dev/rebalancer/hack/internal/harness"
 )
 
 // metricValues are a /metrics page's metric families, by name.
 type metricValues map[string]*dto.MetricFamily
 
-// parseMetrics reads the Prometheus text format with Prometheus's own
-// parser.
+// parseMetrics reads the Prometheus text format (harness.ParseMetrics).
 func parseMetrics(body string) (metricValues, error) {
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(strings.NewReader(body))
+	return harness.ParseMetrics(strings.NewReader(body))
 }
 
 // sum adds the samples of metric whose labels include every one of want
@@ -55,41 +48,10 @@ func (m metricValues) sum(metric string, want ...string) float64 {
 		}
 	}
 	total := 0.0
-	for _, s := range family.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range s.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		ok := true
-		for _, w := range want {
-			name, v, _ := strings.Cut(w, "=")
-			ok = ok && labels[name] == v
-		}
-		if ok {
-			total += value(s)
-		}
+	for _, s := range harness.Matching(family, want...) {
+		total += value(s)
 	}
 	return total
 }
 
-var scrapeClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-	// rebalancer-scheduler serves /metrics over TLS with a self-signed
-	// certificate, on loopback.
-	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback process of the run
-}}
-
-func scrape(url string) (metricValues, error) {
-	resp, err := scrapeClient.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return parseMetrics(string(body))
-}
+func scrape(url string) (metricValues, error) { return harness.Scrape(url) }

@@ -74,7 +74,7 @@ func (p *proc) start() error {
 
 // waitReady polls url until it answers 200 or the context ends.
 func (p *proc) waitReady(ctx context.Context, url string) error {
-	return harness.WaitHTTP(ctx, scrapeClient, url, nil, p.name, p.logPath)
+	return harness.WaitHTTP(ctx, url, nil, p.name, p.logPath)
 }
 
 // stop ends the process (harness.Stop) and starts it no more.

@@ -5,7 +5,9 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,12 +57,12 @@ func Ready(node *v1.Node) bool {
 	return ok
 }
 
-// WaitHTTP polls url with client until it answers 200, exited is closed
+// WaitHTTP polls url with ScrapeClient until it answers 200, exited is closed
 // (the process answering it is gone) or ctx ends. name and logPath name
 // the process in the error.
-func WaitHTTP(ctx context.Context, client *http.Client, url string, exited <-chan struct{}, name, logPath string) error {
+func WaitHTTP(ctx context.Context, url string, exited <-chan struct{}, name, logPath string) error {
 	for {
-		resp, err := client.Get(url)
+		resp, err := ScrapeClient.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -137,4 +142,52 @@ func Connect(kubeconfig string, qps int, timeout time.Duration) (kubernetes.Inte
 		return nil, err
 	}
 	return c, nil
+}
+
+// ScrapeClient reads the processes' /metrics and readiness endpoints:
+// rebalancer-scheduler serves them over TLS with a self-signed
+// certificate, on loopback.
+var ScrapeClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // a loopback process of the run
+}}
+
+// Scrape reads a /metrics page with Prometheus's own text parser: its
+// metric families by name.
+func Scrape(url string) (map[string]*dto.MetricFamily, error) {
+	resp, err := ScrapeClient.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics reads a page in the Prometheus text format.
+func ParseMetrics(page io.Reader) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(page)
+}
+
+// Matching are the series of family whose labels include every one of want
+// ("name=value"); all of them without want, none of a nil family.
+func Matching(family *dto.MetricFamily, want ...string) []*dto.Metric {
+	var out []*dto.Metric
+	for _, s := range family.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range s.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for _, w := range want {
+			name, v, _ := strings.Cut(w, "=")
+			ok = ok && labels[name] == v
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

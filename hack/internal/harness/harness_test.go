@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,5 +22,34 @@ func TestReady(t *testing.T) {
 	}
 	if node.Labels["run.example/node"] != "true" || node.Spec.Taints[0].Key != KWOKTaint || node.Status.Allocatable.Cpu().MilliValue() != 8000 {
 		t.Errorf("KWOKNode: %+v", node)
+	}
+}
+
+func TestMatching(t *testing.T) {
+	families, err := ParseMetrics(strings.NewReader(`# TYPE calls_total counter
+calls_total{verb="prioritize",code="200"} 3
+calls_total{verb="prioritize",code="500"} 1
+calls_total{verb="filter",code="200"} 7
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := families["calls_total"]
+	for _, tc := range []struct {
+		want []string
+		n    int
+	}{
+		{nil, 3},
+		{[]string{"verb=prioritize"}, 2},
+		{[]string{"verb=prioritize", "code=200"}, 1},
+		{[]string{"verb=prio"}, 0}, // whole values, not prefixes
+		{[]string{"missing=x"}, 0},
+	} {
+		if got := len(Matching(f, tc.want...)); got != tc.n {
+			t.Errorf("Matching(%v) = %d series, want %d", tc.want, got, tc.n)
+		}
+	}
+	if got := Matching(families["absent"]); got != nil {
+		t.Errorf("a family the page lacks: %v", got)
 	}
 }
