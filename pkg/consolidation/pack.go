@@ -109,18 +109,7 @@ func podAmounts(pi fwk.PodInfo, counted []v1.ResourceName) []int64 {
 	res := pi.CalculateResource().Resource
 	out := make([]int64, len(counted))
 	for i, r := range counted {
-		switch r {
-		case v1.ResourceCPU:
-			out[i] = res.GetMilliCPU()
-		case v1.ResourceMemory:
-			out[i] = res.GetMemory()
-		case v1.ResourceEphemeralStorage:
-			out[i] = res.GetEphemeralStorage()
-		case v1.ResourcePods:
-			out[i] = int64(res.GetAllowedPodNumber())
-		default:
-			out[i] = res.GetScalarResources()[r]
-		}
+		out[i] = requests.Amount(res, r)
 	}
 	return out
 }

@@ -31,8 +31,9 @@ type Eviction struct {
 	// Owner is the UID of the pod's controller: its replacement has the
 	// same one.
 	Owner types.UID `json:"owner"`
-	// Workload names the owner for people reading the history, e.g.
-	// "ReplicaSet shop/web-7d4b9".
+	// Workload names the owner (Workload), e.g. "ReplicaSet
+	// shop/web-7d4b9": for people reading the history, and for Left,
+	// which finds a Deployment's ReplicaSets by it.
 	Workload string `json:"workload,omitempty"`
 	// From is the node the pod was evicted from, To the node its
 	// replacement was steered to.

@@ -54,18 +54,26 @@ func Units(r v1.ResourceName, q resource.Quantity) int64 {
 // has, in Units (pods: the pods it runs and its pod slots), as
 // NodeResourcesFit reads them from its NodeInfo.
 func OnNode(ni fwk.NodeInfo, r v1.ResourceName) (requested, allocatable int64) {
-	req, alloc := ni.GetRequested(), ni.GetAllocatable()
+	if r == v1.ResourcePods {
+		return int64(len(ni.GetPods())), int64(ni.GetAllocatable().GetAllowedPodNumber())
+	}
+	return Amount(ni.GetRequested(), r), Amount(ni.GetAllocatable(), r)
+}
+
+// Amount is how much of r res holds as kube-scheduler keeps it, in Units
+// (pods: its pod slots).
+func Amount(res fwk.Resource, r v1.ResourceName) int64 {
 	switch r {
 	case v1.ResourceCPU:
-		return req.GetMilliCPU(), alloc.GetMilliCPU()
+		return res.GetMilliCPU()
 	case v1.ResourceMemory:
-		return req.GetMemory(), alloc.GetMemory()
+		return res.GetMemory()
 	case v1.ResourceEphemeralStorage:
-		return req.GetEphemeralStorage(), alloc.GetEphemeralStorage()
+		return res.GetEphemeralStorage()
 	case v1.ResourcePods:
-		return int64(len(ni.GetPods())), int64(alloc.GetAllowedPodNumber())
+		return int64(res.GetAllowedPodNumber())
 	}
-	return req.GetScalarResources()[r], alloc.GetScalarResources()[r]
+	return res.GetScalarResources()[r]
 }
 
 // BiggestFirst sorts pods by how much they ask for, biggest first, stably:

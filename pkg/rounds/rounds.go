@@ -244,6 +244,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 	r.sim.Hold(sets.New(heldEmpty...))
 	defer r.sim.Hold(nil)
 	now := r.clock.Now()
+	planID := fmt.Sprintf("round-%d", i) // the round's plan, as r.plan names it
 	pingPong := 0
 	// Where a drain left to its scheduler may land: a node in use before the
 	// round that the plan does not empty.
@@ -272,9 +273,9 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 			continue // nobody recreates it
 		}
 		if e.target != "" {
-			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, pod.Namespace, owner.Name), From: pod.Spec.NodeName, To: e.target, Plan: fmt.Sprintf("round-%d", i)})
+			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, pod.Namespace, owner.Name), From: pod.Spec.NodeName, To: e.target, Plan: planID})
 			// The scheduler sees the pod go with its hint, as in the cluster.
-			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: fmt.Sprintf("round-%d", i)}
+			replay[k].Hint = &hint.Hint{Source: pod.Spec.NodeName, Target: e.target, PlanID: planID}
 		}
 		replay[k].Replacement = r.replacement(pod, now)
 	}
@@ -294,7 +295,7 @@ func (r *run) round(ctx context.Context, i int) (result.Round, []result.NodeUtil
 		// The executor records where a replacement landed elsewhere than
 		// planned (history.Eviction.Landed): its cooldown holds it there.
 		if owner := metav1.GetControllerOf(e.pod); owner != nil && e.target != "" && landed[k].Node != "" && landed[k].Node != e.target {
-			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, e.pod.Namespace, owner.Name), To: landed[k].Node, Plan: fmt.Sprintf("round-%d", i), Landed: true})
+			r.moves.Record(history.Eviction{Owner: owner.UID, Workload: history.Workload(owner.Kind, e.pod.Namespace, owner.Name), To: landed[k].Node, Plan: planID, Landed: true})
 		}
 		l := landed[k].Node
 		switch {
