@@ -47,11 +47,15 @@
 #                   on the openb trace, the import rate of a 1,000,000-pod
 #                   list generated from the trace's; writes bench-results.json
 #                   (OPENB_DIR: the trace's CSVs)
+#   make benchstat  Go benchmarks of BENCH_BASE (default HEAD) against the
+#                   working tree, with benchstat (BENCH, BENCH_PKGS,
+#                   BENCH_TIME, BENCH_COUNT); _output/benchstat/benchstat.txt
 
 SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/_output/bin
 HELM := $(BIN)/helm
+BENCHSTAT := $(BIN)/benchstat
 PROMTOOL := $(BIN)/promtool
 PROMETHEUS := $(BIN)/prometheus
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -185,6 +189,7 @@ verify: lint
 	cd hack/tools/k8s-prev && $(GO) mod tidy -diff
 	cd hack/tools/karmada && $(GO) mod tidy -diff
 	cd hack/tools/codegen && $(GO) mod tidy -diff
+	cd hack/tools/benchstat && $(GO) mod tidy -diff
 	@for pair in $(CHART_COPIES); do cmp -s "$${pair%%:*}" "$${pair#*:}" || { echo "verify: $${pair#*:} differs from $${pair%%:*}: run make chart"; exit 1; }; done
 
 # Static binaries without build paths for one platform, bin-<os>_<arch>,
@@ -315,12 +320,10 @@ SOAK_ARGS ?=
 soak: build
 	$(GO) run ./hack/soak -duration $(SOAK_DURATION) -nodes $(SOAK_NODES) $(SOAK_ARGS)
 
-# make test's short soak: every check of make soak, 4 minutes on 40 nodes,
-# every workload on rebalancer-scheduler (docs/reliability.md: what
-# default-scheduler's rollouts leave within a short quiet phase).
+# make test's short soak: every check of make soak, 4 minutes on 40 nodes.
 .PHONY: test-soak
 test-soak: build
-	$(GO) run ./hack/soak -duration 4m -nodes 40 -default-scheduler-share=0 -out $(CURDIR)/_output/test-soak
+	$(GO) run ./hack/soak -duration 4m -nodes 40 -out $(CURDIR)/_output/test-soak
 
 # Starts its own control plane (hack/local-cluster.sh with CLUSTER_DIR
 # _output/scale-cluster and ports of their own) unless one answers there, and
@@ -337,6 +340,23 @@ BENCH_RUNS ?= 3
 BENCH_MAX_NODES ?= 0
 bench:
 	$(GO) run ./hack/bench -o bench-results.json -openb $(OPENB_DIR) -runs $(BENCH_RUNS) -max-nodes $(BENCH_MAX_NODES)
+
+# Go benchmarks of BENCH_BASE (a git revision, default HEAD) against the
+# working tree, compared by benchstat (pinned in hack/tools/benchstat): each
+# package's two test binaries run in turn BENCH_COUNT times; the result is in
+# _output/benchstat/benchstat.txt. docs/benchmarks.md lists the benchmarks.
+BENCH_BASE ?= HEAD
+BENCH ?= Predict
+BENCH_PKGS ?= ./pkg/simulator/
+BENCH_TIME ?= 200x
+BENCH_COUNT ?= 10
+.PHONY: benchstat
+benchstat: $(BENCHSTAT)
+	hack/benchstat.sh $(BENCHSTAT) $(BENCH_BASE) '$(BENCH)' $(BENCH_TIME) $(BENCH_COUNT) $(BENCH_PKGS)
+
+$(BENCHSTAT): hack/tools/benchstat/go.mod hack/tools/benchstat/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/benchstat && $(GO) build -o $(BENCHSTAT) golang.org/x/perf/cmd/benchstat
 
 # Every fuzz target for FUZZTIME, one after another (go test -fuzz takes one
 # target in one package). Crashers are saved under the package's

@@ -39,6 +39,7 @@ type options struct {
 	seed                          uint64
 	fill, defaultShare            float64
 	extenderPort                  string
+	followRollouts                bool
 	bounds                        bounds
 }
 
@@ -61,6 +62,7 @@ func main() {
 	flag.Float64Var(&o.fill, "fill", 0.45, "share of the nodes' CPU the base workloads request")
 	flag.Float64Var(&o.defaultShare, "default-scheduler-share", 0.2, "share of the workloads scheduled by default-scheduler (steered by the extender) rather than rebalancer-scheduler")
 	flag.StringVar(&o.extenderPort, "extender-port", "18888", "the extender's port, where the local cluster's default-scheduler calls it (hack/local-cluster.sh EXTENDER_PORT)")
+	flag.BoolVar(&o.followRollouts, "follow-rollouts", true, "rebalancer extender --follow-rollouts: default-scheduler's rollouts keep the nodes of the pods they replace")
 	flag.DurationVar(&o.bounds.MaxPending, "max-pending", o.bounds.MaxPending, "assertion: the longest a pod may wait while a node has room for it")
 	flag.Parse()
 	o = withDefaults(o)

@@ -131,6 +131,10 @@ func startProcs(ctx context.Context, o options) ([]*proc, error) {
 	if cfg := filepath.Join(filepath.Dir(o.kubeconfig), "kube-scheduler.yaml"); fileExists(cfg) {
 		runArgs = append(runArgs, "--scheduler-config", cfg)
 	}
+	extenderArgs := []string{"extender", "--bind-address=127.0.0.1:" + o.extenderPort, "--kubeconfig", o.kubeconfig}
+	if o.followRollouts {
+		extenderArgs = append(extenderArgs, "--follow-rollouts")
+	}
 	procs := []*proc{
 		{name: "rebalancer-scheduler", bin: bin("rebalancer-scheduler"),
 			args: []string{"--config=" + schedCfg, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
@@ -139,7 +143,7 @@ func startProcs(ctx context.Context, o options) ([]*proc, error) {
 			metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", schedPort)},
 		// The local cluster's default-scheduler calls the extender here.
 		{name: "extender", bin: bin("rebalancer"),
-			args:       []string{"extender", "--bind-address=127.0.0.1:" + o.extenderPort, "--kubeconfig", o.kubeconfig},
+			args:       extenderArgs,
 			metricsURL: "http://127.0.0.1:" + o.extenderPort + "/metrics"},
 		{name: "rebalancer", bin: bin("rebalancer"), args: runArgs,
 			metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", runPort)},

@@ -14,8 +14,9 @@ import (
 
 type extenderOptions struct {
 	clientFlags
-	serving serving.Options
-	hintTTL time.Duration
+	serving        serving.Options
+	hintTTL        time.Duration
+	followRollouts bool
 }
 
 func newExtenderCommand() *cobra.Command {
@@ -28,7 +29,9 @@ cannot be changed, such as the cluster's default-scheduler. When a pod that
 rebalancer evicted with a hint leaves, the extender's pod watch remembers its
 owner; its prioritize verb (POST /prioritize) then scores the planned target
 of the owner's replacement 10, the node it left 0, and every other node 5,
-and every node 5 for pods without a hint. Add it to the scheduler's
+and every node 5 for pods without a hint. A sticky Deployment's rolling
+update (and with --follow-rollouts every Deployment's) has its new pods
+scored onto the nodes of the old pods they replace. Add it to the scheduler's
 configuration with policies/default-scheduler-extender.yaml. /healthz, /readyz
 (ready once the pod watch has synced) and /metrics are served on the same
 address.`,
@@ -50,7 +53,7 @@ address.`,
 			if err != nil {
 				return err
 			}
-			return extender.Run(cmd.Context(), extender.Options{Client: client, Serving: o.serving, HintTTL: o.hintTTL})
+			return extender.Run(cmd.Context(), extender.Options{Client: client, Serving: o.serving, HintTTL: o.hintTTL, FollowRollouts: o.followRollouts})
 		},
 	}
 	f := cmd.Flags()
@@ -58,6 +61,7 @@ address.`,
 	f.StringVar(&o.serving.CertFile, "tls-cert-file", "", "serve HTTPS with this certificate (PEM; reloaded when it changes); with --tls-private-key-file")
 	f.StringVar(&o.serving.KeyFile, "tls-private-key-file", "", "private key of --tls-cert-file (PEM)")
 	f.DurationVar(&o.hintTTL, "hint-ttl", hint.DefaultTTL, "how long a hint steers its owner's replacement after its pod is seen leaving (as RebalanceHint's hintTTL)")
+	f.BoolVar(&o.followRollouts, "follow-rollouts", false, "score every Deployment's rolling update onto the nodes of the pods it replaces, as sticky Deployments' always are, so a rollout keeps the placement rebalancer made")
 	o.addFlags(f, kubeconfigHelp)
 	return cmd
 }

@@ -123,11 +123,23 @@ func (e *Extender) serve(w http.ResponseWriter, r *http.Request) int {
 }
 
 // Prioritize scores nodes for pod: with a hint for its owner, the target 10,
-// the source 0 and the others 5; without one, every node 5.
+// the source 0 and the others 5; without one, every node 5. nodes are the
+// ones the pod passed kube-scheduler's filters on: a sticky entry is
+// claimed only for one of them.
 func (e *Extender) Prioritize(pod *v1.Pod, nodes []string) extenderv1.HostPriorityList {
 	rank := func(string) hint.Rank { return hint.Neutral }
 	if owner, ok := hint.OwnerKey(pod); ok && pod.UID != "" {
-		if entry, ok := e.book.Claim(owner, pod.UID); ok {
+		var in map[string]bool // built only for a sticky entry to place
+		feasible := func(node string) bool {
+			if in == nil {
+				in = make(map[string]bool, len(nodes))
+				for _, n := range nodes {
+					in[n] = true
+				}
+			}
+			return in[node]
+		}
+		if entry, ok := e.book.Claim(owner, pod.UID, feasible); ok {
 			rank = entry.RankOf
 			e.metrics.steered.Inc()
 			e.logger.V(2).Info("Steering a replacement", "pod", klog.KObj(pod), "target", entry.Target, "source", entry.Source, "plan", entry.PlanID)
@@ -294,10 +306,16 @@ func plainStrings(b []byte) (out []string, ok bool) {
 // (its eviction in flight), or that starts terminating or is deleted with
 // one, leaves its hint; a pod whose hint is taken back withdraws it; a pod that is bound consumes
 // its owner's; a pending pod that is deleted gives back the hint it claimed.
+// A Deployment's bound pods are followed, and the first pod of a new
+// ReplicaSet records the nodes of the old ones still running (Book.Added):
+// a rolling update creates new pods before the old ones leave.
 func watchPods(logger klog.Logger, informer cache.SharedIndexInformer, book *hint.Book, arrivals *hint.Arrivals, m *Metrics) error {
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
+				if n := book.Added(logger, pod); n > 0 {
+					m.recorded.Add(float64(n))
+				}
 				arrivals.Seen(pod)
 			}
 		},
@@ -314,7 +332,7 @@ func watchPods(logger klog.Logger, informer cache.SharedIndexInformer, book *hin
 				m.recorded.Inc()
 			}
 			if oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != "" {
-				if owner, ok := hint.OwnerKey(newPod); ok && book.Bound(owner, newPod.UID) {
+				if owner, ok := hint.OwnerKey(newPod); ok && book.Bound(owner, newPod.UID, newPod.Spec.NodeName) {
 					m.consumed.Inc()
 					logger.V(2).Info("Rebalance hint consumed", "pod", klog.KObj(newPod), "node", newPod.Spec.NodeName)
 				}
@@ -341,9 +359,10 @@ func watchPods(logger klog.Logger, informer cache.SharedIndexInformer, book *hin
 	return err
 }
 
-// strip keeps what the extender reads of a pod (identity, owner and its
-// pod-template-hash, hint annotations, deletion and node), so a cluster-wide watch holds a few
-// hundred bytes per pod rather than whole pods.
+// strip keeps what the extender reads of a pod (identity, creation, owner
+// and its pod-template-hash, hint annotations, deletion and node), so a
+// cluster-wide watch holds a few hundred bytes per pod rather than whole
+// pods.
 func strip(obj any) (any, error) {
 	pod, ok := obj.(*v1.Pod)
 	if !ok {
@@ -362,7 +381,8 @@ func strip(obj any) (any, error) {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion, Labels: labels,
-			Annotations: annotations, OwnerReferences: pod.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
+			CreationTimestamp: pod.CreationTimestamp,
+			Annotations:       annotations, OwnerReferences: pod.OwnerReferences, DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Spec: v1.PodSpec{NodeName: pod.Spec.NodeName},
 	}, nil

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/clock"
@@ -48,22 +49,29 @@ type env struct {
 	book    *hint.Book
 	reg     *prometheus.Registry
 	handler http.Handler
+	pods    cache.SharedIndexInformer
 }
 
 func newEnv(t *testing.T, objs ...*v1.Pod) *env {
 	t.Helper()
+	return newEnvWith(t, hint.NewBook(clock.RealClock{}, hint.DefaultTTL), objs...)
+}
+
+// newEnvWith starts an extender over book, with objs in its cluster.
+func newEnvWith(t *testing.T, book *hint.Book, objs ...*v1.Pod) *env {
+	t.Helper()
 	logger, ctx := testutil.Context(t)
-	e := &env{ctx: ctx, client: fake.NewClientset(), reg: prometheus.NewRegistry()}
+	e := &env{ctx: ctx, client: fake.NewClientset(), reg: prometheus.NewRegistry(), book: book}
 	for _, p := range objs {
 		if _, err := e.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	e.book = hint.NewBook(clock.RealClock{}, hint.DefaultTTL)
 	m := NewMetrics(e.reg, e.book)
 	watching := fakewatch.Started(e.client, "pods")
 	factory := informers.NewSharedInformerFactoryWithOptions(e.client, 0, informers.WithTransform(strip))
 	pods := factory.Core().V1().Pods().Informer()
+	e.pods = pods
 	if err := watchPods(logger, pods, e.book, nil, m); err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +275,7 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	p := pod("web-a", "a", h.Annotations())
 	p.Annotations["other"] = "big"
 	p.Annotations[wellknown.StickyAnnotation] = "true"
+	p.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	p.Labels = map[string]string{"app": "web", "pod-template-hash": "5d8f"}
 	p.OwnerReferences[0].Name = "web-5d8f"
@@ -282,7 +291,7 @@ func TestStripKeepsWhatTheExtenderReads(t *testing.T) {
 	if !hint.IsSticky(s) {
 		t.Fatal("Strip dropped the sticky annotation")
 	}
-	if s.Spec.NodeName != "a" || s.DeletionTimestamp == nil || metav1.GetControllerOf(s) == nil || len(s.Spec.Containers) != 0 || s.Annotations["other"] != "" {
+	if s.Spec.NodeName != "a" || s.DeletionTimestamp == nil || !s.CreationTimestamp.Equal(&p.CreationTimestamp) || metav1.GetControllerOf(s) == nil || len(s.Spec.Containers) != 0 || s.Annotations["other"] != "" {
 		t.Fatalf("Strip kept or lost the wrong fields: %+v", s)
 	}
 }

@@ -24,6 +24,10 @@ type Options struct {
 	// HintTTL is how long a hint steers after its pod is seen leaving (as
 	// RebalanceHint's hintTTL).
 	HintTTL time.Duration
+	// FollowRollouts steers every Deployment's rolling update onto the
+	// nodes of the pods it replaces (hint.FollowEveryRollout), not only
+	// sticky Deployments'.
+	FollowRollouts bool
 }
 
 // Run watches pods and serves the prioritize verb, /healthz, /readyz and
@@ -32,7 +36,11 @@ func Run(ctx context.Context, o Options) error {
 	logger := klog.FromContext(ctx).WithName("extender")
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	book := hint.NewBook(clock.RealClock{}, o.HintTTL)
+	var opts []hint.BookOption
+	if o.FollowRollouts {
+		opts = append(opts, hint.FollowEveryRollout())
+	}
+	book := hint.NewBook(clock.RealClock{}, o.HintTTL, opts...)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := NewMetrics(reg, book)

@@ -112,6 +112,9 @@ type Book struct {
 	// pod-template-hash of the same Deployment appears, a rollout has begun
 	// and their nodes are recorded for the new pods (Added).
 	running map[types.UID]map[types.UID]runningPod
+	// everyRollout: follow the bound pods of every Deployment, not only
+	// sticky ones (FollowEveryRollout).
+	everyRollout bool
 }
 
 // runningPod is what the book keeps of a bound sticky pod of a Deployment.
@@ -156,8 +159,25 @@ func (b *Book) count(e *Entry, sign int64) {
 // NewBook returns an empty book whose hints steer for ttl after their pod
 // is seen leaving; a hint written longer than ttl before that is stale (its
 // eviction failed and the pod left later for another reason).
-func NewBook(c clock.PassiveClock, ttl time.Duration) *Book {
-	return &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}, rooms: map[string]*Room{}, running: map[types.UID]map[types.UID]runningPod{}}
+func NewBook(c clock.PassiveClock, ttl time.Duration, opts ...BookOption) *Book {
+	b := &Book{clock: c, ttl: ttl, byOwner: map[types.UID][]*Entry{}, rooms: map[string]*Room{}, running: map[types.UID]map[types.UID]runningPod{}}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+// BookOption configures a Book.
+type BookOption func(*Book)
+
+// FollowEveryRollout makes a book follow the rolling updates of every
+// Deployment as it follows sticky ones' (Added): a rollout's new pods are
+// steered onto the nodes of the pods they replace, so a rolling update
+// keeps the placement rebalancer made instead of spreading it afresh.
+// Only the rollout's nodes are recorded: a pod that is not sticky and
+// leaves for another reason (a crash, a scale-down) records nothing.
+func FollowEveryRollout() BookOption {
+	return func(b *Book) { b.everyRollout = true }
 }
 
 // Leaving records the hint of a pod that is going away, if it carries one,
@@ -183,7 +203,7 @@ func (b *Book) Leaving(logger klog.Logger, pod *v1.Pod) bool {
 		// Its eviction failed and the pod left later, for another reason.
 		logger.V(4).Info("Rebalance hint not recorded (stale or seen before)", "pod", klog.KObj(pod), "hintedAt", h.Time)
 	}
-	if !IsSticky(pod) || owner == nil || pod.Spec.NodeName == "" {
+	if owner == nil || pod.Spec.NodeName == "" || !IsSticky(pod) && !b.rollingOut(key, pod.UID) {
 		return false
 	}
 	if !b.record(key, pod, Hint{Target: pod.Spec.NodeName, Time: b.clock.Now()}, true) {
@@ -390,28 +410,40 @@ func (b *Book) SetConsumed(owner, pod types.UID, consumed bool) {
 }
 
 // Claim returns the hint pending pod is scored with: the one it claimed
-// before (a retry), else the owner's oldest free hint, now claimed by it.
-// An extender sees no Reserve, and the owner's next pod may be scored
-// before this one binds: claims keep them from sharing one hint.
-func (b *Book) Claim(owner, pod types.UID) (Entry, bool) {
+// before (a retry), else the owner's oldest free hint, now claimed by it;
+// a sticky entry only on a node feasible says yes to (one the pod passed
+// the filters on), the oldest such. An extender sees no Reserve, and the
+// owner's next pod may be scored before this one binds: claims keep them
+// from sharing one hint.
+func (b *Book) Claim(owner, pod types.UID, feasible func(node string) bool) (Entry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
 	if e := b.claimedLocked(owner, pod, now); e != nil {
 		return *e, true
 	}
-	if e := b.freeLocked(owner, now); e != nil {
-		e.ClaimedBy = pod
-		return *e, true
+	e := b.freeLocked(owner, now)
+	if e != nil && e.Sticky && !feasible(e.Target) {
+		e = nil
+		for _, s := range b.byOwner[owner] {
+			if s.Sticky && s.free(now) && feasible(s.Target) {
+				e = s
+				break
+			}
+		}
 	}
-	return Entry{}, false
+	if e == nil {
+		return Entry{}, false
+	}
+	e.ClaimedBy = pod
+	return *e, true
 }
 
-// Bound consumes the hint of a pod of owner that was bound to a node: the
+// Bound consumes the hint of a pod of owner that was bound to node: the
 // one it claimed, else (it was placed without being scored, e.g. on the
-// only feasible node) the owner's oldest free one. It returns whether a
-// hint was consumed.
-func (b *Book) Bound(owner, pod types.UID) bool {
+// only feasible node) the owner's oldest free one, as Take does. It
+// returns whether a hint was consumed.
+func (b *Book) Bound(owner, pod types.UID, node string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock.Now()
@@ -422,9 +454,8 @@ func (b *Book) Bound(owner, pod types.UID) bool {
 	if e == nil {
 		return false
 	}
-	b.count(e, -1)
-	e.Consumed = true
-	return true
+	_, ok := b.takeLocked(owner, e, node)
+	return ok
 }
 
 // Release gives back the hint pod claimed: it was deleted before it bound.

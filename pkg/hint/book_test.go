@@ -82,32 +82,32 @@ func TestBookClaims(t *testing.T) {
 	b.Leaving(logger, leaving("old-1", "rs", &h1))
 	b.Leaving(logger, leaving("old-2", "rs", &h2))
 
-	e1, ok1 := b.Claim("rs", "new-1")
-	e2, ok2 := b.Claim("rs", "new-2")
+	e1, ok1 := b.Claim("rs", "new-1", all)
+	e2, ok2 := b.Claim("rs", "new-2", all)
 	if !ok1 || !ok2 || e1.Target != "b" || e2.Target != "c" {
 		t.Fatalf("claims: %v %+v, %v %+v; want b then c", ok1, e1.Hint, ok2, e2.Hint)
 	}
-	if again, _ := b.Claim("rs", "new-1"); again.Target != "b" {
+	if again, _ := b.Claim("rs", "new-1", all); again.Target != "b" {
 		t.Fatalf("a retry of new-1 got %s, want its own b", again.Target)
 	}
-	if _, ok := b.Claim("rs", "new-3"); ok {
+	if _, ok := b.Claim("rs", "new-3", all); ok {
 		t.Fatal("a third pod got a hint; there are two")
 	}
 	b.Release("rs", "new-2") // deleted while pending
-	if e3, ok := b.Claim("rs", "new-3"); !ok || e3.Target != "c" {
+	if e3, ok := b.Claim("rs", "new-3", all); !ok || e3.Target != "c" {
 		t.Fatalf("after new-2 was deleted new-3 got %v %+v, want c", ok, e3.Hint)
 	}
-	if !b.Bound("rs", "new-1") {
+	if !b.Bound("rs", "new-1", "b") {
 		t.Fatal("binding new-1 consumed nothing")
 	}
-	if _, ok := b.Claim("rs", "new-1"); ok {
+	if _, ok := b.Claim("rs", "new-1", all); ok {
 		t.Fatal("new-1's hint is still claimable after it bound")
 	}
 	// A pod bound without being scored takes the oldest free hint: none.
-	if b.Bound("rs", "unscored") {
+	if b.Bound("rs", "unscored", "x") {
 		t.Fatal("an unscored pod consumed a hint already claimed")
 	}
-	if !b.Bound("rs", "new-3") {
+	if !b.Bound("rs", "new-3", "c") {
 		t.Fatal("binding new-3 consumed nothing")
 	}
 	if n := b.Len(); n != 2 {
@@ -122,7 +122,7 @@ func TestBookUnscoredBindConsumesOldest(t *testing.T) {
 	h2 := Hint{Source: "a", Target: "c", PlanID: "p", Time: t0}
 	b.Leaving(logger, leaving("old-1", "rs", &h1))
 	b.Leaving(logger, leaving("old-2", "rs", &h2))
-	if !b.Bound("rs", "only-node") {
+	if !b.Bound("rs", "only-node", "b") {
 		t.Fatal("an unscored replacement consumed nothing")
 	}
 	if e, _ := b.Next("rs"); e.Target != "c" {
@@ -191,7 +191,7 @@ func TestBookUpdated(t *testing.T) {
 	}
 
 	// A hint a replacement already took is not withdrawn or replaced.
-	if !b.Bound("rs", "replacement") {
+	if !b.Bound("rs", "replacement", "b") {
 		t.Fatal("the replacement consumed no hint")
 	}
 	b.Updated(logger, hinted, plain)
@@ -251,7 +251,7 @@ func TestStickyThroughARollout(t *testing.T) {
 	next.Labels["pod-template-hash"] = "77aa"
 	next.OwnerReferences[0].Name, next.OwnerReferences[0].UID = "web-77aa", "rs-new"
 	key, _ := OwnerKey(next)
-	if e, ok := b.Claim(key, next.UID); !ok || e.Target != "node-3" {
+	if e, ok := b.Claim(key, next.UID, all); !ok || e.Target != "node-3" {
 		t.Fatalf("the rollout's pod claims %+v, %v, want node-3", e, ok)
 	}
 }

@@ -94,9 +94,10 @@ func deploymentKey(pod *v1.Pod) (types.UID, bool) {
 	return OwnerKey(pod)
 }
 
-// track follows a bound sticky pod of a Deployment.
+// track follows a bound sticky pod of a Deployment, or any with
+// FollowEveryRollout.
 func (b *Book) track(pod *v1.Pod) {
-	if !IsSticky(pod) || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
+	if !b.everyRollout && !IsSticky(pod) || pod.Spec.NodeName == "" || pod.DeletionTimestamp != nil {
 		return
 	}
 	key, ok := deploymentKey(pod)
@@ -131,6 +132,19 @@ func (b *Book) untrack(pod *v1.Pod) {
 			delete(b.running, key)
 		}
 	}
+}
+
+// rollingOut says whether pod's node was recorded for its Deployment's
+// rollout (Entry.Rollout) and is still waiting for it to leave.
+func (b *Book) rollingOut(owner, pod types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.byOwner[owner] {
+		if e.Pod == pod {
+			return e.Rollout
+		}
+	}
+	return false
 }
 
 // Running counts the sticky pods the book follows.
@@ -177,25 +191,28 @@ func (b *Book) NextOn(owner types.UID, feasible func(node string) bool) (Entry, 
 
 // Take consumes, for a pod of owner reserved node, the entry it was
 // scored with (chosen, an Entry's Pod), and returns the Pod of the entry
-// consumed. A rebalance hint, or a sticky entry whose node the pod got, is
-// consumed as is. A pod placed off its sticky entry's node takes another
-// free sticky entry of its owner for the node it got, if there is one, so
-// that two pods never take one node's entry; else it consumes its own,
-// but for a rollout's entry whose pod still runs (Entry.Rollout): that
-// node may be full only until the old pod leaves, and the entry is left to
-// the rollout's next pod. ok is false when nothing was consumed.
+// consumed (takeLocked). ok is false when nothing was consumed.
 func (b *Book) Take(owner, chosen types.UID, node string) (consumed types.UID, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var own *Entry
 	for _, e := range b.byOwner[owner] {
 		if e.Pod == chosen {
-			own = e
+			return b.takeLocked(owner, e, node)
 		}
 	}
-	if own == nil {
-		return "", false
-	}
+	return "", false
+}
+
+// takeLocked consumes, for a pod of owner placed on node, the entry own it
+// was scored with, or claimed. A rebalance hint, or a sticky entry whose
+// node the pod got, is consumed as is. A pod placed off its sticky entry's
+// node takes another free sticky entry of its owner for the node it got,
+// if there is one, so that two pods never take one node's entry; else it
+// consumes its own, but for a rollout's entry whose pod still runs
+// (Entry.Rollout): that node may be full only until the old pod leaves,
+// and the entry is left to the rollout's next pod. An entry not consumed
+// is no longer claimed by the pod.
+func (b *Book) takeLocked(owner types.UID, own *Entry, node string) (consumed types.UID, ok bool) {
 	if !own.Sticky || own.Target == node {
 		b.consumeLocked(own)
 		return own.Pod, true
@@ -204,10 +221,12 @@ func (b *Book) Take(owner, chosen types.UID, node string) (consumed types.UID, o
 	for _, e := range b.byOwner[owner] {
 		if e.Sticky && e.Target == node && e.free(now) {
 			b.consumeLocked(e)
+			own.ClaimedBy = ""
 			return e.Pod, true
 		}
 	}
 	if own.Rollout {
+		own.ClaimedBy = ""
 		return "", false
 	}
 	b.consumeLocked(own)

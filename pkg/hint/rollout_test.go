@@ -254,3 +254,108 @@ func TestRebalanceHintOnARolloutsPod(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowEveryRollout: with the option, a Deployment whose pods are not
+// sticky has its rollout recorded as a sticky one's; its old pods leaving
+// keep their entries for a TTL from then. A pod that is neither sticky
+// nor replaced by a rollout records nothing as it leaves (a crash, a
+// scale-down), with the option or without.
+func TestFollowEveryRollout(t *testing.T) {
+	for _, every := range []bool{false, true} {
+		logger, _ := ktesting.NewTestContext(t)
+		clk := testingclock.NewFakePassiveClock(t0)
+		var opts []BookOption
+		if every {
+			opts = append(opts, FollowEveryRollout())
+		}
+		b := NewBook(clk, 10*time.Minute, opts...)
+		o1, o2 := webPod("o1", "aaa", "node-a", false, 1), webPod("o2", "aaa", "node-b", false, 2)
+		b.Added(logger, o1)
+		b.Added(logger, o2)
+		// A scaled-down pod leaves: nothing to return to.
+		down := webPod("o0", "aaa", "node-c", false, 0)
+		b.Added(logger, down)
+		if b.Leaving(logger, down) || b.Len() != 0 {
+			t.Fatalf("every %v: a plain pod leaving recorded its node (book %d)", every, b.Len())
+		}
+		n := b.Added(logger, webPod("n1", "bbb", "", false, 3))
+		if !every {
+			if n != 0 || b.Running() != 0 || b.Len() != 0 {
+				t.Fatalf("without the option a plain Deployment's rollout recorded %d nodes (following %d)", n, b.Running())
+			}
+			continue
+		}
+		if n != 2 {
+			t.Fatalf("the rollout's first pod recorded %d nodes, want 2", n)
+		}
+		// The old pod on node-a leaves at 9 minutes: its entry steers
+		// for a TTL from then, as a sticky pod's does.
+		clk.SetTime(t0.Add(9 * time.Minute))
+		gone := o1.DeepCopy()
+		gone.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
+		b.Updated(logger, o1, gone)
+		clk.SetTime(t0.Add(15 * time.Minute))
+		e, ok := b.NextOn(webKey, all)
+		if !ok || e.Target != "node-a" || e.Rollout || !e.Sticky {
+			t.Fatalf("after the old pod left: %+v, %v, want node-a's entry, kept past the rollout's TTL", e, ok)
+		}
+		if b.Len() != 1 {
+			t.Errorf("book holds %d entries at 15 minutes, want node-a's alone (node-b's old pod never left)", b.Len())
+		}
+	}
+}
+
+// TestClaimOnFeasibleNodes: a pod is scored with a sticky entry only on a
+// node it passed the filters on, the oldest such; with none it claims no
+// entry, which stays free for the next pod. A rebalance hint is claimed
+// whatever the nodes: its source is avoided even where the target is not
+// offered.
+func TestClaimOnFeasibleNodes(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
+	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
+	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	only := func(node string) func(string) bool { return func(n string) bool { return n == node } }
+	if e, ok := b.Claim(webKey, "n1", only("node-b")); !ok || e.Target != "node-b" {
+		t.Fatalf("n1 with node-b feasible claimed %+v, %v, want node-b", e, ok)
+	}
+	if e, ok := b.Claim(webKey, "n2", only("node-b")); ok {
+		t.Fatalf("n2 claimed %+v: node-b is n1's, node-a is not feasible", e)
+	}
+	if e, ok := b.Claim(webKey, "n2", all); !ok || e.Target != "node-a" {
+		t.Fatalf("n2 with every node feasible claimed %+v, %v, want node-a", e, ok)
+	}
+
+	h := Hint{Source: "s", Target: "t", PlanID: "p", Time: t0}
+	b.Leaving(logger, leaving("old", "rs", &h))
+	if e, ok := b.Claim("rs", "new", func(string) bool { return false }); !ok || e.Target != "t" {
+		t.Errorf("a rebalance hint claimed %+v, %v, want it whatever the nodes", e, ok)
+	}
+}
+
+// TestBoundOffARolloutsNode: a pod that claimed a rollout's entry and is
+// bound elsewhere takes the entry of the node it got, if there is one,
+// else leaves its claimed entry, unclaimed, to the rollout's next pod.
+func TestBoundOffARolloutsNode(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
+	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
+	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
+	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	if e, _ := b.Claim(webKey, "n1", all); e.Target != "node-a" {
+		t.Fatalf("n1 claimed %s, want node-a", e.Target)
+	}
+	if b.Bound(webKey, "n1", "node-c") {
+		t.Fatal("n1 bound on node-c consumed an entry; node-a's old pod still runs")
+	}
+	if e, ok := b.Claim(webKey, "n2", all); !ok || e.Target != "node-a" {
+		t.Fatalf("n2 claimed %+v, %v, want node-a's entry, left by n1", e, ok)
+	}
+	if !b.Bound(webKey, "n2", "node-b") {
+		t.Fatal("n2 bound on node-b consumed nothing")
+	}
+	if e, ok := b.Claim(webKey, "n3", all); !ok || e.Target != "node-a" {
+		t.Fatalf("n3 claimed %+v, %v, want node-a: n2 took node-b's entry, not its claimed one", e, ok)
+	}
+}

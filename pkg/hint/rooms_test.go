@@ -64,9 +64,9 @@ func TestRoomsAreTheEntriesSums(t *testing.T) {
 			case 5:
 				b.SetConsumed(owner, uid, r.IntN(2) == 0)
 			case 6:
-				b.Bound(owner, types.UID(fmt.Sprintf("new-%d", step)))
+				b.Bound(owner, types.UID(fmt.Sprintf("new-%d", step)), fmt.Sprintf("n%d", r.IntN(5)))
 			case 7:
-				b.Claim(owner, types.UID(fmt.Sprintf("new-%d", step)))
+				b.Claim(owner, types.UID(fmt.Sprintf("new-%d", step)), func(string) bool { return r.IntN(2) == 0 })
 			case 8:
 				clk.SetTime(clk.Now().Add(time.Duration(r.IntN(4)) * time.Minute))
 			case 9:

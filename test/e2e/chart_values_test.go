@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,6 +160,7 @@ var badValues = []struct {
 	{[]string{"image.pullPolicy=Sometimes"}, "image.pullPolicy", "value must be one of"},
 	{[]string{"dashboard.enabled=yes"}, "dashboard.enabled", "want boolean"},
 	{[]string{"extender.tls.enabled=1"}, "extender.tls.enabled", "want boolean"},
+	{[]string{"extender.followRollouts=yes"}, "extender.followRollouts", "want boolean"},
 	{[]string{"webhook.certManager=on"}, "webhook.certManager", "want boolean"},
 	// Names, images, addresses, quantities, labels.
 	{[]string{"image.repository="}, "image.repository", "does not match pattern"},
@@ -285,7 +287,7 @@ func TestChartAcceptsEdgeValues(t *testing.T) {
 			"scheduler.replicas=1", "scheduler.podDisruptionBudget.minAvailable=0", "rebalancer.resources.requests.cpu=0.5", "rebalancer.resources.limits.memory=4e9",
 			"rebalancer.extraArgs={--cooldown=1h,-v=2}", "serviceMonitor.labels.release=prometheus", "serviceMonitor.interval=1m30s"}, "rebalancer:v0.1.0"},
 		{[]string{"mode=deployment", "rebalancer.interval=1.5h", "rebalancer.replicas=1", "rebalancer.podDisruptionBudget.enabled=false", "scheduler.enabled=false",
-			"extender.enabled=true", "extender.tls.enabled=true", "extender.replicas=1", "extender.podDisruptionBudget.minAvailable=0%"}, "rebalancer:v0.1.0"},
+			"extender.enabled=true", "extender.tls.enabled=true", "extender.replicas=1", "extender.podDisruptionBudget.minAvailable=0%", "extender.followRollouts=true"}, "rebalancer:v0.1.0"},
 	}
 	for _, r := range renders {
 		t.Run(strings.Join(r.set, ","), func(t *testing.T) {
@@ -294,6 +296,7 @@ func TestChartAcceptsEdgeValues(t *testing.T) {
 				t.Fatalf("refused: %v\n%s", err, out)
 			}
 			images := 0
+			follow := slices.Contains(r.set, "extender.followRollouts=true")
 			for _, u := range decodeAll(t, out) {
 				switch u.GetKind() {
 				case "Deployment", "Job", "CronJob":
@@ -301,6 +304,9 @@ func TestChartAcceptsEdgeValues(t *testing.T) {
 						images++
 						if c.Image != r.image {
 							t.Errorf("%s/%s runs %q, want %q", u.GetKind(), u.GetName(), c.Image, r.image)
+						}
+						if c.Name == "extender" && slices.Contains(c.Command, "--follow-rollouts") != follow {
+							t.Errorf("the extender runs %q; want --follow-rollouts %v", c.Command, follow)
 						}
 					}
 				}

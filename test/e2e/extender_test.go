@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -45,11 +46,12 @@ func clusterSchedulerConfig(t *testing.T) (path, address string) {
 }
 
 // startExtender runs `rebalancer extender` where the cluster's kube-scheduler
-// calls it, with the kubeconfig given, and waits until it is ready.
-func startExtender(t *testing.T, e *testEnv, kc string) *process {
+// calls it, with the kubeconfig given and more flags, and waits until it is
+// ready.
+func startExtender(t *testing.T, e *testEnv, kc string, flags ...string) *process {
 	t.Helper()
 	_, addr := clusterSchedulerConfig(t)
-	p := startProcess(t, "rebalancer", "extender", "--bind-address="+addr, "--kubeconfig", kc, "-v=2")
+	p := startProcess(t, "rebalancer", append([]string{"extender", "--bind-address=" + addr, "--kubeconfig", kc, "-v=2"}, flags...)...)
 	p.waitUp(e, "the extender to be ready", func() bool { return answers("http://" + addr + "/readyz") })
 	return p
 }
@@ -231,4 +233,52 @@ func dryRunManifests(t *testing.T, dir string, want ...string) []*unstructured.U
 		}
 	}
 	return decodeAll(t, kubectl(t, "kustomize", path))
+}
+
+// TestExtenderFollowsRollouts: `kubectl rollout restart` of a
+// default-scheduler Deployment of 6 replicas (not sticky), 2 a node on 3
+// nodes, beside an empty node that kube-scheduler's default profile
+// (LeastAllocated) prefers for every new pod. With the extender's
+// --follow-rollouts the new pods go back to the nodes the old ones leave,
+// one new pod per old pod: at least 5 of 6. roomy: each node has room for
+// its old and new pods side by side; tight: for one surge pod beside its
+// two old ones, so a new pod is scored only onto an old pod's node it
+// fits on, and a node's second new pod fits there only once an old pod
+// left.
+func TestExtenderFollowsRollouts(t *testing.T) {
+	for _, tc := range []struct{ name, homeCPU string }{{"roomy", "8"}, {"tight", "3"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newTestEnv(t)
+			kc := e.asServiceAccount(filepath.Join(repoRoot, "manifests", "extender", "rbac.yaml"), "rebalancer-extender")
+			startExtender(t, e, kc, "--follow-rollouts")
+			nodes := e.nodeNames(tc.name, 4)
+			homes, empty := nodes[:3], nodes[3]
+			const onEach, replicas = 2, 6
+			app := "web-" + tc.name
+			// Two pods a node: each node joins alone, the ones before it
+			// cordoned, and the Deployment grows by two.
+			for i, home := range homes {
+				e.addNodes(tc.homeCPU, home)
+				n := int32((i + 1) * onEach)
+				if i == 0 {
+					e.addDeploymentOf("default-scheduler", app, n, resources("1", "1Gi"), nil)
+				} else {
+					patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+					if _, err := client.AppsV1().Deployments(e.ns).Patch(e.ctx, app, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				e.boundPods(app, int(n))
+				e.cordon(home, true)
+			}
+			for _, home := range homes {
+				e.cordon(home, false)
+			}
+			old := e.boundPods(app, replicas)
+			e.addNodes("8", empty)
+			if back := e.rolloutRestart(app, old); back < replicas-1 {
+				t.Errorf("%d of %d new pods on a node an old pod left, want at least %d", back, replicas, replicas-1)
+			}
+		})
+	}
 }

@@ -71,38 +71,47 @@ func TestStickyThroughARollingUpdate(t *testing.T) {
 			e.fragmentedReplicaSet("filler", resources("5", "1Gi"), []string{full})
 			e.boundPods("filler", 1)
 
-			// kubectl rollout restart.
-			restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
-			if _, err := deployments.Patch(e.ctx, "cache", types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			oldHash := old[0].Labels[appsv1.DefaultDeploymentUniqueLabelKey]
-			var rolled []v1.Pod
-			e.poll("the rolling update", func() (bool, error) {
-				list, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=cache"})
-				if err != nil {
-					return false, err
-				}
-				rolled = rolled[:0]
-				for _, p := range list.Items {
-					if p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == oldHash || p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
-						return false, nil
-					}
-					rolled = append(rolled, p)
-				}
-				return len(rolled) == replicas, nil
-			})
-			newNodes, newDesc := perNode(rolled)
-			back := 0
-			for node, n := range newNodes {
-				back += min(n, oldNodes[node])
-			}
-			t.Logf("old pods %s; new pods %s: %d of %d on an old pod's node", oldDesc, newDesc, back, replicas)
-			if back < replicas-1 {
-				t.Errorf("%d of %d new pods on a node an old pod left (old %s, new %s), want at least %d", back, replicas, oldDesc, newDesc, replicas-1)
+			if back := e.rolloutRestart("cache", old); back < replicas-1 {
+				t.Errorf("%d of %d new pods on a node an old pod left, want at least %d", back, replicas, replicas-1)
 			}
 		})
 	}
+}
+
+// rolloutRestart does what `kubectl rollout restart` does to Deployment
+// name, whose pods are old, waits until only new pods remain, all bound,
+// and returns how many of them run on a node an old pod ran on (a node
+// counted as often as old pods ran there).
+func (e *testEnv) rolloutRestart(name string, old []v1.Pod) int {
+	e.t.Helper()
+	restart := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+	if _, err := client.AppsV1().Deployments(e.ns).Patch(e.ctx, name, types.StrategicMergePatchType, []byte(restart), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	oldHash := old[0].Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	var rolled []v1.Pod
+	e.poll("the rolling update of "+name, func() (bool, error) {
+		list, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		rolled = rolled[:0]
+		for _, p := range list.Items {
+			if p.Labels[appsv1.DefaultDeploymentUniqueLabelKey] == oldHash || p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+				return false, nil
+			}
+			rolled = append(rolled, p)
+		}
+		return len(rolled) == len(old), nil
+	})
+	oldNodes, oldDesc := perNode(old)
+	newNodes, newDesc := perNode(rolled)
+	back := 0
+	for node, n := range newNodes {
+		back += min(n, oldNodes[node])
+	}
+	e.t.Logf("old pods %s; new pods %s: %d of %d on an old pod's node", oldDesc, newDesc, back, len(old))
+	return back
 }
 
 // cordon marks a node unschedulable, or schedulable again.
