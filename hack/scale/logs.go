@@ -1,13 +1,14 @@
 package main
 
 import (
-	"strconv"
+	"encoding/json"
+	"math"
 	"strings"
 	"time"
 )
 
-// The lines rebalancer logs (klog's text format) as a plan goes on
-// (pkg/session, pkg/cycle).
+// The lines rebalancer logs as a plan goes on (pkg/session, pkg/cycle); the
+// commands are run with --logging-format=json.
 const (
 	msgReading  = "Reading the cluster"     // the informers start
 	msgBuilding = "Building the simulation" // synced: the snapshot is read
@@ -33,59 +34,46 @@ type Phases struct {
 	ExecuteSeconds float64 `json:"executeSeconds,omitempty"`
 }
 
-// klogLine is one line of klog's text format:
-// `I1129 04:03:10.123456   12345 file.go:141] "Message" key=value ...`.
-type klogLine struct {
-	At  time.Time
-	Msg string
-	KV  string
+// logLine is one line of the JSON log format (--logging-format=json), whose
+// ts is milliseconds since the epoch:
+// `{"ts":1764388990123.456,"caller":"cycle/cycle.go:167","msg":"Planned","v":0,"moves":145}`.
+type logLine struct {
+	At     time.Time
+	Msg    string
+	Fields map[string]any
 }
 
-// parseKlog reads a klog text line; the date has no year, so start's is
-// used (and its location), a year back when that puts it after start by
-// more than a day.
-func parseKlog(line string, start time.Time) (klogLine, bool) {
-	if len(line) < 22 || !strings.ContainsRune("IWEF", rune(line[0])) {
-		return klogLine{}, false
+// parseLine reads a JSON log line; ok is false for anything else.
+func parseLine(line string) (l logLine, ok bool) {
+	if !strings.HasPrefix(line, "{") {
+		return l, false
 	}
-	at, err := time.ParseInLocation("0102 15:04:05.000000", line[1:21], start.Location())
-	if err != nil {
-		return klogLine{}, false
+	if err := json.Unmarshal([]byte(line), &l.Fields); err != nil {
+		return l, false
 	}
-	at = at.AddDate(start.Year(), 0, 0)
-	if at.Sub(start) > 24*time.Hour {
-		at = at.AddDate(-1, 0, 0)
+	ts, ok1 := l.Fields["ts"].(float64)
+	msg, ok2 := l.Fields["msg"].(string)
+	if !ok1 || !ok2 {
+		return l, false
 	}
-	_, rest, ok := strings.Cut(line, "] ")
-	if !ok {
-		return klogLine{}, false
-	}
-	msg, kv := rest, ""
-	if strings.HasPrefix(rest, `"`) {
-		if end := strings.Index(rest[1:], `"`); end >= 0 {
-			msg, kv = rest[1:end+1], strings.TrimSpace(rest[end+2:])
-		}
-	}
-	return klogLine{At: at, Msg: msg, KV: kv}, true
+	l.At, l.Msg = time.UnixMicro(int64(math.Round(ts*1000))), msg
+	return l, true
 }
 
-// value is the value of key in a klog line's key=value pairs ("" when it
-// has none); quoted values keep their quotes.
-func (l klogLine) value(key string) string {
-	for _, f := range strings.Fields(l.KV) {
-		if v, ok := strings.CutPrefix(f, key+"="); ok {
-			return v
-		}
+// count is the integer value of key, -1 when the line has none.
+func (l logLine) count(key string) int {
+	if v, ok := l.Fields[key].(float64); ok && v == math.Trunc(v) {
+		return int(v)
 	}
-	return ""
+	return -1
 }
 
 // phasesOf splits a command's log by the first line of each phase, and
 // reads the moves planned and the pods evicted (-1 when not logged).
 func phasesOf(log string, start time.Time) (p Phases, evicted, moves int) {
-	first := map[string]klogLine{}
+	first := map[string]logLine{}
 	for _, line := range strings.Split(log, "\n") {
-		l, ok := parseKlog(line, start)
+		l, ok := parseLine(line)
 		if !ok {
 			continue
 		}
@@ -109,18 +97,10 @@ func phasesOf(log string, start time.Time) (p Phases, evicted, moves int) {
 	p.ExecuteSeconds = between(at(msgPlanned), msgCycle)
 	evicted, moves = -1, -1
 	if l, ok := first[msgCycle]; ok {
-		evicted = atoi(l.value("evicted"))
+		evicted = l.count("evicted")
 	}
 	if l, ok := first[msgPlanned]; ok {
-		moves = atoi(l.value("moves"))
+		moves = l.count("moves")
 	}
 	return p, evicted, moves
-}
-
-func atoi(s string) int {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return -1
-	}
-	return n
 }

@@ -6,15 +6,15 @@ import (
 )
 
 func TestPhasesOf(t *testing.T) {
-	start := time.Date(2026, 11, 29, 4, 7, 39, 400_000_000, time.UTC)
-	log := `I1129 04:07:39.504619   32294 history.go:121] "No move history yet: starting one" configmap="rebalancer-system/rebalancer-history"
-I1129 04:07:39.508627   32294 session.go:141] "Reading the cluster" from="the API server"
-I1129 04:07:44.508627   32294 cluster.go:234] "Reading the cluster" waitingFor=["pods"] objectsSoFar=12000
-I1129 04:07:49.578099   32294 session.go:146] "Building the simulation" cluster="50 nodes, 700 pods, 10 namespaces, 2 priority classes"
-not a klog line
-I1129 04:07:51.078099   32294 session.go:157] "Planning" profiles=1
-I1129 04:07:53.578099   32294 session.go:160] "Planned" moves=145 skipped=3 took="14.07s"
-I1129 04:08:10.078099   32294 cycle.go:167] "Cycle done" plan="abc" moves=145 evicted=140 inBackground=0 skipped=5 errors=0
+	start := time.Unix(1764389259, 400_000_000)
+	log := `{"ts":1764389259504.619,"caller":"history/history.go:121","msg":"No move history yet: starting one","v":0,"configmap":"rebalancer-system/rebalancer-history"}
+{"ts":1764389259508.627,"caller":"session/session.go:141","msg":"Reading the cluster","v":0,"from":"the API server"}
+{"ts":1764389264508.627,"caller":"live/cluster.go:234","msg":"Reading the cluster","v":0,"waitingFor":["pods"],"objectsSoFar":12000}
+{"ts":1764389269578.099,"caller":"session/session.go:146","msg":"Building the simulation","v":0,"cluster":"50 nodes, 700 pods, 10 namespaces, 2 priority classes"}
+not a log line
+{"ts":1764389271078.099,"caller":"session/session.go:157","msg":"Planning","v":0,"profiles":1}
+{"ts":1764389273578.099,"caller":"session/session.go:160","msg":"Planned","v":0,"moves":145,"skipped":3,"took":"14.07s"}
+{"ts":1764389290078.099,"caller":"cycle/cycle.go:167","msg":"Cycle done","v":0,"plan":"abc","moves":145,"evicted":140,"inBackground":0,"skipped":5,"errors":0}
 `
 	p, evicted, moves := phasesOf(log, start)
 	want := Phases{StartSeconds: 0.11, ReadSeconds: 10.07, SimulationSeconds: 1.5, PlanSeconds: 2.5, FirstPlanSeconds: 14.18, ExecuteSeconds: 16.5}
@@ -27,23 +27,26 @@ I1129 04:08:10.078099   32294 cycle.go:167] "Cycle done" plan="abc" moves=145 ev
 }
 
 func TestPhasesOfMissingLines(t *testing.T) {
-	p, evicted, moves := phasesOf("E1129 04:07:39.504619   1 root.go:1] \"failed\" err=\"boom\"\n", time.Now())
+	p, evicted, moves := phasesOf(`{"ts":1764389259500.000,"caller":"cli/root.go:1","msg":"failed","err":"boom"}`+"\n", time.Now())
 	if p != (Phases{}) || evicted != -1 || moves != -1 {
 		t.Errorf("got %+v, %d, %d; want zero phases and -1, -1", p, evicted, moves)
 	}
 }
 
-func TestParseKlogYear(t *testing.T) {
-	// A log line of 31 December read on 1 January belongs to the year before.
-	start := time.Date(2027, 1, 1, 0, 0, 1, 0, time.UTC)
-	l, ok := parseKlog(`I1231 23:59:59.000000       1 x.go:1] "Planned" moves=1`, start)
+func TestParseLine(t *testing.T) {
+	l, ok := parseLine(`{"ts":1764388990250.000,"caller":"x.go:1","msg":"Planned","v":0,"moves":1,"took":"2s"}`)
 	if !ok {
 		t.Fatal("not parsed")
 	}
-	if want := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC); !l.At.Equal(want) {
+	if want := time.Unix(1764388990, 250_000_000); !l.At.Equal(want) {
 		t.Errorf("at = %s, want %s", l.At, want)
 	}
-	if l.Msg != "Planned" || l.value("moves") != "1" || l.value("skipped") != "" {
+	if l.Msg != "Planned" || l.count("moves") != 1 || l.count("took") != -1 || l.count("skipped") != -1 {
 		t.Errorf("got %+v", l)
+	}
+	for _, bad := range []string{`I1129 04:07:39.504619 1 x.go:1] "Planned" moves=1`, `{"msg":"Planned"}`, `{"ts":"now","msg":"Planned"}`, `{not json`} {
+		if _, ok := parseLine(bad); ok {
+			t.Errorf("parsed %q", bad)
+		}
 	}
 }

@@ -203,7 +203,7 @@ func measureRound(ctx context.Context, o options, cl *cluster, c kubernetes.Inte
 		log.Printf("round %d: burst of %d pods: all bound after %.1f s; extender p50 %.2f ms, p99 %.2f ms over %d requests",
 			n, o.burst, b.AllBoundSeconds, b.P50Millis, b.P99Millis, b.Requests)
 	}
-	common := []string{"--kubeconfig", cl.kubeconfig(), "--policy", o.policy,
+	common := []string{"--logging-format=json", "--kubeconfig", cl.kubeconfig(), "--policy", o.policy,
 		"--scheduler-config", o.schedulerConfig, "--scheduler-config", cl.schedulerConfig()}
 	rebalancer := filepath.Join(o.binDir, "rebalancer")
 	log.Printf("round %d: rebalancer plan", n)

@@ -201,7 +201,7 @@ func (p *planner) checkConflicts(used map[string]bool) error {
 			// The replacements of the pods moved go where the extender
 			// steers them, onto targets the other profile picks; only the
 			// scheduler's own new pods go its way.
-			warnings = append(warnings, fmt.Sprintf("scheduler %q pulls against %s with the new pods it places; the replacements of the pods rebalancer moves are steered by rebalancer's extender to targets scored by %q",
+			warnings = append(warnings, fmt.Sprintf("scheduler %q pulls against %s with the new pods it places; the replacements of the pods rebalancer moves are steered by rebalancer's extender to targets scored by %q, and with the extender's --follow-rollouts so are rolling updates, onto the nodes of the pods they replace",
 				name, strings.Join(check.Plugins, ", "), sc.TargetsBy))
 		case sc.Extender:
 			for _, c := range check.Conflicts {
