@@ -264,19 +264,25 @@ func TestSIGTERMMidCycle(t *testing.T) {
 // TestAPIServerRestartMidCycle: kube-apiserver is restarted while the
 // long-lived mode's cycle is evicting. The daemon rides it out: its view of
 // the cluster re-lists and watches again, a later cycle completes, no pod is
-// evicted twice and the PDB holds.
+// evicted twice and the PDB holds. No pod is evicted for the drain taint of
+// the cycle the restart cut short (only the maintenance taint's node is
+// left by RemovePodsViolatingNodeTaints), and the move history holds every
+// eviction the cluster saw.
 func TestAPIServerRestartMidCycle(t *testing.T) {
 	needScheduler(t)
 	e := faultCluster(t, "restart")
+	places := e.trackPods()
+	historyFlag, historyName := e.historyFlag()
 	proxy := newFaultProxy(t)
 	proxy.inject(&fault{name: "eviction slow", match: isEviction, delay: time.Second})
 	started := time.Now()
 
 	addr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	// A replacement bound while the apiserver is down can be missed by the
-	// drain guard's watch: its node then waits out --drain-timeout.
-	r := &replica{process: startProcess(t, "rebalancer", "run", "--interval=3s", "--leader-elect=false", "--cooldown=0s", "--drain-timeout=10s",
-		"--bind-address="+addr, "--kubeconfig", proxy.Kubeconfig,
+	// drain guard's watch: its node then waits out --drain-timeout. The
+	// history keeps moves for the cooldown, here longer than the test.
+	r := &replica{process: startProcess(t, "rebalancer", "run", "--interval=3s", "--leader-elect=false", "--cooldown=1h", "--drain-timeout=10s",
+		"--bind-address="+addr, "--kubeconfig", proxy.Kubeconfig, historyFlag,
 		"--policy", filepath.Join(repoRoot, "policies", "binpacking-policy.yaml"),
 		"--scheduler-config", filepath.Join(repoRoot, "policies", "binpacking-scheduler.yaml")), addr: addr}
 	e.poll("the first eviction", func() (bool, error) {
@@ -310,6 +316,8 @@ func TestAPIServerRestartMidCycle(t *testing.T) {
 	n := checkEvictions(t, e.ns, "db", started, 1000)
 	t.Logf("%d evictions; %d successful cycles", n, cycles(r, "ok"))
 	checkNoDrainTaint(t, e)
+	checkNoTaintEvictions(t, e, "restart-f")
+	checkHistoryHasEvictions(t, e, places, historyName, started)
 }
 
 // cycles reads rebalancer_cycles_total{result=...} from a replica.
