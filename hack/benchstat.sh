@@ -28,8 +28,8 @@ for pkg in "$@"; do
   for i in $(seq "$count"); do
     echo "benchstat: $pkg run $i of $count" >&2
     # A test binary runs in its package's directory, as go test runs it.
-    (cd "$out/base/$dir" && "$out/$name.old.test" -test.run '^$' -test.bench "$pattern" -test.benchtime "$benchtime" -test.benchmem -test.count 1) | tee -a "$out/old.txt" >/dev/null
-    (cd "$ROOT/$dir" && "$out/$name.new.test" -test.run '^$' -test.bench "$pattern" -test.benchtime "$benchtime" -test.benchmem -test.count 1) | tee -a "$out/new.txt" >/dev/null
+    (cd "$out/base/$dir" && "$out/$name.old.test" -test.run '^$' -test.bench "$pattern" -test.benchtime "$benchtime" -test.benchmem -test.count 1) >>"$out/old.txt"
+    (cd "$ROOT/$dir" && "$out/$name.new.test" -test.run '^$' -test.bench "$pattern" -test.benchtime "$benchtime" -test.benchmem -test.count 1) >>"$out/new.txt"
   done
 done
 echo "base: $base ($rev); new: the working tree" | tee "$out/benchstat.txt"
