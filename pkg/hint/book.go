@@ -422,16 +422,7 @@ func (b *Book) Claim(owner, pod types.UID, feasible func(node string) bool) (Ent
 	if e := b.claimedLocked(owner, pod, now); e != nil {
 		return *e, true
 	}
-	e := b.freeLocked(owner, now)
-	if e != nil && e.Sticky && !feasible(e.Target) {
-		e = nil
-		for _, s := range b.byOwner[owner] {
-			if s.Sticky && s.free(now) && feasible(s.Target) {
-				e = s
-				break
-			}
-		}
-	}
+	e := b.feasibleLocked(owner, b.freeLocked(owner, now), feasible)
 	if e == nil {
 		return Entry{}, false
 	}

@@ -173,20 +173,30 @@ func (b *Book) hasLocked(owner, pod types.UID) bool {
 func (b *Book) NextOn(owner types.UID, feasible func(node string) bool) (Entry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.clock.Now()
-	first := b.freeLocked(owner, now)
-	if first == nil || !first.Sticky || feasible(first.Target) {
-		if first == nil {
-			return Entry{}, false
-		}
-		return *first, true
+	first := b.freeLocked(owner, b.clock.Now())
+	if first == nil {
+		return Entry{}, false
 	}
-	for _, e := range b.byOwner[owner] {
-		if e.Sticky && e.free(now) && feasible(e.Target) {
-			return *e, true
-		}
+	if e := b.feasibleLocked(owner, first, feasible); e != nil {
+		return *e, true
 	}
 	return *first, true
+}
+
+// feasibleLocked is first, the owner's free entry Next would give, if it
+// is a rebalance hint or a sticky entry on a feasible node; else the
+// owner's oldest free sticky entry on a feasible node; nil for none.
+func (b *Book) feasibleLocked(owner types.UID, first *Entry, feasible func(node string) bool) *Entry {
+	if first == nil || !first.Sticky || feasible(first.Target) {
+		return first
+	}
+	now := b.clock.Now()
+	for _, e := range b.byOwner[owner] {
+		if e.Sticky && e.free(now) && feasible(e.Target) {
+			return e
+		}
+	}
+	return nil
 }
 
 // Take consumes, for a pod of owner reserved node, the entry it was

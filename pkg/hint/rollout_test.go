@@ -161,14 +161,22 @@ func TestRollingUpdateSurge(t *testing.T) {
 	}
 }
 
-// TestTakeMatchesTheNodeGot: a pod scored with one sticky entry that lands
-// on another entry's node takes that one, so no two pods take one node.
-func TestTakeMatchesTheNodeGot(t *testing.T) {
+// rollingBook is a book that follows a sticky Deployment whose old pods run
+// on node-a (the older) and node-b, once its rollout's first pod (n1) has
+// appeared: an entry for each of the two nodes.
+func rollingBook(t *testing.T) *Book {
 	logger, _ := ktesting.NewTestContext(t)
 	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
 	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
 	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
 	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	return b
+}
+
+// TestTakeMatchesTheNodeGot: a pod scored with one sticky entry that lands
+// on another entry's node takes that one, so no two pods take one node.
+func TestTakeMatchesTheNodeGot(t *testing.T) {
+	b := rollingBook(t)
 	e, _ := b.NextOn(webKey, all)
 	if took, _ := b.Take(webKey, e.Pod, "node-b"); took != "o2" {
 		t.Fatalf("a pod scored for %s landing on node-b took %q, want o2", e.Target, took)
@@ -312,10 +320,7 @@ func TestFollowEveryRollout(t *testing.T) {
 // offered.
 func TestClaimOnFeasibleNodes(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
-	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
-	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
-	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
-	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	b := rollingBook(t)
 	only := func(node string) func(string) bool { return func(n string) bool { return n == node } }
 	if e, ok := b.Claim(webKey, "n1", only("node-b")); !ok || e.Target != "node-b" {
 		t.Fatalf("n1 with node-b feasible claimed %+v, %v, want node-b", e, ok)
@@ -338,11 +343,7 @@ func TestClaimOnFeasibleNodes(t *testing.T) {
 // bound elsewhere takes the entry of the node it got, if there is one,
 // else leaves its claimed entry, unclaimed, to the rollout's next pod.
 func TestBoundOffARolloutsNode(t *testing.T) {
-	logger, _ := ktesting.NewTestContext(t)
-	b := NewBook(testingclock.NewFakePassiveClock(t0), 10*time.Minute)
-	b.Added(logger, webPod("o1", "aaa", "node-a", true, 1))
-	b.Added(logger, webPod("o2", "aaa", "node-b", true, 2))
-	b.Added(logger, webPod("n1", "bbb", "", true, 3))
+	b := rollingBook(t)
 	if e, _ := b.Claim(webKey, "n1", all); e.Target != "node-a" {
 		t.Fatalf("n1 claimed %s, want node-a", e.Target)
 	}

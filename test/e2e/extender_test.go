@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
@@ -255,26 +254,7 @@ func TestExtenderFollowsRollouts(t *testing.T) {
 			homes, empty := nodes[:3], nodes[3]
 			const onEach, replicas = 2, 6
 			app := "web-" + tc.name
-			// Two pods a node: each node joins alone, the ones before it
-			// cordoned, and the Deployment grows by two.
-			for i, home := range homes {
-				e.addNodes(tc.homeCPU, home)
-				n := int32((i + 1) * onEach)
-				if i == 0 {
-					e.addDeploymentOf("default-scheduler", app, n, resources("1", "1Gi"), nil)
-				} else {
-					patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-					if _, err := client.AppsV1().Deployments(e.ns).Patch(e.ctx, app, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				e.boundPods(app, int(n))
-				e.cordon(home, true)
-			}
-			for _, home := range homes {
-				e.cordon(home, false)
-			}
-			old := e.boundPods(app, replicas)
+			old := e.deploymentOnEach("default-scheduler", app, tc.homeCPU, homes, onEach, nil)
 			e.addNodes("8", empty)
 			if back := e.rolloutRestart(app, old); back < replicas-1 {
 				t.Errorf("%d of %d new pods on a node an old pod left, want at least %d", back, replicas, replicas-1)

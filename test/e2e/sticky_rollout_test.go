@@ -39,27 +39,7 @@ func TestStickyThroughARollingUpdate(t *testing.T) {
 			nodes := e.nodeNames("rolling", 4)
 			homes, full := nodes[:3], nodes[3]
 			const onEach, replicas = 2, 6
-			// Two pods a node: each node joins alone, the ones before it
-			// cordoned, and the Deployment grows by two.
-			deployments := client.AppsV1().Deployments(e.ns)
-			for i, home := range homes {
-				e.addNodes(tc.homeCPU, home)
-				n := int32((i + 1) * onEach)
-				if i == 0 {
-					e.addDeploymentOf(schedulerName, "cache", n, resources("1", "1Gi"), map[string]string{wellknown.StickyAnnotation: "true"})
-				} else {
-					patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-					if _, err := deployments.Patch(e.ctx, "cache", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				e.boundPods("cache", int(n))
-				e.cordon(home, true)
-			}
-			for _, home := range homes {
-				e.cordon(home, false)
-			}
-			old := e.boundPods("cache", replicas)
+			old := e.deploymentOnEach(schedulerName, "cache", tc.homeCPU, homes, onEach, map[string]string{wellknown.StickyAnnotation: "true"})
 			oldNodes, oldDesc := perNode(old)
 			for _, home := range homes {
 				if oldNodes[home] != onEach {
@@ -76,6 +56,32 @@ func TestStickyThroughARollingUpdate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deploymentOnEach creates Deployment name of scheduler with onEach pods of
+// 1 CPU on each of homes, nodes of cpu CPUs it adds: each node joins alone,
+// the ones before it cordoned, and the Deployment grows by onEach. It
+// returns the pods, all bound.
+func (e *testEnv) deploymentOnEach(scheduler, name, cpu string, homes []string, onEach int, annotations map[string]string) []v1.Pod {
+	e.t.Helper()
+	for i, home := range homes {
+		e.addNodes(cpu, home)
+		n := int32((i + 1) * onEach)
+		if i == 0 {
+			e.addDeploymentOf(scheduler, name, n, resources("1", "1Gi"), annotations)
+		} else {
+			patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+			if _, err := client.AppsV1().Deployments(e.ns).Patch(e.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+		e.boundPods(name, int(n))
+		e.cordon(home, true)
+	}
+	for _, home := range homes {
+		e.cordon(home, false)
+	}
+	return e.boundPods(name, onEach*len(homes))
 }
 
 // rolloutRestart does what `kubectl rollout restart` does to Deployment
