@@ -48,6 +48,10 @@ const nodeNameLabel = v1.LabelHostname
 type classes struct {
 	first []int
 	reps  []int
+	// ids are the classes of reps, by the same index: a class's id names
+	// what its nodes are alike in for the simulation's life, so the
+	// runner remembers answers by it (see memo.go).
+	ids []int
 }
 
 // classCache remembers the class of the node at each place of the node
@@ -174,7 +178,7 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 	}
 	cc.cycle++
 	cl := &cc.classes
-	cl.first, cl.reps = reuse(&cl.first, len(nodes)), cl.reps[:0]
+	cl.first, cl.reps, cl.ids = reuse(&cl.first, len(nodes)), cl.reps[:0], cl.ids[:0]
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
 	for i, ni := range nodes {
 		if tainted != nil && tainted[i] {
@@ -188,7 +192,7 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 				return nil
 			}
 			cc.seen[id], cc.first[id] = cc.cycle, i
-			cl.reps = append(cl.reps, i)
+			cl.reps, cl.ids = append(cl.reps, i), append(cl.ids, id)
 		}
 		cl.first[i] = cc.first[id]
 	}

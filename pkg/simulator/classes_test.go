@@ -84,7 +84,7 @@ profiles:
 			_, ctx := ktesting.NewTestContext(t)
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			byClass := 0
+			byClass, classHits := 0, 0
 			for seed := range uint64(4) {
 				random := rand.New(rand.NewPCG(seed, 7))
 				snap := alikeCluster(random, p.prof.SchedulerName, seed&1 != 0, seed&2 != 0)
@@ -110,13 +110,19 @@ profiles:
 					}
 				}
 				byClass += byNode.byClassCycles
+				classHits += a.run.byClass.hits
 				if every.byClassCycles != 0 {
 					t.Fatalf("WithEveryNode scored %d cycles by class", every.byClassCycles)
 				}
 			}
-			t.Logf("%d cycles by class", byClass)
+			t.Logf("%d cycles by class, %d answers by class", byClass, classHits)
 			if p.byClass != (byClass > 0) {
 				t.Errorf("%d cycles by class, want some: %v", byClass, p.byClass)
+			}
+			// Placements bring nodes into classes seen before: their
+			// answers must come from the class memo, and be the same.
+			if p.byClass && classHits == 0 {
+				t.Error("no answer came from a node's class")
 			}
 		})
 	}

@@ -75,7 +75,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	if sc.nodesToScore(c.considered) < c.considered {
 		return c, false, nil // the target may be left out of the sample scored
 	}
-	if !sc.filterer(c.state, pod, 0)(ctx, ni, -1).IsSuccess() {
+	if !sc.filterer(c.state, pod, 0)(ctx, ni, -1, -1).IsSuccess() {
 		return c, false, nil
 	}
 	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
@@ -178,7 +178,7 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return st.AsError()
 	}
-	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, len(f.all))
+	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, nil, len(f.all))
 	if !st.IsSuccess() {
 		return st.AsError()
 	}
@@ -196,10 +196,12 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	// At most one first node a class: the lists never outgrow these.
 	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
 	repSlots := reuse(&s.cycleLists.repSlots, len(cl.reps))[:0]
-	for _, i := range cl.reps {
+	repClasses := reuse(&s.cycleLists.repClasses, len(cl.reps))[:0]
+	for k, i := range cl.reps {
 		if feasible[i] != nil {
 			reps = append(reps, nodes[i])
 			repSlots = append(repSlots, slot(i))
+			repClasses = append(repClasses, cl.ids[k])
 		}
 	}
 	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
@@ -208,7 +210,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !scoresAlike(sc.scores, state) {
 		return nil, false, nil
 	}
-	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, total)
+	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, repClasses, total)
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
@@ -259,7 +261,7 @@ func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, sco
 	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
 		return nil, st.AsError()
 	}
-	out, st := by.runScore(ctx, state, pod, nodes, nil, 0)
+	out, st := by.runScore(ctx, state, pod, nodes, nil, nil, 0)
 	if !st.IsSuccess() {
 		return nil, st.AsError()
 	}

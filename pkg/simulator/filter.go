@@ -30,7 +30,7 @@ type cycleFilter struct {
 	// every node filtered, so a slice, not a map.
 	tainted []bool
 	codes   []fwk.Code // the cycle's codes, when it keeps them
-	run     func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status
+	run     func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status
 	// firstErr is the first error a filter returned (filters run in
 	// parallel).
 	firstErr error
@@ -116,8 +116,9 @@ func (s *Simulator) taintedNodes(pod *v1.Pod, f *cycleFilter, drained sets.Set[s
 	return tainted
 }
 
-// filter runs the filters on nodes[i], or refuses it for the drain taint.
-func (f *cycleFilter) filter(ctx context.Context, i int) {
+// filter runs the filters on nodes[i], of class (-1: not filtered by
+// class), or refuses it for the drain taint.
+func (f *cycleFilter) filter(ctx context.Context, i, class int) {
 	if f.tainted != nil && f.tainted[i] {
 		f.reasons[i] = drainTaintRefusal
 		if f.codes != nil {
@@ -125,7 +126,7 @@ func (f *cycleFilter) filter(ctx context.Context, i int) {
 		}
 		return
 	}
-	st := f.run(ctx, f.nodes[i], f.slot(i))
+	st := f.run(ctx, f.nodes[i], f.slot(i), class)
 	switch {
 	case st.IsSuccess():
 		f.feasible[i] = f.nodes[i]
@@ -157,7 +158,7 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 	if cl != nil {
 		f.filterByClass(ctx, cl)
 	} else {
-		parallel(ctx, n, func(i int) { f.filter(ctx, i) })
+		parallel(ctx, n, func(i int) { f.filter(ctx, i, -1) })
 	}
 	for _, ni := range f.feasible {
 		if ni != nil {
@@ -170,11 +171,11 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 // filterByClass filters the first node of each class and gives every
 // other node its class's answer.
 func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
-	parallel(ctx, len(cl.reps), func(k int) { f.filter(ctx, cl.reps[k]) })
+	parallel(ctx, len(cl.reps), func(k int) { f.filter(ctx, cl.reps[k], cl.ids[k]) })
 	for i, first := range cl.first {
 		switch {
 		case first < 0:
-			f.filter(ctx, i) // the drain taint decides
+			f.filter(ctx, i, -1) // the drain taint decides
 		case first != i:
 			f.reasons[i] = f.reasons[first]
 			if f.codes != nil {
@@ -196,7 +197,7 @@ func (f *cycleFilter) walk(ctx context.Context, sc *scheduler, c *cycle, want in
 	walked := 0
 	for walked < n && c.feasible < want && f.firstErr == nil && ctx.Err() == nil {
 		chunk := min(want, n-walked)
-		parallel(ctx, chunk, func(k int) { f.filter(ctx, (sc.next+walked+k)%n) })
+		parallel(ctx, chunk, func(k int) { f.filter(ctx, (sc.next+walked+k)%n, -1) })
 		for k := range chunk {
 			if f.feasible[(sc.next+walked+k)%n] != nil {
 				c.feasible++

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -42,17 +43,20 @@ type podKey func(pod *v1.Pod) (key string, ok bool)
 // memoKeys are the keys of the plugins whose verdicts ("filter") and raw
 // scores ("score") a profile's runner remembers, by phase and plugin name;
 // backed says which resources DRA devices may back (draBacked).
-func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool) map[string]map[string]podKey {
+// A key shared by several plugins is computed once a cycle (once, the
+// keys through once).
+func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool, once func(podKey) podKey) map[string]map[string]podKey {
+	tolerations, selection, resources := once(tolerationsKey), once(nodeSelectionKey), once(resourcesKey(backed))
 	filter := map[string]podKey{
-		names.NodeUnschedulable: tolerationsKey,
-		names.TaintToleration:   tolerationsKey,
+		names.NodeUnschedulable: tolerations,
+		names.TaintToleration:   tolerations,
 		names.NodeName:          nodeNameKey,
-		names.NodeAffinity:      nodeSelectionKey,
-		names.NodeResourcesFit:  resourcesKey(backed),
+		names.NodeAffinity:      selection,
+		names.NodeResourcesFit:  resources,
 	}
 	score := map[string]podKey{
-		names.TaintToleration: tolerationsKey,
-		names.NodeAffinity:    nodeSelectionKey,
+		names.TaintToleration: tolerations,
+		names.NodeAffinity:    selection,
 		// ImageLocality also weighs how many nodes hold an image; nodes
 		// are never added, removed or updated in a simulation (only their
 		// pods change), so that spread is fixed for its life.
@@ -61,10 +65,10 @@ func memoKeys(prof *config.KubeSchedulerProfile, held sets.Set[string], backed f
 	// Scores over extended resources read DRA's allocations when devices
 	// back them: only scores over resources no device backs are remembered.
 	if unbacked(scoredResources(prof, names.NodeResourcesFit), backed) {
-		score[names.NodeResourcesFit] = resourcesKey(backed)
+		score[names.NodeResourcesFit] = resources
 	}
 	if unbacked(scoredResources(prof, names.NodeResourcesBalancedAllocation), backed) {
-		score[names.NodeResourcesBalancedAllocation] = resourcesKey(backed)
+		score[names.NodeResourcesBalancedAllocation] = resources
 	}
 	return map[string]map[string]podKey{"filter": filter, "score": score}
 }
@@ -301,6 +305,8 @@ type memo struct {
 	statuses []*fwk.Status // filters
 	scores   []int64       // scores
 	used     int           // the cycle that last used it
+	// classes are its answers by node class (see classMemo).
+	classes map[int]classAnswer
 }
 
 func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
@@ -374,4 +380,83 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 	}
 	m.used = t.cycle
 	return m
+}
+
+// classMemo is what the remembered plugins answered by node class rather
+// than by node: in a cycle that goes by class, every plugin at work reads
+// of a node only what its class is made of (classes.go), so its verdict or
+// raw score for pods of one key is the same on every node of the class,
+// then and later. Each memo keeps its own; lookups come only after a
+// node's own memo missed (the node changed since pods of the key last
+// asked). Filters and scores run in parallel, hence the lock. The runner
+// forgets them all past maxClassAnswers.
+type classMemo struct {
+	mu   sync.Mutex
+	n    int     // answers kept, all memos together
+	of   []*memo // the memos holding some
+	hits int     // answers found, for tests
+}
+
+type classAnswer struct {
+	status *fwk.Status
+	score  int64
+}
+
+// maxClassAnswers bounds a runner's class answers: about 40 bytes each,
+// 10 MiB in all.
+const maxClassAnswers = 1 << 18
+
+func (c *classMemo) lookup(m *memo, class int) (classAnswer, bool) {
+	if class < 0 {
+		return classAnswer{}, false
+	}
+	c.mu.Lock()
+	a, ok := m.classes[class]
+	if ok {
+		c.hits++
+	}
+	c.mu.Unlock()
+	return a, ok
+}
+
+func (c *classMemo) keep(m *memo, class int, a classAnswer) {
+	if class < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n >= maxClassAnswers {
+		for _, o := range c.of {
+			o.classes = nil
+		}
+		c.n, c.of = 0, c.of[:0]
+	}
+	if m.classes == nil {
+		m.classes = map[int]classAnswer{}
+		c.of = append(c.of, m)
+	}
+	if _, ok := m.classes[class]; !ok {
+		c.n++
+	}
+	m.classes[class] = a
+}
+
+func (c *classMemo) status(m *memo, class int) (*fwk.Status, bool) {
+	a, ok := c.lookup(m, class)
+	return a.status, ok
+}
+
+func (c *classMemo) keepStatus(m *memo, class int, st *fwk.Status) {
+	if st.IsSuccess() || st.IsRejected() {
+		c.keep(m, class, classAnswer{status: st})
+	}
+}
+
+func (c *classMemo) score(m *memo, class int) (int64, bool) {
+	a, ok := c.lookup(m, class)
+	return a.score, ok
+}
+
+func (c *classMemo) keepScore(m *memo, class int, s int64) {
+	c.keep(m, class, classAnswer{score: s})
 }

@@ -36,6 +36,10 @@ type runner struct {
 	// remembers, what of a pod it reads (see memo.go); memos holds them.
 	keys  map[string]map[string]podKey
 	memos memos
+	// byClass remembers the same answers by node class, for the cycles
+	// that go by class: a node back in a state it was in before (its
+	// pods the same as then, or like another node's) needs no new call.
+	byClass classMemo
 	// pluginScores: score lists each plugin's weighted score by node
 	// (NodePluginScores.Scores), as the framework does. Nothing in
 	// rebalancer reads them but tests, and writing them is a tenth of a
@@ -70,7 +74,8 @@ func capture(registry frameworkruntime.Registry, into plugins) {
 // newRunner lists the profile's Filter and Score plugins, as the framework
 // resolved them, with the instances it built.
 func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool) (*runner, error) {
-	r := &runner{keys: memoKeys(prof, held, backed), memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{memos: memos{byKey: map[string]*memo{}}}
+	r.keys = memoKeys(prof, held, backed, r.once)
 	list := fw.ListPlugins()
 	for _, pl := range list.Filter.Enabled {
 		p, ok := built[pl.Name].(fwk.FilterPlugin)
@@ -89,18 +94,36 @@ func newRunner(fw framework.Framework, built plugins, prof *config.KubeScheduler
 	return r, nil
 }
 
+// once is key computed once a cycle: the filters and the scores of a
+// cycle ask for the same pod's keys, and several plugins share one. A new
+// cycle (filterPass), or a score, which may come without one, starts over.
+func (r *runner) once(key podKey) podKey {
+	var pod *v1.Pod
+	var cycle int
+	var k string
+	var ok bool
+	return func(p *v1.Pod) (string, bool) {
+		if p != pod || cycle != r.memos.cycle {
+			pod, cycle = p, r.memos.cycle
+			k, ok = key(p)
+		}
+		return k, ok
+	}
+}
+
 // filterPass is one cycle's Filter plugins: those state does not skip,
 // each with its memo for the pod (nil: not remembered).
 type filterPass struct {
 	plugins []fwk.FilterPlugin
 	memos   []*memo
+	byClass *classMemo
 }
 
 // filterPass prepares the filter pass of pod's cycle over n nodes.
 func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass {
 	skip := state.GetSkipFilterPlugins()
 	r.memos.cycle++
-	var fp filterPass
+	fp := filterPass{byClass: &r.byClass}
 	for _, pl := range r.filters {
 		if !skip.Has(pl.Name()) {
 			fp.plugins = append(fp.plugins, pl)
@@ -111,15 +134,19 @@ func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass
 }
 
 // filter is RunFilterPlugins with the pass's filters, on the node at
-// slot of the node list (-1: not in it, nothing remembered).
-func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot int) *fwk.Status {
+// slot of the node list (-1: not in it, nothing remembered), of class
+// (-1: the cycle does not filter by class).
+func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot, class int) *fwk.Status {
 	gen := ni.GetGeneration()
 	for i, pl := range fp.plugins {
 		var st *fwk.Status
 		if m := fp.memos[i]; m != nil && slot >= 0 {
 			var ok bool
 			if st, ok = m.status(slot, gen); !ok {
-				st = pl.Filter(ctx, state, pod, ni)
+				if st, ok = fp.byClass.status(m, class); !ok {
+					st = pl.Filter(ctx, state, pod, ni)
+					fp.byClass.keepStatus(m, class, st)
+				}
 				m.keepStatus(slot, gen, st)
 			}
 		} else {
@@ -139,9 +166,10 @@ func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 // score is RunScorePlugins: every active Score plugin on every node, then
 // each plugin's NormalizeScore over all nodes, then its weight. slots, when
 // not nil, gives each node's place in the node list, where raw scores are
-// remembered (see memo.go); total is that list's length. The list returned
-// is the runner's, valid until its next score.
-func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
+// remembered (see memo.go), and classes, when not nil, each node's class;
+// total is that list's length. The list returned is the runner's, valid
+// until its next score.
+func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots, classes []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
 	skip := state.GetSkipScorePlugins()
 	active := make([]weightedScore, 0, len(r.scores))
 	var memos []*memo
@@ -155,6 +183,7 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 			memos = append(memos, m)
 		}
 	}
+	r.memos.cycle++ // the pod's keys are not read again (once)
 	n, k := len(nodes), len(active)
 	// Plugin j's raw scores are raw[j*n:(j+1)*n]; every one is written below.
 	if cap(r.raw) < n*k {
@@ -169,8 +198,17 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		for j, ws := range active {
 			m := memos[j]
 			s, ok := int64(0), false
+			class := -1
 			if m != nil {
 				s, ok = m.score(slots[i], gen)
+				if classes != nil {
+					class = classes[i]
+				}
+				if !ok {
+					if s, ok = r.byClass.score(m, class); ok {
+						m.keepScore(slots[i], gen, s)
+					}
+				}
 			}
 			if !ok {
 				var st *fwk.Status
@@ -181,6 +219,7 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 				}
 				if m != nil {
 					m.keepScore(slots[i], gen, s)
+					r.byClass.keepScore(m, class, s)
 				}
 			}
 			raw[j*n+i] = s
@@ -247,20 +286,24 @@ func parallel(ctx context.Context, n int, do func(i int)) {
 		return
 	}
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				start := int(next.Add(chunk)) - chunk
-				if start >= n {
-					return
-				}
-				for i := start; i < min(start+chunk, n); i++ {
-					do(i)
-				}
+	work := func() {
+		for ctx.Err() == nil {
+			start := int(next.Add(chunk)) - chunk
+			if start >= n {
+				return
 			}
-		})
+			for i := start; i < min(start+chunk, n); i++ {
+				do(i)
+			}
+		}
 	}
+	// The caller is one of the workers: a goroutine fewer to start and
+	// wake in every cycle.
+	var wg sync.WaitGroup
+	for range workers - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 }
 

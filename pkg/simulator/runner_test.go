@@ -218,7 +218,8 @@ func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
 // recently used dropped first.
 func TestMemosStayBounded(t *testing.T) {
 	const nodes = 50_000
-	r := &runner{keys: memoKeys(&config.KubeSchedulerProfile{}, nil, draBacked(nil)), memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{memos: memos{byKey: map[string]*memo{}}}
+	r.keys = memoKeys(&config.KubeSchedulerProfile{}, nil, draBacked(nil), r.once)
 	var first *memo
 	for i := range 100 {
 		r.memos.cycle++
@@ -351,5 +352,36 @@ func TestResourcesKeyLeavesDRABackedResources(t *testing.T) {
 		if ok != tc.want {
 			t.Errorf("a pod asking for %q with %d device classes: keyed %v, want %v", tc.resource, len(tc.classes), ok, tc.want)
 		}
+	}
+}
+
+// TestKeysOnceACycle: a key several plugins share is computed once for a
+// pod in a cycle, and again for another pod or in the next cycle (a pod
+// may have changed between cycles).
+func TestKeysOnceACycle(t *testing.T) {
+	r := &runner{}
+	calls := 0
+	key := r.once(func(p *v1.Pod) (string, bool) {
+		calls++
+		return p.Spec.NodeName, true
+	})
+	a, b := plainPod("a", "", "1", "1Gi"), plainPod("b", "", "1", "1Gi")
+	a.Spec.NodeName = "n1"
+	for range 3 {
+		if k, _ := key(a); k != "n1" {
+			t.Fatalf("key %q, want n1", k)
+		}
+	}
+	if calls != 1 {
+		t.Fatalf("%d computations of one pod's key in a cycle, want 1", calls)
+	}
+	key(b)
+	if calls != 2 {
+		t.Fatalf("%d computations after another pod, want 2", calls)
+	}
+	a.Spec.NodeName = "n2"
+	r.memos.cycle++
+	if k, _ := key(a); k != "n2" || calls != 3 {
+		t.Fatalf("next cycle: key %q after %d computations, want n2 after 3", k, calls)
 	}
 }

@@ -63,26 +63,27 @@ type scheduler struct {
 // the node list: the runner's, with the filters state leaves active, else
 // the framework's own. slot is the node's place in the list (-1, and n 0:
 // a cycle of one node, which remembers nothing).
-func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
+func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status {
 	if sc.run == nil {
-		return func(ctx context.Context, ni fwk.NodeInfo, _ int) *fwk.Status {
+		return func(ctx context.Context, ni fwk.NodeInfo, _, _ int) *fwk.Status {
 			return sc.framework.RunFilterPlugins(ctx, state, pod, ni)
 		}
 	}
 	fp := sc.run.filterPass(state, pod, n)
-	return func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
-		return fp.filter(ctx, state, pod, ni, slot)
+	return func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status {
+		return fp.filter(ctx, state, pod, ni, slot, class)
 	}
 }
 
 // runScore is RunScorePlugins of sc: the runner's, else the framework's
 // own. slots are the nodes' places in the node list of total nodes (nil:
-// not known).
-func (sc *scheduler) runScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
+// not known), and classes their classes when the cycle scores by class
+// (nil: it does not).
+func (sc *scheduler) runScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, slots, classes []int, total int) ([]fwk.NodePluginScores, *fwk.Status) {
 	if sc.run == nil {
 		return sc.framework.RunScorePlugins(ctx, state, pod, nodes)
 	}
-	return sc.run.score(ctx, state, pod, nodes, slots, total)
+	return sc.run.score(ctx, state, pod, nodes, slots, classes, total)
 }
 
 // ErrUnknownScheduler is returned for a pod whose scheduler the simulation

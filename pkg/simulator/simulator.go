@@ -47,6 +47,7 @@ type Simulator struct {
 		feasible, fit, reps []fwk.NodeInfo
 		reasons             []*fwk.Status
 		slots, repSlots     []int
+		repClasses          []int
 		tainted             []bool
 	}
 	// places are the nodes' places in the node list, by name, for the
