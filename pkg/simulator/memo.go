@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -305,8 +306,6 @@ type memo struct {
 	statuses []*fwk.Status // filters
 	scores   []int64       // scores
 	used     int           // the cycle that last used it
-	// classes are its answers by node class (see classMemo).
-	classes map[int]classAnswer
 }
 
 func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
@@ -386,59 +385,59 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 // than by node: in a cycle that goes by class, every plugin at work reads
 // of a node only what its class is made of (classes.go), so its verdict or
 // raw score for pods of one key is the same on every node of the class,
-// then and later. Each memo keeps its own; lookups come only after a
-// node's own memo missed (the node changed since pods of the key last
-// asked). Filters and scores run in parallel, hence the lock. The runner
-// forgets them all past maxClassAnswers.
+// then and later. Lookups come only after a node's own memo missed (the
+// node changed since pods of the key last asked). It is a cache of fixed
+// size, each answer in the one place its memo and class hash to, where a
+// newer answer replaces it. Filters and scores run in parallel, hence the
+// lock.
 type classMemo struct {
-	mu   sync.Mutex
-	n    int     // answers kept, all memos together
-	of   []*memo // the memos holding some
-	hits int     // answers found, for tests
+	mu      sync.Mutex
+	answers []classAnswer // classAnswers of them, made at the first keep
+	hits    int           // answers found, for tests
 }
 
 type classAnswer struct {
+	m      *memo
+	class  int
 	status *fwk.Status
 	score  int64
 }
 
-// maxClassAnswers bounds a runner's class answers: about 40 bytes each,
-// 10 MiB in all.
-const maxClassAnswers = 1 << 18
+// classAnswers is the class memo's size: 4 MiB a runner.
+const classAnswers = 1 << 17
+
+func (c *classMemo) place(m *memo, class int) int {
+	h := uint64(uintptr(unsafe.Pointer(m)))>>4 ^ uint64(class)*0x9e3779b97f4a7c15
+	return int(h>>20^h) & (classAnswers - 1)
+}
 
 func (c *classMemo) lookup(m *memo, class int) (classAnswer, bool) {
 	if class < 0 {
 		return classAnswer{}, false
 	}
 	c.mu.Lock()
-	a, ok := m.classes[class]
-	if ok {
-		c.hits++
+	defer c.mu.Unlock()
+	if c.answers == nil {
+		return classAnswer{}, false
 	}
-	c.mu.Unlock()
-	return a, ok
+	a := c.answers[c.place(m, class)]
+	if a.m != m || a.class != class {
+		return classAnswer{}, false
+	}
+	c.hits++
+	return a, true
 }
 
-func (c *classMemo) keep(m *memo, class int, a classAnswer) {
-	if class < 0 {
+func (c *classMemo) keep(a classAnswer) {
+	if a.class < 0 {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n >= maxClassAnswers {
-		for _, o := range c.of {
-			o.classes = nil
-		}
-		c.n, c.of = 0, c.of[:0]
+	if c.answers == nil {
+		c.answers = make([]classAnswer, classAnswers)
 	}
-	if m.classes == nil {
-		m.classes = map[int]classAnswer{}
-		c.of = append(c.of, m)
-	}
-	if _, ok := m.classes[class]; !ok {
-		c.n++
-	}
-	m.classes[class] = a
+	c.answers[c.place(a.m, a.class)] = a
+	c.mu.Unlock()
 }
 
 func (c *classMemo) status(m *memo, class int) (*fwk.Status, bool) {
@@ -448,7 +447,7 @@ func (c *classMemo) status(m *memo, class int) (*fwk.Status, bool) {
 
 func (c *classMemo) keepStatus(m *memo, class int, st *fwk.Status) {
 	if st.IsSuccess() || st.IsRejected() {
-		c.keep(m, class, classAnswer{status: st})
+		c.keep(classAnswer{m: m, class: class, status: st})
 	}
 }
 
@@ -458,5 +457,5 @@ func (c *classMemo) score(m *memo, class int) (int64, bool) {
 }
 
 func (c *classMemo) keepScore(m *memo, class int, s int64) {
-	c.keep(m, class, classAnswer{score: s})
+	c.keep(classAnswer{m: m, class: class, score: s})
 }

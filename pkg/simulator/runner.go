@@ -273,9 +273,10 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	return out, nil
 }
 
-// parallel calls do for 0..n-1 on every core, in chunks, until ctx ends.
+// parallel calls do for 0..n-1 on every core, in chunks, until ctx ends;
+// on one core when there are fewer than perWorker items a core.
 func parallel(ctx context.Context, n int, do func(i int)) {
-	workers := min(runtime.GOMAXPROCS(0), (n+chunk-1)/chunk)
+	workers := min(runtime.GOMAXPROCS(0), n/perWorker)
 	if workers <= 1 {
 		for i := range n {
 			if i%chunk == 0 && ctx.Err() != nil {
@@ -323,3 +324,8 @@ func reuse[T any](buf *[]T, n int) []T {
 // chunk is how many nodes a worker takes at a time: enough to make the
 // handover cheap, few enough to balance the cores.
 const chunk = 64
+
+// perWorker is the fewest nodes worth another core: waking one costs
+// about what a cycle by class spends on a few hundred first nodes, whose
+// answers are mostly remembered.
+const perWorker = 4 * chunk
