@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -306,6 +305,9 @@ type memo struct {
 	statuses []*fwk.Status // filters
 	scores   []int64       // scores
 	used     int           // the cycle that last used it
+	// id names it among its runner's memos, for the class memo (which
+	// must not keep a dropped memo's lists alive).
+	id uint64
 }
 
 func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
@@ -339,6 +341,7 @@ func (m *memo) keepScore(slot int, gen int64, s int64) {
 type memos struct {
 	byKey map[string]*memo
 	cycle int
+	made  uint64 // memos made so far
 }
 
 // memoSlots bounds the memos' places, all memos together: 16 MiB of them.
@@ -369,7 +372,8 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 			}
 			delete(t.byKey, oldest)
 		}
-		m = &memo{gen: make([]int64, n)}
+		t.made++
+		m = &memo{gen: make([]int64, n), id: t.made}
 		if phase == "filter" {
 			m.statuses = make([]*fwk.Status, n)
 		} else {
@@ -397,7 +401,7 @@ type classMemo struct {
 }
 
 type classAnswer struct {
-	m      *memo
+	memo   uint64 // its id
 	class  int
 	status *fwk.Status
 	score  int64
@@ -407,8 +411,8 @@ type classAnswer struct {
 const classAnswers = 1 << 17
 
 func (c *classMemo) place(m *memo, class int) int {
-	h := uint64(uintptr(unsafe.Pointer(m)))>>4 ^ uint64(class)*0x9e3779b97f4a7c15
-	return int(h>>20^h) & (classAnswers - 1)
+	h := m.id*0xff51afd7ed558ccd ^ uint64(class)*0x9e3779b97f4a7c15
+	return int(h>>32^h) & (classAnswers - 1)
 }
 
 func (c *classMemo) lookup(m *memo, class int) (classAnswer, bool) {
@@ -421,22 +425,23 @@ func (c *classMemo) lookup(m *memo, class int) (classAnswer, bool) {
 		return classAnswer{}, false
 	}
 	a := c.answers[c.place(m, class)]
-	if a.m != m || a.class != class {
+	if a.memo != m.id || a.class != class {
 		return classAnswer{}, false
 	}
 	c.hits++
 	return a, true
 }
 
-func (c *classMemo) keep(a classAnswer) {
+func (c *classMemo) keep(m *memo, a classAnswer) {
 	if a.class < 0 {
 		return
 	}
+	a.memo = m.id
 	c.mu.Lock()
 	if c.answers == nil {
 		c.answers = make([]classAnswer, classAnswers)
 	}
-	c.answers[c.place(a.m, a.class)] = a
+	c.answers[c.place(m, a.class)] = a
 	c.mu.Unlock()
 }
 
@@ -447,7 +452,7 @@ func (c *classMemo) status(m *memo, class int) (*fwk.Status, bool) {
 
 func (c *classMemo) keepStatus(m *memo, class int, st *fwk.Status) {
 	if st.IsSuccess() || st.IsRejected() {
-		c.keep(classAnswer{m: m, class: class, status: st})
+		c.keep(m, classAnswer{class: class, status: st})
 	}
 }
 
@@ -457,5 +462,5 @@ func (c *classMemo) score(m *memo, class int) (int64, bool) {
 }
 
 func (c *classMemo) keepScore(m *memo, class int, s int64) {
-	c.keep(classAnswer{m: m, class: class, score: s})
+	c.keep(m, classAnswer{class: class, score: s})
 }
