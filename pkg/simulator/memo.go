@@ -299,41 +299,57 @@ func marshal(v any) (string, bool) {
 }
 
 // memo is what one plugin answered for pods of one key, by node place:
-// valid where gen holds the node's generation then.
+// valid where gen holds the node's generation then; and, for cycles by
+// class, by the node's class (-1: none) in its runner's class memo, which
+// an answer by place that missed falls back to.
 type memo struct {
 	gen      []int64
 	statuses []*fwk.Status // filters
 	scores   []int64       // scores
 	used     int           // the cycle that last used it
-	// id names it among its runner's memos, for the class memo (which
-	// must not keep a dropped memo's lists alive).
-	id uint64
+	// id names it in byClass (which must not keep a dropped memo's lists
+	// alive).
+	id      uint64
+	byClass *classMemo
 }
 
-func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
-	if slot >= len(m.gen) || m.gen[slot] != gen {
-		return nil, false
+func (m *memo) status(slot int, gen int64, class int) (*fwk.Status, bool) {
+	if slot < len(m.gen) && m.gen[slot] == gen {
+		return m.statuses[slot], true
 	}
-	return m.statuses[slot], true
+	a, ok := m.byClass.lookup(m, class)
+	if ok && slot < len(m.gen) {
+		m.gen[slot], m.statuses[slot] = gen, a.status
+	}
+	return a.status, ok
 }
 
-func (m *memo) keepStatus(slot int, gen int64, st *fwk.Status) {
-	if slot < len(m.gen) && (st.IsSuccess() || st.IsRejected()) {
+func (m *memo) keepStatus(slot int, gen int64, class int, st *fwk.Status) {
+	if !st.IsSuccess() && !st.IsRejected() {
+		return
+	}
+	if slot < len(m.gen) {
 		m.gen[slot], m.statuses[slot] = gen, st
 	}
+	m.byClass.keep(m, classAnswer{class: class, status: st})
 }
 
-func (m *memo) score(slot int, gen int64) (int64, bool) {
-	if slot >= len(m.gen) || m.gen[slot] != gen {
-		return 0, false
+func (m *memo) score(slot int, gen int64, class int) (int64, bool) {
+	if slot < len(m.gen) && m.gen[slot] == gen {
+		return m.scores[slot], true
 	}
-	return m.scores[slot], true
+	a, ok := m.byClass.lookup(m, class)
+	if ok && slot < len(m.gen) {
+		m.gen[slot], m.scores[slot] = gen, a.score
+	}
+	return a.score, ok
 }
 
-func (m *memo) keepScore(slot int, gen int64, s int64) {
+func (m *memo) keepScore(slot int, gen int64, class int, s int64) {
 	if slot < len(m.gen) {
 		m.gen[slot], m.scores[slot] = gen, s
 	}
+	m.byClass.keep(m, classAnswer{class: class, score: s})
 }
 
 // memos are a runner's memos by plugin, phase and key, the least recently
@@ -373,7 +389,7 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 			delete(t.byKey, oldest)
 		}
 		t.made++
-		m = &memo{gen: make([]int64, n), id: t.made}
+		m = &memo{gen: make([]int64, n), id: t.made, byClass: &r.byClass}
 		if phase == "filter" {
 			m.statuses = make([]*fwk.Status, n)
 		} else {
@@ -389,8 +405,8 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 // than by node: in a cycle that goes by class, every plugin at work reads
 // of a node only what its class is made of (classes.go), so its verdict or
 // raw score for pods of one key is the same on every node of the class,
-// then and later. Lookups come only after a node's own memo missed (the
-// node changed since pods of the key last asked). It is a cache of fixed
+// then and later. A memo looks here only after its answer by place missed
+// (the node changed since pods of the key last asked). It is a cache of fixed
 // size, each answer in the one place its memo and class hash to, where a
 // newer answer replaces it. Filters and scores run in parallel, hence the
 // lock.
@@ -443,24 +459,4 @@ func (c *classMemo) keep(m *memo, a classAnswer) {
 	}
 	c.answers[c.place(m, a.class)] = a
 	c.mu.Unlock()
-}
-
-func (c *classMemo) status(m *memo, class int) (*fwk.Status, bool) {
-	a, ok := c.lookup(m, class)
-	return a.status, ok
-}
-
-func (c *classMemo) keepStatus(m *memo, class int, st *fwk.Status) {
-	if st.IsSuccess() || st.IsRejected() {
-		c.keep(m, classAnswer{class: class, status: st})
-	}
-}
-
-func (c *classMemo) score(m *memo, class int) (int64, bool) {
-	a, ok := c.lookup(m, class)
-	return a.score, ok
-}
-
-func (c *classMemo) keepScore(m *memo, class int, s int64) {
-	c.keep(m, classAnswer{class: class, score: s})
 }

@@ -116,14 +116,13 @@ func (r *runner) once(key podKey) podKey {
 type filterPass struct {
 	plugins []fwk.FilterPlugin
 	memos   []*memo
-	byClass *classMemo
 }
 
 // filterPass prepares the filter pass of pod's cycle over n nodes.
 func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass {
 	skip := state.GetSkipFilterPlugins()
 	r.memos.cycle++
-	fp := filterPass{byClass: &r.byClass}
+	var fp filterPass
 	for _, pl := range r.filters {
 		if !skip.Has(pl.Name()) {
 			fp.plugins = append(fp.plugins, pl)
@@ -142,12 +141,9 @@ func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		var st *fwk.Status
 		if m := fp.memos[i]; m != nil && slot >= 0 {
 			var ok bool
-			if st, ok = m.status(slot, gen); !ok {
-				if st, ok = fp.byClass.status(m, class); !ok {
-					st = pl.Filter(ctx, state, pod, ni)
-					fp.byClass.keepStatus(m, class, st)
-				}
-				m.keepStatus(slot, gen, st)
+			if st, ok = m.status(slot, gen, class); !ok {
+				st = pl.Filter(ctx, state, pod, ni)
+				m.keepStatus(slot, gen, class, st)
 			}
 		} else {
 			st = pl.Filter(ctx, state, pod, ni)
@@ -197,18 +193,12 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		gen := nodes[i].GetGeneration()
 		for j, ws := range active {
 			m := memos[j]
-			s, ok := int64(0), false
-			class := -1
+			s, ok, class := int64(0), false, -1
+			if classes != nil {
+				class = classes[i]
+			}
 			if m != nil {
-				s, ok = m.score(slots[i], gen)
-				if classes != nil {
-					class = classes[i]
-				}
-				if !ok {
-					if s, ok = r.byClass.score(m, class); ok {
-						m.keepScore(slots[i], gen, s)
-					}
-				}
+				s, ok = m.score(slots[i], gen, class)
 			}
 			if !ok {
 				var st *fwk.Status
@@ -218,8 +208,7 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 					return
 				}
 				if m != nil {
-					m.keepScore(slots[i], gen, s)
-					r.byClass.keepScore(m, class, s)
+					m.keepScore(slots[i], gen, class, s)
 				}
 			}
 			raw[j*n+i] = s
