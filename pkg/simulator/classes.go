@@ -52,6 +52,9 @@ type classes struct {
 	// what its nodes are alike in for the simulation's life, so the
 	// runner remembers answers by it (see memo.go).
 	ids []int
+	// unknown are the reps (by index) whose verdict is not remembered
+	// (filterByClass).
+	unknown []int
 }
 
 // classCache remembers the class of the node at each place of the node
@@ -61,11 +64,10 @@ type classes struct {
 type classCache struct {
 	at  []nodeClass
 	ids map[string]int
-	// first and seen, indexed by class: the first node of the class in the
-	// current cycle, valid where seen holds the cycle's number; scored:
-	// the place of the class's scores among the first nodes' (scoreByClass).
-	first, seen, scored []int
-	cycle               int
+	// seen, indexed by class: the class's first node in the current
+	// cycle, valid where it holds the cycle's number.
+	seen  []seenClass
+	cycle int
 	// classes are the current cycle's, their lists reused from cycle to
 	// cycle (cycles do not nest).
 	classes classes
@@ -80,6 +82,8 @@ type classCache struct {
 // and either way a cycle gives the framework's answer: this only saves the
 // walk over nodes that are rarely alike.
 const unlikeFor = 15
+
+type seenClass struct{ cycle, first int }
 
 type nodeClass struct {
 	node       fwk.NodeInfo
@@ -101,7 +105,7 @@ func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
 	if !ok {
 		id = len(cc.ids)
 		cc.ids[key] = id
-		cc.first, cc.seen, cc.scored = append(cc.first, 0), append(cc.seen, 0), append(cc.scored, 0)
+		cc.seen = append(cc.seen, seenClass{})
 	}
 	for len(cc.at) <= i {
 		cc.at = append(cc.at, nodeClass{})
@@ -186,15 +190,16 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, no
 			continue
 		}
 		id := cc.classOf(i, ni)
-		if cc.seen[id] != cc.cycle {
+		seen := &cc.seen[id]
+		if seen.cycle != cc.cycle {
 			if len(cl.reps) == most {
 				cc.unlike, cc.unlikeOf = unlikeFor, len(nodes)
 				return nil
 			}
-			cc.seen[id], cc.first[id] = cc.cycle, i
+			*seen = seenClass{cycle: cc.cycle, first: i}
 			cl.reps, cl.ids = append(cl.reps, i), append(cl.ids, id)
 		}
-		cl.first[i] = cc.first[id]
+		cl.first[i] = seen.first
 	}
 	return cl
 }

@@ -110,7 +110,7 @@ profiles:
 					}
 				}
 				byClass += byNode.byClassCycles
-				classHits += a.run.byClass.hits
+				classHits += a.run.passes.hits
 				if every.byClassCycles != 0 {
 					t.Fatalf("WithEveryNode scored %d cycles by class", every.byClassCycles)
 				}
@@ -130,6 +130,8 @@ profiles:
 
 // cycleDiff says how two cycles differ, "" when they do not.
 func cycleDiff(got, want cycle) string {
+	got.list()
+	want.list()
 	switch {
 	case got.considered != want.considered || got.feasible != want.feasible:
 		return fmt.Sprintf("considered %d, feasible %d; want %d, %d", got.considered, got.feasible, want.considered, want.feasible)

@@ -15,8 +15,10 @@ import (
 
 // cycle is the outcome of one simulated scheduling cycle.
 type cycle struct {
-	// scores are the feasible nodes' total scores, in node list order.
-	scores []fwk.NodePluginScores
+	// scores are the feasible nodes' total scores, in node list order;
+	// for a cycle scored by class, byClass holds them until list.
+	scores  []fwk.NodePluginScores
+	byClass *classScores
 	// considered is the number of nodes PreFilter left to filter, and
 	// feasible how many of them passed the filters.
 	considered, feasible int
@@ -75,7 +77,7 @@ func (s *Simulator) hinted(ctx context.Context, sc *scheduler, pod *v1.Pod, drai
 	if sc.nodesToScore(c.considered) < c.considered {
 		return c, false, nil // the target may be left out of the sample scored
 	}
-	if !sc.filterer(c.state, pod, 0)(ctx, ni, -1, -1).IsSuccess() {
+	if run, _ := sc.filterer(c.state, pod, 0); !run(ctx, ni, -1).IsSuccess() {
 		return c, false, nil
 	}
 	c.scores, c.hinted = []fwk.NodePluginScores{{Name: target}}, true
@@ -135,15 +137,20 @@ func (s *Simulator) filterCycle(ctx context.Context, sc *scheduler, pod *v1.Pod,
 // kube-scheduler would score) into c.scores, or when none is left, puts
 // why in c.diagnosis.
 func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Pod, c *cycle, f *cycleFilter, cl *classes, random *rand.Rand) error {
+	fw := sc.framework
+	if cl != nil && c.feasible > 0 && fw.HasScorePlugins() {
+		// Without random, every feasible node is scored: no list of them.
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f.nodes, f.feasible, c.feasible, cl, f.slot, len(f.all))
+		if err != nil || ok {
+			c.byClass = scores
+			return err
+		}
+	}
 	feasible := f.feasible
 	if random != nil && len(f.nodes) > 0 {
 		feasible = sc.sample(feasible)
 	}
 	fit := feasible[:0]
-	if cl != nil {
-		// scoreByClass reads feasible as filtered, indexed like nodes.
-		fit = reuse(&s.cycleLists.fit, c.feasible)[:0]
-	}
 	var fitSlots []int // fit[k]'s place in all; nil once sampled
 	if random == nil {
 		fitSlots = reuse(&s.cycleLists.slots, c.feasible)[:0]
@@ -160,20 +167,12 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 		c.diagnosis = summarize(f.reasons, len(f.nodes))
 		return nil
 	}
-	fw := sc.framework
 	if !fw.HasScorePlugins() {
 		c.scores = make([]fwk.NodePluginScores, len(fit))
 		for i, ni := range fit {
 			c.scores[i] = fwk.NodePluginScores{Name: ni.Node().Name, TotalScore: 1}
 		}
 		return nil
-	}
-	if cl != nil {
-		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f.nodes, feasible, len(fit), cl, f.slot, len(f.all))
-		if err != nil || ok {
-			c.scores = scores
-			return err
-		}
 	}
 	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return st.AsError()
@@ -186,12 +185,12 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 	return nil
 }
 
-// scoreByClass scores the feasible first node of each class and gives each
-// feasible node its class's scores, in node list order, as RunScorePlugins
-// would list them; ok is false when a Score plugin that reads more of a
-// node than its class (see scoresByClass) did not skip itself, and the
-// caller scores every node. feasible, indexed like nodes, holds fit nodes.
-func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) ([]fwk.NodePluginScores, bool, error) {
+// scoreByClass scores the feasible first node of each class, whose scores
+// every feasible node of the class has (classScores); ok is false when a
+// Score plugin that reads more of a node than its class (see
+// scoresByClass) did not skip itself, and the caller scores every node.
+// feasible, indexed like nodes, holds fit nodes.
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) (*classScores, bool, error) {
 	fw := sc.framework
 	// At most one first node a class: the lists never outgrow these.
 	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
@@ -214,26 +213,88 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
-	cc := &s.nodeClasses
+	// The place of each feasible class's scores, by its first node.
+	of := reuse(&s.cycleLists.scoreOf, len(nodes))
 	k := 0
 	for _, i := range cl.reps {
 		if feasible[i] != nil {
-			cc.scored[cc.at[i].id] = k
+			of[i] = k
 			k++
 		}
 	}
-	out := slices.Grow(sc.byClass[:0], fit)
-	for i, ni := range feasible {
+	s.byClassCycles++
+	return &classScores{feasible: feasible, first: cl.first, of: of, scores: repScores, fit: fit, list: &sc.byClass}, true, nil
+}
+
+// classScores are the scores of a cycle scored by class: every feasible
+// node's are its class's. A cycle that only picks a node (choose) reads
+// them so, without a list of every node's.
+type classScores struct {
+	// feasible holds the cycle's nodes that passed the filters (nil
+	// where not), first the place of each node's class's first node, and
+	// of[first] that class's place in scores.
+	feasible  []fwk.NodeInfo
+	first, of []int
+	scores    []fwk.NodePluginScores
+	fit       int                     // feasible nodes
+	list      *[]fwk.NodePluginScores // the scheduler's list, which list reuses
+}
+
+// score is the scores of the cycle's i-th node, its class's.
+func (cs *classScores) score(i int) *fwk.NodePluginScores { return &cs.scores[cs.of[cs.first[i]]] }
+
+// list are the cycle's scores, one per feasible node in node list order,
+// as RunScorePlugins would list them.
+func (c *cycle) list() []fwk.NodePluginScores {
+	cs := c.byClass
+	if cs == nil {
+		return c.scores
+	}
+	out := slices.Grow((*cs.list)[:0], cs.fit)
+	for i, ni := range cs.feasible {
 		if ni == nil {
 			continue // a node with the drain taint (first < 0) is among these
 		}
-		ns := repScores[cc.scored[cc.at[i].id]]
+		ns := *cs.score(i)
 		ns.Name = ni.Node().Name
 		out = append(out, ns)
 	}
-	sc.byClass = out
-	s.byClassCycles++
-	return out, true, nil
+	*cs.list = out
+	c.scores, c.byClass = out, nil
+	return out
+}
+
+// fit is how many nodes the cycle scored.
+func (c *cycle) fit() int {
+	if c.byClass != nil {
+		return c.byClass.fit
+	}
+	return len(c.scores)
+}
+
+// choose is choose over the cycle's scores; by class (random nil) it
+// reads the names only of the nodes of the best classes.
+func (c *cycle) choose(random *rand.Rand) (string, int, int64) {
+	cs := c.byClass
+	if cs == nil || random != nil {
+		return choose(c.list(), random)
+	}
+	top := cs.scores[0].TotalScore
+	for _, ns := range cs.scores[1:] {
+		top = max(top, ns.TotalScore)
+	}
+	var best string
+	ties := 0
+	for i, ni := range cs.feasible {
+		if ni == nil || cs.score(i).TotalScore != top {
+			continue
+		}
+		if name := ni.Node().Name; ties == 0 || name < best {
+			best = name
+		}
+		ties++
+	}
+	return best, ties, top
 }
 
 // rescore scores the nodes of scores, found feasible by the pod's own

@@ -30,7 +30,9 @@ type cycleFilter struct {
 	// every node filtered, so a slice, not a map.
 	tainted []bool
 	codes   []fwk.Code // the cycle's codes, when it keeps them
-	run     func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status
+	run     func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status
+	// verdicts are the filters' verdicts remembered by node class.
+	verdicts classVerdicts
 	// firstErr is the first error a filter returned (filters run in
 	// parallel).
 	firstErr error
@@ -82,7 +84,7 @@ func (s *Simulator) startFilters(sc *scheduler, pod *v1.Pod, c *cycle, f *cycleF
 		f.codes = c.codes
 	}
 	f.tainted = s.taintedNodes(pod, f, drained)
-	f.run = sc.filterer(c.state, pod, len(f.all))
+	f.run, f.verdicts = sc.filterer(c.state, pod, len(f.all))
 }
 
 // taintedNodes marks, by place in f.nodes, the drained and held nodes,
@@ -116,9 +118,8 @@ func (s *Simulator) taintedNodes(pod *v1.Pod, f *cycleFilter, drained sets.Set[s
 	return tainted
 }
 
-// filter runs the filters on nodes[i], of class (-1: not filtered by
-// class), or refuses it for the drain taint.
-func (f *cycleFilter) filter(ctx context.Context, i, class int) {
+// filter runs the filters on nodes[i], or refuses it for the drain taint.
+func (f *cycleFilter) filter(ctx context.Context, i int) {
 	if f.tainted != nil && f.tainted[i] {
 		f.reasons[i] = drainTaintRefusal
 		if f.codes != nil {
@@ -126,7 +127,7 @@ func (f *cycleFilter) filter(ctx context.Context, i, class int) {
 		}
 		return
 	}
-	st := f.run(ctx, f.nodes[i], f.slot(i), class)
+	st := f.run(ctx, f.nodes[i], f.slot(i))
 	switch {
 	case st.IsSuccess():
 		f.feasible[i] = f.nodes[i]
@@ -158,7 +159,7 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 	if cl != nil {
 		f.filterByClass(ctx, cl)
 	} else {
-		parallel(ctx, n, func(i int) { f.filter(ctx, i, -1) })
+		parallel(ctx, n, func(i int) { f.filter(ctx, i) })
 	}
 	for _, ni := range f.feasible {
 		if ni != nil {
@@ -169,13 +170,32 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 }
 
 // filterByClass filters the first node of each class and gives every
-// other node its class's answer.
+// other node its class's answer. A class whose verdict is remembered needs
+// no filter; the others' are remembered after. The memo is read and
+// written outside the parallel part, so it takes no lock.
 func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
-	parallel(ctx, len(cl.reps), func(k int) { f.filter(ctx, cl.reps[k], cl.ids[k]) })
+	rest := cl.unknown[:0]
+	for k, i := range cl.reps {
+		if st, ok := f.verdicts.verdict(cl.ids[k]); ok {
+			f.remembered(i, st)
+		} else {
+			rest = append(rest, k)
+		}
+	}
+	cl.unknown = rest
+	parallel(ctx, len(rest), func(t int) { f.filter(ctx, cl.reps[rest[t]]) })
+	for _, k := range rest {
+		i := cl.reps[k]
+		if f.feasible[i] != nil {
+			f.verdicts.keep(cl.ids[k], nil)
+		} else if st := f.reasons[i]; st.IsRejected() {
+			f.verdicts.keep(cl.ids[k], st)
+		}
+	}
 	for i, first := range cl.first {
 		switch {
 		case first < 0:
-			f.filter(ctx, i, -1) // the drain taint decides
+			f.filter(ctx, i) // the drain taint decides
 		case first != i:
 			f.reasons[i] = f.reasons[first]
 			if f.codes != nil {
@@ -188,6 +208,19 @@ func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
 	}
 }
 
+// remembered records for nodes[i] a verdict remembered by class: none
+// (nil, it passed) or a rejection, which a memo alone keeps.
+func (f *cycleFilter) remembered(i int, st *fwk.Status) {
+	if st == nil {
+		f.feasible[i] = f.nodes[i]
+		return
+	}
+	f.reasons[i] = st
+	if f.codes != nil {
+		f.codes[i] = st.Code()
+	}
+}
+
 // walk filters as kube-scheduler does when it samples: it stops once it
 // has found the want feasible nodes it scores, walking from where its last
 // search stopped (sample then keeps the same nodes), chunk by chunk, in
@@ -197,7 +230,7 @@ func (f *cycleFilter) walk(ctx context.Context, sc *scheduler, c *cycle, want in
 	walked := 0
 	for walked < n && c.feasible < want && f.firstErr == nil && ctx.Err() == nil {
 		chunk := min(want, n-walked)
-		parallel(ctx, chunk, func(k int) { f.filter(ctx, (sc.next+walked+k)%n, -1) })
+		parallel(ctx, chunk, func(k int) { f.filter(ctx, (sc.next+walked+k)%n) })
 		for k := range chunk {
 			if f.feasible[(sc.next+walked+k)%n] != nil {
 				c.feasible++

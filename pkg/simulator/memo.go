@@ -1,11 +1,11 @@
 package simulator
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -299,57 +299,41 @@ func marshal(v any) (string, bool) {
 }
 
 // memo is what one plugin answered for pods of one key, by node place:
-// valid where gen holds the node's generation then; and, for cycles by
-// class, by the node's class (-1: none) in its runner's class memo, which
-// an answer by place that missed falls back to.
+// valid where gen holds the node's generation then.
 type memo struct {
 	gen      []int64
 	statuses []*fwk.Status // filters
 	scores   []int64       // scores
 	used     int           // the cycle that last used it
-	// id names it in byClass (which must not keep a dropped memo's lists
-	// alive).
-	id      uint64
-	byClass *classMemo
+	// id names it in the passes it is part of (passMemo), which must not
+	// keep a dropped memo's lists alive.
+	id uint64
 }
 
-func (m *memo) status(slot int, gen int64, class int) (*fwk.Status, bool) {
+func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
 	if slot < len(m.gen) && m.gen[slot] == gen {
 		return m.statuses[slot], true
 	}
-	a, ok := m.byClass.lookup(m, class)
-	if ok && slot < len(m.gen) {
-		m.gen[slot], m.statuses[slot] = gen, a.status
-	}
-	return a.status, ok
+	return nil, false
 }
 
-func (m *memo) keepStatus(slot int, gen int64, class int, st *fwk.Status) {
-	if !st.IsSuccess() && !st.IsRejected() {
-		return
-	}
-	if slot < len(m.gen) {
+func (m *memo) keepStatus(slot int, gen int64, st *fwk.Status) {
+	if slot < len(m.gen) && (st.IsSuccess() || st.IsRejected()) {
 		m.gen[slot], m.statuses[slot] = gen, st
 	}
-	m.byClass.keep(m, classAnswer{class: class, status: st})
 }
 
-func (m *memo) score(slot int, gen int64, class int) (int64, bool) {
+func (m *memo) score(slot int, gen int64) (int64, bool) {
 	if slot < len(m.gen) && m.gen[slot] == gen {
 		return m.scores[slot], true
 	}
-	a, ok := m.byClass.lookup(m, class)
-	if ok && slot < len(m.gen) {
-		m.gen[slot], m.scores[slot] = gen, a.score
-	}
-	return a.score, ok
+	return 0, false
 }
 
-func (m *memo) keepScore(slot int, gen int64, class int, s int64) {
+func (m *memo) keepScore(slot int, gen int64, s int64) {
 	if slot < len(m.gen) {
 		m.gen[slot], m.scores[slot] = gen, s
 	}
-	m.byClass.keep(m, classAnswer{class: class, score: s})
 }
 
 // memos are a runner's memos by plugin, phase and key, the least recently
@@ -389,7 +373,7 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 			delete(t.byKey, oldest)
 		}
 		t.made++
-		m = &memo{gen: make([]int64, n), id: t.made, byClass: &r.byClass}
+		m = &memo{gen: make([]int64, n), id: t.made}
 		if phase == "filter" {
 			m.statuses = make([]*fwk.Status, n)
 		} else {
@@ -401,62 +385,131 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 	return m
 }
 
-// classMemo is what the remembered plugins answered by node class rather
-// than by node: in a cycle that goes by class, every plugin at work reads
-// of a node only what its class is made of (classes.go), so its verdict or
-// raw score for pods of one key is the same on every node of the class,
-// then and later. A memo looks here only after its answer by place missed
-// (the node changed since pods of the key last asked). It is a cache of fixed
-// size, each answer in the one place its memo and class hash to, where a
-// newer answer replaces it. Filters and scores run in parallel, hence the
-// lock.
-type classMemo struct {
-	mu      sync.Mutex
-	answers []classAnswer // classAnswers of them, made at the first keep
-	hits    int           // answers found, for tests
+// passMemo is what whole passes answered by node class rather than by
+// node. In a cycle that goes by class, every plugin at work reads of a
+// node only what its class is made of (classes.go), so a filter pass's
+// verdict (its first rejection, or none) and a score pass's raw scores,
+// for pods of the same keys, are the same on every node of the class, then
+// and later: a class's answer is one lookup rather than one per plugin. A
+// pass is named by its plugins' memos, which stand for the plugin and the
+// pod's key; a pass with a plugin not remembered is not. Answers are kept
+// in caches of fixed size, each in the one place its pass and class hash
+// to, where a newer answer replaces it. It is read and written only
+// outside the parts of a cycle that run in parallel: no lock.
+type passMemo struct {
+	ids     map[string]uint64 // by the memos' ids
+	made    uint64            // passes named so far
+	filters []passFilter      // made at the first keep
+	scores  []passScores
+	hits    int // answers found, for tests
 }
 
-type classAnswer struct {
-	memo   uint64 // its id
+// passFilter is a filter pass's verdict on a class: nil (it passed) or a
+// rejection.
+type passFilter struct {
+	pass   uint64
 	class  int
 	status *fwk.Status
-	score  int64
 }
 
-// classAnswers is the class memo's size: 4 MiB a runner.
-const classAnswers = 1 << 17
-
-func (c *classMemo) place(m *memo, class int) int {
-	h := m.id*0xff51afd7ed558ccd ^ uint64(class)*0x9e3779b97f4a7c15
-	return int(h>>32^h) & (classAnswers - 1)
+// passScores are a pass's raw scores on a class, by the pass's plugins.
+type passScores struct {
+	pass   uint64
+	class  int
+	scores [maxPassScores]int64
 }
 
-func (c *classMemo) lookup(m *memo, class int) (classAnswer, bool) {
-	if class < 0 {
-		return classAnswer{}, false
+// scoresNothing stands in a pass for a plugin that scores 0 on every node
+// (scoreNothingUnfiltered), which has no memo.
+const scoresNothing = ^uint64(0)
+
+const (
+	// maxPassScores: the plugins that score by class
+	// (scoresByClass and scoreNothingUnfiltered).
+	maxPassScores = 6
+	// The caches' sizes: 3 MiB of filter verdicts, 4 MiB of scores a
+	// runner.
+	passFilters = 1 << 17
+	passScored  = 1 << 16
+	// passes is how many passes are named before the names start over.
+	passes = 1 << 16
+)
+
+// pass names the pass whose plugins' answers ids name: each a memo's id,
+// or scoresNothing; 0 when there are none.
+func (p *passMemo) pass(ids []uint64) uint64 {
+	if len(ids) == 0 {
+		return 0
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.answers == nil {
-		return classAnswer{}, false
+	var buf [8 * maxPassScores]byte
+	key := buf[:0]
+	for _, id := range ids {
+		key = binary.LittleEndian.AppendUint64(key, id)
 	}
-	a := c.answers[c.place(m, class)]
-	if a.memo != m.id || a.class != class {
-		return classAnswer{}, false
+	if id, ok := p.ids[string(key)]; ok {
+		return id
 	}
-	c.hits++
-	return a, true
+	if p.ids == nil || len(p.ids) == passes {
+		p.ids = map[string]uint64{}
+	}
+	p.made++ // never reused: an old name's answers may still be kept
+	p.ids[string(key)] = p.made
+	return p.made
 }
 
-func (c *classMemo) keep(m *memo, a classAnswer) {
-	if a.class < 0 {
+func place(pass uint64, class, size int) int {
+	h := pass*0xff51afd7ed558ccd ^ uint64(class)*0x9e3779b97f4a7c15
+	return int(h>>32^h) & (size - 1)
+}
+
+// classVerdicts are one filter pass's verdicts by class; without a pass
+// (0), none is remembered.
+type classVerdicts struct {
+	memo *passMemo
+	pass uint64
+}
+
+func (v classVerdicts) verdict(class int) (*fwk.Status, bool) {
+	p := v.memo
+	if v.pass == 0 || p.filters == nil {
+		return nil, false
+	}
+	a := &p.filters[place(v.pass, class, passFilters)]
+	if a.pass != v.pass || a.class != class {
+		return nil, false
+	}
+	p.hits++
+	return a.status, true
+}
+
+// keep remembers the verdict st (nil, or a rejection) on class.
+func (v classVerdicts) keep(class int, st *fwk.Status) {
+	p := v.memo
+	if v.pass == 0 {
 		return
 	}
-	a.memo = m.id
-	c.mu.Lock()
-	if c.answers == nil {
-		c.answers = make([]classAnswer, classAnswers)
+	if p.filters == nil {
+		p.filters = make([]passFilter, passFilters)
 	}
-	c.answers[c.place(m, a.class)] = a
-	c.mu.Unlock()
+	p.filters[place(v.pass, class, passFilters)] = passFilter{pass: v.pass, class: class, status: st}
+}
+
+// score is the pass's raw scores on class, by the pass's plugins.
+func (p *passMemo) score(pass uint64, class int) ([maxPassScores]int64, bool) {
+	if p.scores == nil {
+		return [maxPassScores]int64{}, false
+	}
+	a := &p.scores[place(pass, class, passScored)]
+	if a.pass != pass || a.class != class {
+		return [maxPassScores]int64{}, false
+	}
+	p.hits++
+	return a.scores, true
+}
+
+func (p *passMemo) keepScore(pass uint64, class int, scores [maxPassScores]int64) {
+	if p.scores == nil {
+		p.scores = make([]passScores, passScored)
+	}
+	p.scores[place(pass, class, passScored)] = passScores{pass: pass, class: class, scores: scores}
 }

@@ -130,13 +130,13 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	if err != nil {
 		return placement{}, err
 	}
-	if len(c.scores) == 0 {
+	if c.fit() == 0 {
 		if !known {
 			s.enqueue(e)
 		}
 		return placement{diagnosis: c.diagnosis}, nil
 	}
-	node, ties, score := choose(c.scores, random)
+	node, ties, score := c.choose(random)
 	if st := sc.framework.RunReservePluginsReserve(ctx, c.state, pod, node); !st.IsSuccess() {
 		return placement{}, fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
 	}
@@ -151,7 +151,7 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	}
 	pl := placement{bound: bound, score: score, certain: ties == 1 && (c.hinted || !c.partial && sc.scoresAll(c.feasible, c.considered))}
 	if withCandidates && random == nil && !pl.certain && !sc.steered {
-		pl.candidates = sc.candidates(c.scores, sc.scoresAll(c.feasible, c.considered), c.considered)
+		pl.candidates = sc.candidates(c.list(), sc.scoresAll(c.feasible, c.considered), c.considered)
 	}
 	return pl, s.sync()
 }

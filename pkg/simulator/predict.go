@@ -110,6 +110,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	if err != nil {
 		return pred, err
 	}
+	res.list()
 	feasible := len(res.scores)
 	if opts.LeaveSource && slices.ContainsFunc(res.scores, func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source }) {
 		feasible-- // the drain taint keeps it off the source
@@ -325,8 +326,8 @@ func (s *Simulator) Resolvable(ctx context.Context, pod *v1.Pod) (fits bool, nod
 	s.keepCodes = true
 	c, err := s.schedule(ctx, sc, pod, nil, nil)
 	s.keepCodes = false
-	if err != nil || len(c.scores) > 0 {
-		return len(c.scores) > 0, nil, err
+	if err != nil || c.fit() > 0 {
+		return c.fit() > 0, nil, err
 	}
 	for i, code := range c.codes {
 		if code == fwk.Unschedulable {

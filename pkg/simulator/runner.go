@@ -32,14 +32,16 @@ type runner struct {
 	raw  []int64
 	list fwk.NodeScoreList
 	out  []fwk.NodePluginScores
+	todo []int
 	// keys says, for each plugin whose verdicts and scores the runner
 	// remembers, what of a pod it reads (see memo.go); memos holds them.
 	keys  map[string]map[string]podKey
 	memos memos
-	// byClass remembers the same answers by node class, for the cycles
-	// that go by class: a node back in a state it was in before (its
-	// pods the same as then, or like another node's) needs no new call.
-	byClass classMemo
+	// passes remembers whole passes' answers by node class, for the
+	// cycles that go by class: a node back in a state it was in before
+	// (its pods the same as then, or like another node's) needs no new
+	// call, and a class one lookup.
+	passes passMemo
 	// pluginScores: score lists each plugin's weighted score by node
 	// (NodePluginScores.Scores), as the framework does. Nothing in
 	// rebalancer reads them but tests, and writing them is a tenth of a
@@ -112,10 +114,12 @@ func (r *runner) once(key podKey) podKey {
 }
 
 // filterPass is one cycle's Filter plugins: those state does not skip,
-// each with its memo for the pod (nil: not remembered).
+// each with its memo for the pod (nil: not remembered), and the pass they
+// make (passMemo; 0: none).
 type filterPass struct {
 	plugins []fwk.FilterPlugin
 	memos   []*memo
+	pass    uint64
 }
 
 // filterPass prepares the filter pass of pod's cycle over n nodes.
@@ -129,21 +133,28 @@ func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass
 			fp.memos = append(fp.memos, r.memo(pl.Name(), "filter", pod, n))
 		}
 	}
+	ids := make([]uint64, 0, len(fp.memos))
+	for _, m := range fp.memos {
+		if m == nil {
+			return fp // a plugin not remembered: no pass
+		}
+		ids = append(ids, m.id)
+	}
+	fp.pass = r.passes.pass(ids)
 	return fp
 }
 
 // filter is RunFilterPlugins with the pass's filters, on the node at
-// slot of the node list (-1: not in it, nothing remembered), of class
-// (-1: the cycle does not filter by class).
-func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot, class int) *fwk.Status {
+// slot of the node list (-1: not in it, nothing remembered).
+func (fp filterPass) filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, slot int) *fwk.Status {
 	gen := ni.GetGeneration()
 	for i, pl := range fp.plugins {
 		var st *fwk.Status
 		if m := fp.memos[i]; m != nil && slot >= 0 {
 			var ok bool
-			if st, ok = m.status(slot, gen, class); !ok {
+			if st, ok = m.status(slot, gen); !ok {
 				st = pl.Filter(ctx, state, pod, ni)
-				m.keepStatus(slot, gen, class, st)
+				m.keepStatus(slot, gen, st)
 			}
 		} else {
 			st = pl.Filter(ctx, state, pod, ni)
@@ -181,6 +192,10 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	}
 	r.memos.cycle++ // the pod's keys are not read again (once)
 	n, k := len(nodes), len(active)
+	var pass uint64 // the scores remembered by class (passMemo)
+	if classes != nil && k <= maxPassScores {
+		pass = r.passes.pass(passIDs(state, active, memos))
+	}
 	// Plugin j's raw scores are raw[j*n:(j+1)*n]; every one is written below.
 	if cap(r.raw) < n*k {
 		r.raw = make([]int64, n*k)
@@ -188,17 +203,41 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	raw := r.raw[:n*k]
 	out := reuse(&r.out, n)
 	var failed atomic.Pointer[fwk.Status]
-	parallel(ctx, n, func(i int) {
+	// The scores remembered by class first; the other nodes are scored in
+	// parallel, and their classes' scores remembered after: the memo is
+	// not touched in parallel.
+	var todo []int // the nodes to score; nil: all
+	if pass != 0 {
+		todo = r.todo[:0]
+		for i := range n {
+			a, ok := r.passes.score(pass, classes[i])
+			if !ok {
+				todo = append(todo, i)
+				continue
+			}
+			out[i].Name = nodes[i].Node().Name
+			for j := range k {
+				raw[j*n+i] = a[j]
+			}
+		}
+		r.todo = todo
+	}
+	count := n
+	if todo != nil {
+		count = len(todo)
+	}
+	parallel(ctx, count, func(t int) {
+		i := t
+		if todo != nil {
+			i = todo[t]
+		}
 		out[i].Name = nodes[i].Node().Name
 		gen := nodes[i].GetGeneration()
 		for j, ws := range active {
 			m := memos[j]
-			s, ok, class := int64(0), false, -1
-			if classes != nil {
-				class = classes[i]
-			}
+			s, ok := int64(0), false
 			if m != nil {
-				s, ok = m.score(slots[i], gen, class)
+				s, ok = m.score(slots[i], gen)
 			}
 			if !ok {
 				var st *fwk.Status
@@ -208,12 +247,22 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 					return
 				}
 				if m != nil {
-					m.keepScore(slots[i], gen, class, s)
+					m.keepScore(slots[i], gen, s)
 				}
 			}
 			raw[j*n+i] = s
 		}
 	})
+	if st := failed.Load(); st != nil {
+		return nil, st
+	}
+	for _, i := range todo {
+		var a [maxPassScores]int64
+		for j := range k {
+			a[j] = raw[j*n+i]
+		}
+		r.passes.keepScore(pass, classes[i], a)
+	}
 	if st := failed.Load(); st != nil {
 		return nil, st
 	}
@@ -260,6 +309,24 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 	}
 	return out, nil
+}
+
+// passIDs name a score pass's plugins (passMemo); nil when one of them
+// is not remembered.
+func passIDs(state fwk.CycleState, active []weightedScore, memos []*memo) []uint64 {
+	unfiltered := state.GetSkipFilterPlugins()
+	ids := make([]uint64, len(active))
+	for j, ws := range active {
+		switch {
+		case memos[j] != nil:
+			ids[j] = memos[j].id
+		case scoreNothingUnfiltered.Has(ws.name) && unfiltered.Has(ws.name):
+			ids[j] = scoresNothing
+		default:
+			return nil
+		}
+	}
+	return ids
 }
 
 // parallel calls do for 0..n-1 on every core, in chunks, until ctx ends;

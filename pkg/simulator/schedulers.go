@@ -62,17 +62,18 @@ type scheduler struct {
 // filterer is RunFilterPlugins for pod's cycle of sc over the n nodes of
 // the node list: the runner's, with the filters state leaves active, else
 // the framework's own. slot is the node's place in the list (-1, and n 0:
-// a cycle of one node, which remembers nothing).
-func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status {
+// a cycle of one node, which remembers nothing). verdicts are the pass's
+// verdicts remembered by node class (none with the framework's own).
+func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) (run func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status, verdicts classVerdicts) {
 	if sc.run == nil {
-		return func(ctx context.Context, ni fwk.NodeInfo, _, _ int) *fwk.Status {
+		return func(ctx context.Context, ni fwk.NodeInfo, _ int) *fwk.Status {
 			return sc.framework.RunFilterPlugins(ctx, state, pod, ni)
-		}
+		}, classVerdicts{}
 	}
 	fp := sc.run.filterPass(state, pod, n)
-	return func(ctx context.Context, ni fwk.NodeInfo, slot, class int) *fwk.Status {
-		return fp.filter(ctx, state, pod, ni, slot, class)
-	}
+	return func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
+		return fp.filter(ctx, state, pod, ni, slot)
+	}, classVerdicts{memo: &sc.run.passes, pass: fp.pass}
 }
 
 // runScore is RunScorePlugins of sc: the runner's, else the framework's

@@ -44,10 +44,10 @@ type Simulator struct {
 	// from cycle to cycle (cycles do not nest, and a cycle's lists are
 	// not read after it).
 	cycleLists struct {
-		feasible, fit, reps []fwk.NodeInfo
+		feasible, reps      []fwk.NodeInfo
 		reasons             []*fwk.Status
 		slots, repSlots     []int
-		repClasses          []int
+		repClasses, scoreOf []int
 		tainted             []bool
 	}
 	// places are the nodes' places in the node list, by name, for the
