@@ -339,10 +339,13 @@ func (m *memo) keepScore(slot int, gen int64, s int64) {
 // memos are a runner's memos by plugin, phase and key, the least recently
 // used dropped beyond a bound on their size.
 type memos struct {
-	byKey map[string]*memo
+	byKey map[memoKey]*memo
 	cycle int
 	made  uint64 // memos made so far
 }
+
+// memoKey names a memo: the plugin, the phase and the pod's key.
+type memoKey struct{ plugin, phase, key string }
 
 // memoSlots bounds the memos' places, all memos together: 16 MiB of them.
 const memoSlots = 1 << 20
@@ -359,15 +362,16 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 	if !ok {
 		return nil
 	}
-	key = plugin + "\x00" + phase + "\x00" + key
 	t := &r.memos
-	m := t.byKey[key]
+	mk := memoKey{plugin, phase, key}
+	m := t.byKey[mk]
 	if m == nil || len(m.gen) != n {
 		for len(t.byKey) > 0 && (len(t.byKey)+1)*n > memoSlots {
-			var oldest string
+			var oldest memoKey
+			var oldestUsed int
 			for k, o := range t.byKey {
-				if oldest == "" || o.used < t.byKey[oldest].used {
-					oldest = k
+				if oldest.plugin == "" || o.used < oldestUsed {
+					oldest, oldestUsed = k, o.used
 				}
 			}
 			delete(t.byKey, oldest)
@@ -379,7 +383,7 @@ func (r *runner) memo(plugin, phase string, pod *v1.Pod, n int) *memo {
 		} else {
 			m.scores = make([]int64, n)
 		}
-		t.byKey[key] = m
+		t.byKey[mk] = m
 	}
 	m.used = t.cycle
 	return m

@@ -76,7 +76,7 @@ func capture(registry frameworkruntime.Registry, into plugins) {
 // newRunner lists the profile's Filter and Score plugins, as the framework
 // resolved them, with the instances it built.
 func newRunner(fw framework.Framework, built plugins, prof *config.KubeSchedulerProfile, held sets.Set[string], backed func(v1.ResourceName) bool) (*runner, error) {
-	r := &runner{memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{memos: memos{byKey: map[memoKey]*memo{}}}
 	r.keys = memoKeys(prof, held, backed, r.once)
 	list := fw.ListPlugins()
 	for _, pl := range list.Filter.Enabled {

@@ -218,7 +218,7 @@ func unsteeredPacking(t *testing.T) *config.KubeSchedulerProfile {
 // recently used dropped first.
 func TestMemosStayBounded(t *testing.T) {
 	const nodes = 50_000
-	r := &runner{memos: memos{byKey: map[string]*memo{}}}
+	r := &runner{memos: memos{byKey: map[memoKey]*memo{}}}
 	r.keys = memoKeys(&config.KubeSchedulerProfile{}, nil, draBacked(nil), r.once)
 	var first *memo
 	for i := range 100 {
