@@ -10,6 +10,9 @@ benchstat=$1 base=$2 pattern=$3 benchtime=$4 count=$5
 shift 5
 [ $# -gt 0 ] || { echo "benchstat: no packages" >&2; exit 2; }
 out=$ROOT/_output/benchstat
+# The base runs in a worktree under $out, where pkg/openb's default path to
+# the trace (relative to the repository) does not lead: name it for both.
+export OPENB_DIR=${OPENB_DIR:-$(cd "$ROOT/.." && pwd)/shared/data/openb}
 rev=$(git -C "$ROOT" rev-parse --verify "$base^{commit}")
 git -C "$ROOT" worktree remove --force "$out/base" 2>/dev/null || true
 rm -rf "$out"
