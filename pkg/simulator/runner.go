@@ -32,7 +32,7 @@ type runner struct {
 	raw  []int64
 	list fwk.NodeScoreList
 	out  []fwk.NodePluginScores
-	todo []int
+	todo []int // the nodes whose scores are not remembered by class
 	// keys says, for each plugin whose verdicts and scores the runner
 	// remembers, what of a pod it reads (see memo.go); memos holds them.
 	keys  map[string]map[string]podKey
@@ -206,9 +206,8 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	// The scores remembered by class first; the other nodes are scored in
 	// parallel, and their classes' scores remembered after: the memo is
 	// not touched in parallel.
-	var todo []int // the nodes to score; nil: all
+	todo := r.todo[:0] // the nodes to score, when by class
 	if pass != 0 {
-		todo = r.todo[:0]
 		for i := range n {
 			a, ok := r.passes.score(pass, classes[i])
 			if !ok {
@@ -223,12 +222,12 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		r.todo = todo
 	}
 	count := n
-	if todo != nil {
+	if pass != 0 {
 		count = len(todo)
 	}
 	parallel(ctx, count, func(t int) {
 		i := t
-		if todo != nil {
+		if pass != 0 {
 			i = todo[t]
 		}
 		out[i].Name = nodes[i].Node().Name
@@ -256,7 +255,7 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if st := failed.Load(); st != nil {
 		return nil, st
 	}
-	for _, i := range todo {
+	for _, i := range todo { // empty unless by class
 		var a [maxPassScores]int64
 		for j := range k {
 			a[j] = raw[j*n+i]
