@@ -174,6 +174,7 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 // no filter; the others' are remembered after. The memo is read and
 // written outside the parallel part, so it takes no lock.
 func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
+	f.verdicts.name()
 	rest := cl.unknown[:0]
 	for k, i := range cl.reps {
 		if st, ok := f.verdicts.verdict(cl.ids[k]); ok {

@@ -311,10 +311,10 @@ type memo struct {
 }
 
 func (m *memo) status(slot int, gen int64) (*fwk.Status, bool) {
-	if slot < len(m.gen) && m.gen[slot] == gen {
-		return m.statuses[slot], true
+	if slot >= len(m.gen) || m.gen[slot] != gen {
+		return nil, false
 	}
-	return nil, false
+	return m.statuses[slot], true
 }
 
 func (m *memo) keepStatus(slot int, gen int64, st *fwk.Status) {
@@ -324,10 +324,10 @@ func (m *memo) keepStatus(slot int, gen int64, st *fwk.Status) {
 }
 
 func (m *memo) score(slot int, gen int64) (int64, bool) {
-	if slot < len(m.gen) && m.gen[slot] == gen {
-		return m.scores[slot], true
+	if slot >= len(m.gen) || m.gen[slot] != gen {
+		return 0, false
 	}
-	return 0, false
+	return m.scores[slot], true
 }
 
 func (m *memo) keepScore(slot int, gen int64, s int64) {
@@ -423,13 +423,14 @@ type passScores struct {
 	scores [maxPassScores]int64
 }
 
-// scoresNothing stands in a pass for a plugin that scores 0 on every node
-// (scoreNothingUnfiltered), which has no memo.
+// scoresNothing stands in a pass's name for a plugin that scores 0 on
+// every node (scoreNothingUnfiltered), which has no memo.
 const scoresNothing = ^uint64(0)
 
 const (
 	// maxPassScores: the plugins that score by class
-	// (scoresByClass and scoreNothingUnfiltered).
+	// (scoresByClass and scoreNothingUnfiltered), and at most as many
+	// filters (filtersByClass).
 	maxPassScores = 6
 	// The caches' sizes: 3 MiB of filter verdicts, 4 MiB of scores a
 	// runner.
@@ -439,16 +440,24 @@ const (
 	passes = 1 << 16
 )
 
-// pass names the pass whose plugins' answers ids name: each a memo's id,
-// or scoresNothing; 0 when there are none.
-func (p *passMemo) pass(ids []uint64) uint64 {
-	if len(ids) == 0 {
+// pass names the pass of the plugins whose memos are memos: 0 when there
+// are none, or one is nil (not remembered) and nothing(j) does not say
+// that plugin j scores 0 on every node (scoreNothingUnfiltered).
+func (p *passMemo) pass(memos []*memo, nothing func(j int) bool) uint64 {
+	if len(memos) == 0 || len(memos) > maxPassScores {
 		return 0
 	}
 	var buf [8 * maxPassScores]byte
 	key := buf[:0]
-	for _, id := range ids {
-		key = binary.LittleEndian.AppendUint64(key, id)
+	for j, m := range memos {
+		switch {
+		case m != nil:
+			key = binary.LittleEndian.AppendUint64(key, m.id)
+		case nothing != nil && nothing(j):
+			key = binary.LittleEndian.AppendUint64(key, scoresNothing)
+		default:
+			return 0
+		}
 	}
 	if id, ok := p.ids[string(key)]; ok {
 		return id
@@ -466,14 +475,22 @@ func place(pass uint64, class, size int) int {
 	return int(h>>32^h) & (size - 1)
 }
 
-// classVerdicts are one filter pass's verdicts by class; without a pass
-// (0), none is remembered.
+// classVerdicts are one filter pass's verdicts by class (none: no pass).
+// The pass is named (name) only by the cycles that go by class.
 type classVerdicts struct {
-	memo *passMemo
-	pass uint64
+	memo  *passMemo
+	memos []*memo // the pass's filters'
+	pass  uint64
 }
 
-func (v classVerdicts) verdict(class int) (*fwk.Status, bool) {
+// name names the pass; 0 (none) for the framework's own filters.
+func (v *classVerdicts) name() {
+	if v.memo != nil {
+		v.pass = v.memo.pass(v.memos, nil)
+	}
+}
+
+func (v *classVerdicts) verdict(class int) (*fwk.Status, bool) {
 	p := v.memo
 	if v.pass == 0 || p.filters == nil {
 		return nil, false
@@ -487,7 +504,7 @@ func (v classVerdicts) verdict(class int) (*fwk.Status, bool) {
 }
 
 // keep remembers the verdict st (nil, or a rejection) on class.
-func (v classVerdicts) keep(class int, st *fwk.Status) {
+func (v *classVerdicts) keep(class int, st *fwk.Status) {
 	p := v.memo
 	if v.pass == 0 {
 		return

@@ -110,7 +110,7 @@ func (s *Simulator) Predict(ctx context.Context, pod *v1.Pod, opts PredictOption
 	if err != nil {
 		return pred, err
 	}
-	res.list()
+	res.list() // every feasible node's scores, in res.scores from here on
 	feasible := len(res.scores)
 	if opts.LeaveSource && slices.ContainsFunc(res.scores, func(ns fwk.NodePluginScores) bool { return ns.Name == pred.Source }) {
 		feasible-- // the drain taint keeps it off the source

@@ -114,12 +114,10 @@ func (r *runner) once(key podKey) podKey {
 }
 
 // filterPass is one cycle's Filter plugins: those state does not skip,
-// each with its memo for the pod (nil: not remembered), and the pass they
-// make (passMemo; 0: none).
+// each with its memo for the pod (nil: not remembered).
 type filterPass struct {
 	plugins []fwk.FilterPlugin
 	memos   []*memo
-	pass    uint64
 }
 
 // filterPass prepares the filter pass of pod's cycle over n nodes.
@@ -133,14 +131,6 @@ func (r *runner) filterPass(state fwk.CycleState, pod *v1.Pod, n int) filterPass
 			fp.memos = append(fp.memos, r.memo(pl.Name(), "filter", pod, n))
 		}
 	}
-	ids := make([]uint64, 0, len(fp.memos))
-	for _, m := range fp.memos {
-		if m == nil {
-			return fp // a plugin not remembered: no pass
-		}
-		ids = append(ids, m.id)
-	}
-	fp.pass = r.passes.pass(ids)
 	return fp
 }
 
@@ -193,8 +183,11 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	r.memos.cycle++ // the pod's keys are not read again (once)
 	n, k := len(nodes), len(active)
 	var pass uint64 // the scores remembered by class (passMemo)
-	if classes != nil && k <= maxPassScores {
-		pass = r.passes.pass(passIDs(state, active, memos))
+	if classes != nil {
+		unfiltered := state.GetSkipFilterPlugins()
+		pass = r.passes.pass(memos, func(j int) bool {
+			return scoreNothingUnfiltered.Has(active[j].name) && unfiltered.Has(active[j].name)
+		})
 	}
 	// Plugin j's raw scores are raw[j*n:(j+1)*n]; every one is written below.
 	if cap(r.raw) < n*k {
@@ -308,24 +301,6 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 	}
 	return out, nil
-}
-
-// passIDs name a score pass's plugins (passMemo); nil when one of them
-// is not remembered.
-func passIDs(state fwk.CycleState, active []weightedScore, memos []*memo) []uint64 {
-	unfiltered := state.GetSkipFilterPlugins()
-	ids := make([]uint64, len(active))
-	for j, ws := range active {
-		switch {
-		case memos[j] != nil:
-			ids[j] = memos[j].id
-		case scoreNothingUnfiltered.Has(ws.name) && unfiltered.Has(ws.name):
-			ids[j] = scoresNothing
-		default:
-			return nil
-		}
-	}
-	return ids
 }
 
 // parallel calls do for 0..n-1 on every core, in chunks, until ctx ends;

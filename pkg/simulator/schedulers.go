@@ -73,7 +73,7 @@ func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) (run fun
 	fp := sc.run.filterPass(state, pod, n)
 	return func(ctx context.Context, ni fwk.NodeInfo, slot int) *fwk.Status {
 		return fp.filter(ctx, state, pod, ni, slot)
-	}, classVerdicts{memo: &sc.run.passes, pass: fp.pass}
+	}, classVerdicts{memo: &sc.run.passes, memos: fp.memos}
 }
 
 // runScore is RunScorePlugins of sc: the runner's, else the framework's
