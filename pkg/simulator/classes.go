@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"encoding/binary"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,13 +58,27 @@ type classes struct {
 	unknown []int
 }
 
-// classCache remembers the class of the node at each place of the node
-// list, with the node's generation in kube-scheduler's cache, which every
-// change to the node or its pods moves on: a cycle computes the class only
-// of nodes that changed.
+// classCache remembers the class of each node, by its place in the
+// snapshot's node list. A node's class changes only when its pods do, and
+// the simulator changes them in one place (state.go's addPod and
+// removePod), which names the node here: a cycle computes the class only
+// of those nodes, not of every node it walks. A change counts once the
+// snapshot shows it (synced), so a cycle between the two still sees the
+// node as it was.
 type classCache struct {
-	at  []nodeClass
-	ids map[string]int
+	// at is the class of the node at each place of the list of (-1: not
+	// known); stale are the nodes whose classes at does not know since the
+	// last cycle, and changes those changed since the last sync.
+	at             []int
+	of             listOf
+	stale, changes []string
+	// kindAt is the kind of the node at each place (-1: not known): a
+	// class is a kind and what the node's pods request (classOf).
+	kindAt []int
+	kinds  map[string]int
+	// forget: at sync, forget every class (too many changes to list).
+	forget bool
+	ids    map[string]int
 	// seen, indexed by class: the class's first node in the current
 	// cycle, valid where it holds the cycle's number.
 	seen  []seenClass
@@ -71,10 +86,20 @@ type classCache struct {
 	// classes are the current cycle's, their lists reused from cycle to
 	// cycle (cycles do not nest).
 	classes classes
+	// key and names are classOf's, reused.
+	key   []byte
+	names []string
 	// unlike counts down the cycles that do not look for classes among
 	// unlikeOf nodes (a cycle's node list, as PreFilter narrowed it) after
 	// one found too many there.
 	unlike, unlikeOf int
+}
+
+// listOf names a node list by its first node and length: the simulator's
+// list changes only when its nodes do (load).
+type listOf struct {
+	first fwk.NodeInfo
+	n     int
 }
 
 // unlikeFor is how many cycles do not look for classes after one found
@@ -85,32 +110,78 @@ const unlikeFor = 15
 
 type seenClass struct{ cycle, first int }
 
-type nodeClass struct {
-	node       fwk.NodeInfo
-	generation int64
-	id         int
+// changed says that node's pods changed in the scheduler's cache.
+// Beyond a quarter of the list, the classes are all forgotten at the sync.
+func (cc *classCache) changed(node string) {
+	if cc.forget || len(cc.changes)+len(cc.stale) >= cc.of.n/4 {
+		cc.forget, cc.changes = true, cc.changes[:0]
+		return
+	}
+	cc.changes = append(cc.changes, node)
 }
 
-// classOf is the class of ni, the i-th node of the list: equal for nodes
-// alike in everything the plugins of filtersByClass and scoresByClass read.
+// synced says that the snapshot shows the cache's changes.
+func (cc *classCache) synced() {
+	if cc.forget {
+		cc.at, cc.stale = nil, cc.stale[:0]
+	} else {
+		cc.stale = append(cc.stale, cc.changes...)
+	}
+	cc.changes, cc.forget = cc.changes[:0], false
+}
+
+// ready readies the cache for a cycle over all, the snapshot's node list:
+// the classes of the nodes that changed since the last are forgotten.
+func (cc *classCache) ready(s *Simulator, all []fwk.NodeInfo) {
+	if of := (listOf{first: all[0], n: len(all)}); cc.at == nil || cc.of != of {
+		if cc.of != of {
+			cc.kindAt = slices.Grow(cc.kindAt[:0], len(all))[:len(all)]
+			for i := range cc.kindAt {
+				cc.kindAt[i] = -1
+			}
+		}
+		cc.at, cc.of, cc.stale = slices.Grow(cc.at[:0], len(all))[:len(all)], of, cc.stale[:0]
+		for i := range cc.at {
+			cc.at[i] = -1
+		}
+		return
+	}
+	for _, name := range cc.stale {
+		if i, ok := s.placeOf(all, name); ok {
+			cc.at[i] = -1
+		}
+	}
+	cc.stale = cc.stale[:0]
+}
+
+// classOf is the class of ni, the node at place i of the list: equal for
+// nodes alike in everything the plugins of filtersByClass and scoresByClass
+// read. That is the node's kind (what of it the simulation never changes)
+// and what its pods request.
 func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
-	if i < len(cc.at) && cc.at[i].node == ni && cc.at[i].generation == ni.GetGeneration() {
-		return cc.at[i].id
+	if id := cc.at[i]; id >= 0 {
+		return id
 	}
 	if cc.ids == nil {
-		cc.ids = map[string]int{}
+		cc.ids, cc.kinds = map[string]int{}, map[string]int{}
 	}
-	key := classKey(ni)
-	id, ok := cc.ids[key]
+	if cc.kindAt[i] < 0 {
+		key := kindKey(ni)
+		kind, ok := cc.kinds[key]
+		if !ok {
+			kind = len(cc.kinds)
+			cc.kinds[key] = kind
+		}
+		cc.kindAt[i] = kind
+	}
+	cc.key = podsKey(cc.key[:0], cc.kindAt[i], ni, &cc.names)
+	id, ok := cc.ids[string(cc.key)]
 	if !ok {
 		id = len(cc.ids)
-		cc.ids[key] = id
+		cc.ids[string(cc.key)] = id
 		cc.seen = append(cc.seen, seenClass{})
 	}
-	for len(cc.at) <= i {
-		cc.at = append(cc.at, nodeClass{})
-	}
-	cc.at[i] = nodeClass{node: ni, generation: ni.GetGeneration(), id: id}
+	cc.at[i] = id
 	return id
 }
 
@@ -130,7 +201,10 @@ func writeLabels(b *strings.Builder, n *v1.Node) {
 	}
 }
 
-func classKey(ni fwk.NodeInfo) string {
+// kindKey is what of a node the simulation never changes (it adds or
+// removes pods only): labels, taints, unschedulable, allocatable and
+// images.
+func kindKey(ni fwk.NodeInfo) string {
 	var b strings.Builder
 	n := ni.Node()
 	writeLabels(&b, n)
@@ -141,21 +215,7 @@ func classKey(ni fwk.NodeInfo) string {
 	}
 	b.WriteByte(1)
 	b.WriteString(strconv.FormatBool(n.Spec.Unschedulable))
-	for _, r := range []fwk.Resource{ni.GetAllocatable(), ni.GetRequested(), ni.GetNonZeroRequested()} {
-		for _, q := range []int64{r.GetMilliCPU(), r.GetMemory(), r.GetEphemeralStorage(), int64(r.GetAllowedPodNumber())} {
-			b.WriteByte(1)
-			b.WriteString(strconv.FormatInt(q, 10))
-		}
-		scalars := make([]string, 0, len(r.GetScalarResources()))
-		for name, q := range r.GetScalarResources() {
-			scalars = append(scalars, string(name)+"="+strconv.FormatInt(q, 10))
-		}
-		slices.Sort(scalars)
-		b.WriteByte(1)
-		b.WriteString(strings.Join(scalars, ","))
-	}
-	b.WriteByte(1)
-	b.WriteString(strconv.Itoa(len(ni.GetPods())))
+	b.Write(appendResource(nil, ni.GetAllocatable(), nil))
 	images := make([]string, 0, len(ni.GetImageStates()))
 	for name, st := range ni.GetImageStates() {
 		images = append(images, name+"="+strconv.FormatInt(st.Size, 10)+"/"+strconv.Itoa(st.NumNodes))
@@ -166,30 +226,65 @@ func classKey(ni fwk.NodeInfo) string {
 	return b.String()
 }
 
-// byClass groups nodes into classes for a cycle of pod, when the cycle may
-// filter by class (see filtersByClass); nil otherwise. Nodes tainted (by
-// place in nodes; nil: none) are filtered by the caller, one by one.
-func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, tainted []bool) *classes {
+// podsKey appends to key the node's kind and what its pods request, in
+// full and as the scorers count it (non-zero), and how many they are.
+// names is a list to reuse.
+func podsKey(key []byte, kind int, ni fwk.NodeInfo, names *[]string) []byte {
+	key = binary.AppendUvarint(key, uint64(kind))
+	key = appendResource(key, ni.GetRequested(), names)
+	key = appendResource(key, ni.GetNonZeroRequested(), names)
+	return binary.AppendUvarint(key, uint64(len(ni.GetPods())))
+}
+
+// appendResource appends r's quantities to key, its scalar resources
+// sorted by name.
+func appendResource(key []byte, r fwk.Resource, names *[]string) []byte {
+	for _, q := range []int64{r.GetMilliCPU(), r.GetMemory(), r.GetEphemeralStorage(), int64(r.GetAllowedPodNumber())} {
+		key = binary.AppendVarint(key, q)
+	}
+	scalars := r.GetScalarResources()
+	var buf []string
+	if names == nil {
+		names = &buf
+	}
+	*names = (*names)[:0]
+	for name := range scalars {
+		*names = append(*names, string(name))
+	}
+	slices.Sort(*names)
+	for _, name := range *names {
+		key = append(key, name...)
+		key = append(key, 0)
+		key = binary.AppendVarint(key, scalars[v1.ResourceName(name)])
+	}
+	return append(key, 1)
+}
+
+// byClass groups f's nodes into classes for a cycle of pod, when the
+// cycle may filter by class (see filtersByClass); nil otherwise. Nodes
+// with the drain taint (f.tainted) are filtered by the caller, one by one.
+func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, f *cycleFilter) *classes {
 	if !sc.classes || !alikeToPod(pod) || !onlyThese(sc.filters, state.GetSkipFilterPlugins(), filtersByClass) {
 		return nil
 	}
-	cc := &s.nodeClasses
+	cc, nodes := &s.nodeClasses, f.nodes
 	if cc.unlike > 0 && cc.unlikeOf == len(nodes) {
 		// These nodes were too unlike a moment ago: walking them again
 		// costs more than it is likely to save.
 		cc.unlike--
 		return nil
 	}
+	cc.ready(s, f.all)
 	cc.cycle++
 	cl := &cc.classes
 	cl.first, cl.reps, cl.ids = reuse(&cl.first, len(nodes)), cl.reps[:0], cl.ids[:0]
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
 	for i, ni := range nodes {
-		if tainted != nil && tainted[i] {
+		if f.tainted != nil && f.tainted[i] {
 			cl.first[i] = -1
 			continue
 		}
-		id := cc.classOf(i, ni)
+		id := cc.classOf(f.slot(i), ni)
 		seen := &cc.seen[id]
 		if seen.cycle != cc.cycle {
 			if len(cl.reps) == most {

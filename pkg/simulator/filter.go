@@ -154,7 +154,7 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 	}
 	var cl *classes
 	if random == nil { // a replay's random search lists nodes in its own order
-		cl = s.byClass(sc, c.state, pod, f.nodes, f.tainted)
+		cl = s.byClass(sc, c.state, pod, f)
 	}
 	if cl != nil {
 		f.filterByClass(ctx, cl)

@@ -152,12 +152,12 @@ func (s *Simulator) offNode(pod *v1.Pod) (restore func(), err error) {
 	if !ok {
 		return nil, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
 	}
-	if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
+	if err := s.removePod(e.pod); err != nil {
 		return nil, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
 	}
 	return func() {
 		// Restoring what was just removed cannot fail unless the cache is broken.
-		if err := s.cache.AddPod(s.logger, e.pod); err != nil {
+		if err := s.addPod(e.pod); err != nil {
 			panic(err)
 		}
 		if err := s.sync(); err != nil {

@@ -104,7 +104,7 @@ func (s *Simulator) bind(e entry) error {
 	if _, dup := s.bound[pod.UID]; dup {
 		return fmt.Errorf("pod %s: UID %s is already in the simulation", klog.KObj(pod), pod.UID)
 	}
-	if err := s.cache.AddPod(s.logger, pod); err != nil {
+	if err := s.addPod(pod); err != nil {
 		return fmt.Errorf("adding pod %s to the simulation: %w", klog.KObj(pod), err)
 	}
 	s.bound[pod.UID] = e
@@ -119,7 +119,7 @@ func (s *Simulator) unbind(pod *v1.Pod) (entry, error) {
 		return entry{}, fmt.Errorf("pod %s (UID %s) is not in the simulation", klog.KObj(pod), pod.UID)
 	}
 	// The cache must be handed back exactly the object it was given.
-	if err := s.cache.RemovePod(s.logger, e.pod); err != nil {
+	if err := s.removePod(e.pod); err != nil {
 		return entry{}, fmt.Errorf("removing pod %s from the simulation: %w", klog.KObj(pod), err)
 	}
 	delete(s.bound, pod.UID)
@@ -144,10 +144,27 @@ func (s *Simulator) log(c change) {
 	}
 }
 
+// addPod and removePod are the simulation's only changes to the
+// scheduler's cache once its nodes are in: each says which node changed
+// (to the node classes, see classes.go).
+func (s *Simulator) addPod(pod *v1.Pod) error {
+	s.nodeClasses.changed(pod.Spec.NodeName)
+	return s.cache.AddPod(s.logger, pod)
+}
+
+func (s *Simulator) removePod(pod *v1.Pod) error {
+	s.nodeClasses.changed(pod.Spec.NodeName)
+	return s.cache.RemovePod(s.logger, pod)
+}
+
 // sync brings the scheduler's snapshot up to date with the cache; only the
 // nodes that changed since the last sync are copied.
 func (s *Simulator) sync() error {
-	return s.cache.UpdateSnapshot(s.logger, s.snapshot)
+	if err := s.cache.UpdateSnapshot(s.logger, s.snapshot); err != nil {
+		return err
+	}
+	s.nodeClasses.synced()
+	return nil
 }
 
 // Fork marks the state so that Revert can bring it back. Forks nest: the
