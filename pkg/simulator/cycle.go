@@ -164,7 +164,7 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 		}
 	}
 	if len(fit) == 0 {
-		c.diagnosis = summarize(f.reasons, len(f.nodes))
+		c.diagnosis = summarize(f.allReasons(), len(f.nodes))
 		return nil
 	}
 	if !fw.HasScorePlugins() {

@@ -24,8 +24,12 @@ type cycleFilter struct {
 	slots []int          // nodes[i] is all[slots[i]]; nil: nodes is all
 	// feasible holds nodes[i] where it passed the filters, else nil.
 	feasible []fwk.NodeInfo
-	// Why each node was refused; read only when no node fits.
+	// Why each node was refused; read only when no node fits
+	// (allReasons).
 	reasons []*fwk.Status
+	// first, in a cycle by class, is each node's class's first node
+	// (classes.first), whose reason is the node's.
+	first []int
 	// The drained and held nodes, by place in nodes (nil: none): read for
 	// every node filtered, so a slice, not a map.
 	tainted []bool
@@ -157,23 +161,24 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 		cl = s.byClass(sc, c.state, pod, f)
 	}
 	if cl != nil {
-		f.filterByClass(ctx, cl)
-	} else {
-		parallel(ctx, n, func(i int) { f.filter(ctx, i) })
+		c.feasible = f.filterByClass(ctx, cl)
+		return cl
 	}
+	parallel(ctx, n, func(i int) { f.filter(ctx, i) })
 	for _, ni := range f.feasible {
 		if ni != nil {
 			c.feasible++
 		}
 	}
-	return cl
+	return nil
 }
 
 // filterByClass filters the first node of each class and gives every
-// other node its class's answer. A class whose verdict is remembered needs
-// no filter; the others' are remembered after. The memo is read and
+// other node its class's answer (its reason only when asked, allReasons);
+// it returns how many nodes passed. A class whose verdict is remembered
+// needs no filter; the others' are remembered after. The memo is read and
 // written outside the parallel part, so it takes no lock.
-func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
+func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) (feasible int) {
 	f.verdicts.name()
 	rest := cl.unknown[:0]
 	for k, i := range cl.reps {
@@ -193,20 +198,33 @@ func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) {
 			f.verdicts.keep(cl.ids[k], st)
 		}
 	}
+	f.first = cl.first
 	for i, first := range cl.first {
 		switch {
 		case first < 0:
 			f.filter(ctx, i) // the drain taint decides
-		case first != i:
-			f.reasons[i] = f.reasons[first]
-			if f.codes != nil {
-				f.codes[i] = f.codes[first]
-			}
-			if f.feasible[first] != nil {
-				f.feasible[i] = f.nodes[i]
-			}
+		case first != i && f.codes != nil:
+			f.codes[i] = f.codes[first]
+		}
+		if first >= 0 && f.feasible[first] != nil {
+			f.feasible[i] = f.nodes[i]
+		}
+		if f.feasible[i] != nil {
+			feasible++
 		}
 	}
+	return feasible
+}
+
+// allReasons are the filters' reasons for every node: by class, the
+// other nodes of a class take its first node's.
+func (f *cycleFilter) allReasons() []*fwk.Status {
+	for i, first := range f.first {
+		if first >= 0 && first != i {
+			f.reasons[i] = f.reasons[first]
+		}
+	}
+	return f.reasons
 }
 
 // remembered records for nodes[i] a verdict remembered by class: none

@@ -207,7 +207,6 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 				todo = append(todo, i)
 				continue
 			}
-			out[i].Name = nodes[i].Node().Name
 			for j := range k {
 				raw[j*n+i] = a[j]
 			}
@@ -223,7 +222,12 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		if pass != 0 {
 			i = todo[t]
 		}
-		out[i].Name = nodes[i].Node().Name
+		if classes == nil {
+			// By class, nodes stand for their classes and no one reads
+			// their names: the class plugins normalize by score alone and
+			// the cycle reads the names of the nodes it picks from.
+			out[i].Name = nodes[i].Node().Name
+		}
 		gen := nodes[i].GetGeneration()
 		for j, ws := range active {
 			m := memos[j]
