@@ -133,17 +133,11 @@ func (cc *classCache) synced() {
 // ready readies the cache for a cycle over all, the snapshot's node list:
 // the classes of the nodes that changed since the last are forgotten.
 func (cc *classCache) ready(s *Simulator, all []fwk.NodeInfo) {
-	if of := (listOf{first: all[0], n: len(all)}); cc.at == nil || cc.of != of {
-		if cc.of != of {
-			cc.kindAt = slices.Grow(cc.kindAt[:0], len(all))[:len(all)]
-			for i := range cc.kindAt {
-				cc.kindAt[i] = -1
-			}
-		}
-		cc.at, cc.of, cc.stale = slices.Grow(cc.at[:0], len(all))[:len(all)], of, cc.stale[:0]
-		for i := range cc.at {
-			cc.at[i] = -1
-		}
+	if of := (listOf{first: all[0], n: len(all)}); cc.of != of {
+		cc.kindAt, cc.at, cc.of = unknown(cc.kindAt, len(all)), nil, of
+	}
+	if cc.at == nil {
+		cc.at, cc.stale = unknown(cc.at, len(all)), cc.stale[:0]
 		return
 	}
 	for _, name := range cc.stale {
@@ -152,6 +146,15 @@ func (cc *classCache) ready(s *Simulator, all []fwk.NodeInfo) {
 		}
 	}
 	cc.stale = cc.stale[:0]
+}
+
+// unknown is buf resized to n, every entry -1 (not known).
+func unknown(buf []int, n int) []int {
+	buf = slices.Grow(buf[:0], n)[:n]
+	for i := range buf {
+		buf[i] = -1
+	}
+	return buf
 }
 
 // classOf is the class of ni, the node at place i of the list: equal for
@@ -166,7 +169,7 @@ func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
 		cc.ids, cc.kinds = map[string]int{}, map[string]int{}
 	}
 	if cc.kindAt[i] < 0 {
-		key := kindKey(ni)
+		key := kindKey(ni, &cc.names)
 		kind, ok := cc.kinds[key]
 		if !ok {
 			kind = len(cc.kinds)
@@ -203,8 +206,8 @@ func writeLabels(b *strings.Builder, n *v1.Node) {
 
 // kindKey is what of a node the simulation never changes (it adds or
 // removes pods only): labels, taints, unschedulable, allocatable and
-// images.
-func kindKey(ni fwk.NodeInfo) string {
+// images. names is a list to reuse.
+func kindKey(ni fwk.NodeInfo, names *[]string) string {
 	var b strings.Builder
 	n := ni.Node()
 	writeLabels(&b, n)
@@ -215,7 +218,7 @@ func kindKey(ni fwk.NodeInfo) string {
 	}
 	b.WriteByte(1)
 	b.WriteString(strconv.FormatBool(n.Spec.Unschedulable))
-	b.Write(appendResource(nil, ni.GetAllocatable(), nil))
+	b.Write(appendResource(nil, ni.GetAllocatable(), names))
 	images := make([]string, 0, len(ni.GetImageStates()))
 	for name, st := range ni.GetImageStates() {
 		images = append(images, name+"="+strconv.FormatInt(st.Size, 10)+"/"+strconv.Itoa(st.NumNodes))
@@ -243,10 +246,6 @@ func appendResource(key []byte, r fwk.Resource, names *[]string) []byte {
 		key = binary.AppendVarint(key, q)
 	}
 	scalars := r.GetScalarResources()
-	var buf []string
-	if names == nil {
-		names = &buf
-	}
 	*names = (*names)[:0]
 	for name := range scalars {
 		*names = append(*names, string(name))

@@ -259,9 +259,6 @@ func (r *runner) score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		}
 		r.passes.keepScore(pass, classes[i], a)
 	}
-	if st := failed.Load(); st != nil {
-		return nil, st
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, fwk.AsStatus(err)
 	}
