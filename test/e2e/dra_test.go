@@ -203,7 +203,22 @@ func TestSharedDevicesFollowTheirPods(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.claimingReplicaSet("half", 2, v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")})
+	// The halves are placed one after the other. kube-scheduler v1.36 counts
+	// the consumed capacity of a claim twice while its allocation is both
+	// written back and still in flight, so a second half filtered in that
+	// instant finds the GPU full; and it waits for the unschedulable pods'
+	// flush (five minutes), since another pod's claim changing does not
+	// requeue it. That is kube-scheduler's placement, not the move tested here.
+	e.claimingReplicaSet("half", 1, v1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("half")})
+	e.boundPods("half", 1)
+	scale, err := client.AppsV1().ReplicaSets(e.ns).GetScale(e.ctx, "half", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 2
+	if _, err := client.AppsV1().ReplicaSets(e.ns).UpdateScale(e.ctx, "half", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// consumedOn sums, by node, what the namespace's claims consume of the
 	// GPUs, and fails when a GPU gives more than its 1000.
 	consumedOn := func() map[string]int64 {
