@@ -154,6 +154,7 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		return nil, err
 	}
 	p.publishHeld(held)
+	p.warnFull()
 	p.warnUnsteered()
 	for _, w := range p.out.Warnings {
 		p.logger.Info("Warning: " + w)
@@ -303,6 +304,8 @@ type planner struct {
 	conflicting map[string]sets.Set[string]
 	// unsteered counts the moves skipped as unsteered, per scheduler.
 	unsteered map[string]int
+	// notRun are the plugins not run because the plan was full (whileRoom).
+	notRun []string
 	// usage serves the plugins the nodes' and pods' usage; nil when the
 	// policy reads none.
 	usage *usageSource
@@ -494,7 +497,7 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 			if d, ok := pl.(frameworktypes.DeschedulePlugin); ok && nothingToEvict(name, pods) {
 				return idle{d}, nil
 			}
-			return inOrder(pl, j), nil
+			return p.whileRoom(prof.Name, name, inOrder(pl, j)), nil
 		}
 		out[name] = u
 	}

@@ -1100,3 +1100,59 @@ func TestConsolidationSaysWhatBecameOfEachNode(t *testing.T) {
 		t.Errorf("the printed plan does not say %q", o)
 	}
 }
+
+// TestFullPlanRunsNoMorePlugins: once the plan holds
+// maxNoOfPodsToEvictTotal moves, the plugins after the one that filled it
+// are not run: none of them records a skip, and the plan says once which
+// did not run. With room left, the same cluster's later plugins do run.
+func TestFullPlanRunsNoMorePlugins(t *testing.T) {
+	c := newCluster()
+	c.node("tainted", "8", "32Gi", noSchedule)
+	c.node("a", "8", "32Gi")
+	c.node("b", "8", "32Gi")
+	for i := 0; i < 4; i++ {
+		c.pod("team-a", fmt.Sprintf("app%d", i), "ReplicaSet", "tainted", "500m", "1Gi")
+	}
+	// Duplicates on a, which RemoveDuplicates asks to spread.
+	for i := 0; i < 3; i++ {
+		c.pod("team-b", "web", "ReplicaSet", "a", "500m", "1Gi")
+	}
+	pol, prof := loadPair(t, "binpacking")
+	_, ctx := ktesting.NewTestContext(t)
+	later := []string{"Consolidation", "HighNodeUtilization", "RemoveDuplicates"}
+
+	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(2))
+	full, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Moves) != 2 {
+		t.Fatalf("%d moves, want 2 (the total)", len(full.Moves))
+	}
+	for _, s := range full.Skipped {
+		if slices.Contains(later, s.Strategy) {
+			t.Errorf("%s ran on a full plan: skipped %s (%s)", s.Strategy, s.Pod, s.Detail)
+		}
+	}
+	warned := slices.ContainsFunc(full.Warnings, func(w string) bool {
+		return strings.Contains(w, "maxNoOfPodsToEvictTotal (2)") &&
+			!slices.ContainsFunc(later, func(name string) bool { return !strings.Contains(w, name+" (profile binpacking)") })
+	})
+	if !warned {
+		t.Errorf("warnings %q do not say that %v did not run", full.Warnings, later)
+	}
+
+	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(100))
+	roomy, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := slices.ContainsFunc(roomy.Skipped, func(s plan.Skip) bool { return s.Strategy == "RemoveDuplicates" }) ||
+		slices.ContainsFunc(roomy.Moves, func(m plan.Move) bool { return m.Strategy == "RemoveDuplicates" })
+	if !asked {
+		t.Errorf("with room, RemoveDuplicates asked for nothing (moves %+v, skipped %+v): the full plan's test proves nothing", roomy.Moves, roomy.Skipped)
+	}
+	if slices.ContainsFunc(roomy.Warnings, func(w string) bool { return strings.Contains(w, "did not run") }) {
+		t.Errorf("with room, warnings %q say plugins did not run", roomy.Warnings)
+	}
+}
