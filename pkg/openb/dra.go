@@ -140,11 +140,6 @@ func sharedMilli(p Pod, sharing bool) int64 {
 // the pod has no node affinity for them.
 func claimGPUs(pod *v1.Pod, p Pod, sharing bool) {
 	c := &pod.Spec.Containers[0]
-	delete(c.Resources.Requests, GPUResource)
-	delete(c.Resources.Limits, GPUResource)
-	if len(c.Resources.Limits) == 0 {
-		c.Resources.Limits = nil
-	}
 	c.Resources.Claims = []v1.ResourceClaim{{Name: gpuClaim}}
 	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: gpuClaim, ResourceClaimTemplateName: ptr.To(gpuTemplateName(p.GPUs, sharedMilli(p, sharing), p.GPUModels))}}
 	pod.Spec.Affinity = nil

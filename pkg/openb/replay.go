@@ -182,11 +182,12 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	var waiting []int      // pod indexes, in creation order
 	gone := map[int]bool{} // waiting pods deleted since the last retry
 	free := room{devices: opts.DRA}
+	shared := requirements{}
 	place := func(i int) (bool, error) {
 		if free.known && !free.admits(pods[i]) {
 			return false, nil // more than any node has free: it waits
 		}
-		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName, opts))
+		b, _, err := sim.Place(ctx, podObject(pods[i], prof.SchedulerName, opts, shared))
 		if err != nil {
 			return false, err
 		}
@@ -266,13 +267,13 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 	for _, w := range waiting {
 		// As kube-scheduler leaves a pod it could not place: unschedulable
 		// since it was created.
-		pod := podObject(pods[w], prof.SchedulerName, opts)
+		pod := podObject(pods[w], prof.SchedulerName, opts, shared)
 		pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable,
 			Message: "no node of the trace's cluster has room for it", LastTransitionTime: pod.CreationTimestamp}}
 		snap.Pods = append(snap.Pods, pod)
 	}
 	for _, q := range queue {
-		snap.Pods = append(snap.Pods, podObject(pods[q], prof.SchedulerName, opts))
+		snap.Pods = append(snap.Pods, podObject(pods[q], prof.SchedulerName, opts, shared))
 	}
 	stats.Queued = len(queue)
 	sort.SliceStable(snap.Pods, func(i, j int) bool { return snap.Pods[i].Name < snap.Pods[j].Name })
@@ -367,23 +368,9 @@ func nodeObject(n Node, dra bool) *v1.Node {
 	}
 }
 
-func podObject(p Pod, schedulerName string, opts Options) *v1.Pod {
-	requests := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
-	}
-	if p.GPUs > 0 {
-		requests[GPUResource] = *resource.NewQuantity(p.GPUs, resource.DecimalSI)
-	}
-	var limits v1.ResourceList
-	if p.QoS == "LS" || p.QoS == "Guaranteed" {
-		limits = requests.DeepCopy()
-	}
-	// Extended resources cannot be overcommitted: the API requires a limit
-	// equal to the request.
-	if p.GPUs > 0 && limits == nil {
-		limits = v1.ResourceList{GPUResource: requests[GPUResource]}
-	}
+// podObject is the pod of p, pending, as its ReplicaSet would create it;
+// its container's resources are shared with the pods of its shape.
+func podObject(p Pod, schedulerName string, opts Options, shared requirements) *v1.Pod {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:              p.Name,
@@ -399,7 +386,7 @@ func podObject(p Pod, schedulerName string, opts Options) *v1.Pod {
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{{
 				Name: "task", Image: "openb/task",
-				Resources: v1.ResourceRequirements{Requests: requests, Limits: limits},
+				Resources: shared.of(p, opts.DRA),
 			}},
 			SchedulerName: schedulerName,
 		},
@@ -416,6 +403,48 @@ func podObject(p Pod, schedulerName string, opts Options) *v1.Pod {
 		claimGPUs(pod, p, opts.GPUSharing)
 	}
 	return pod
+}
+
+// requirements are the containers' resources of the pods, by shape, made
+// once and shared by the pods of that shape: pods are only read once made,
+// and the trace's pods come in about 120 shapes.
+type requirements map[podShape]v1.ResourceRequirements
+
+type podShape struct {
+	milliCPU, memoryMiB, gpus int64
+	limited, dra              bool
+}
+
+// of is the resources of p's container. With dra, its GPUs are claimed
+// (claimGPUs), not requested.
+func (r requirements) of(p Pod, dra bool) v1.ResourceRequirements {
+	gpus := p.GPUs
+	if dra {
+		gpus = 0
+	}
+	key := podShape{milliCPU: p.MilliCPU, memoryMiB: p.MemoryMiB, gpus: gpus, limited: p.QoS == "LS" || p.QoS == "Guaranteed", dra: dra}
+	if res, ok := r[key]; ok {
+		return res
+	}
+	requests := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(p.MilliCPU, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(p.MemoryMiB<<20, resource.BinarySI),
+	}
+	if gpus > 0 {
+		requests[GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	var limits v1.ResourceList
+	if key.limited {
+		limits = requests.DeepCopy()
+	}
+	// Extended resources cannot be overcommitted: the API requires a limit
+	// equal to the request.
+	if gpus > 0 && limits == nil {
+		limits = v1.ResourceList{GPUResource: requests[GPUResource]}
+	}
+	res := v1.ResourceRequirements{Requests: requests, Limits: limits}
+	r[key] = res
+	return res
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -68,8 +68,10 @@ func (s *Simulator) Evict(pod *v1.Pod) error {
 // the best node by the profile's scores (ties to the node name; see
 // Replay for kube-scheduler's own choice), after the Reserve plugins ran
 // there (RebalanceHint consumes the hint it followed). It returns the bound
-// copy; when no node fits, or the pod's scheduler is not modelled, it
-// returns nil and the reason, and the pod stays (or becomes) pending.
+// copy, which shares the pod's metadata and spec (the maps and slices in
+// them): neither may be changed afterwards. When no node fits, or the
+// pod's scheduler is not modelled, it returns nil and the reason, and the
+// pod stays (or becomes) pending.
 func (s *Simulator) Place(ctx context.Context, pod *v1.Pod) (*v1.Pod, string, error) {
 	pl, err := s.place(ctx, pod, nil, nil, false)
 	return pl.bound, pl.diagnosis, err
@@ -140,7 +142,10 @@ func (s *Simulator) place(ctx context.Context, pod *v1.Pod, random *rand.Rand, d
 	if st := sc.framework.RunReservePluginsReserve(ctx, c.state, pod, node); !st.IsSuccess() {
 		return placement{}, fmt.Errorf("reserving %s for pod %s: %w", node, klog.KObj(pod), st.AsError())
 	}
-	bound := pod.DeepCopy()
+	// The bound pod shares what it does not change with the pending one:
+	// pods are only read once made, here and in kube-scheduler's cache (a
+	// deep copy here would be a tenth of what an import allocates).
+	bound := &v1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Spec: pod.Spec}
 	bound.Spec.NodeName = node
 	bound.Status = v1.PodStatus{Phase: v1.PodRunning, ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}
 	if known {
