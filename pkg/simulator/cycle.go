@@ -174,7 +174,7 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 		}
 		return nil
 	}
-	if st := fw.RunPreScorePlugins(ctx, c.state, pod, fit); !st.IsSuccess() {
+	if st := sc.runPreScore(ctx, c.state, pod, fit); !st.IsSuccess() {
 		return st.AsError()
 	}
 	scores, st := sc.runScore(ctx, c.state, pod, fit, fitSlots, nil, len(f.all))
@@ -191,7 +191,6 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 // scoresByClass) did not skip itself, and the caller scores every node.
 // feasible, indexed like nodes, holds fit nodes.
 func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) (*classScores, bool, error) {
-	fw := sc.framework
 	// At most one first node a class: the lists never outgrow these.
 	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
 	repSlots := reuse(&s.cycleLists.repSlots, len(cl.reps))[:0]
@@ -203,7 +202,7 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 			repClasses = append(repClasses, cl.ids[k])
 		}
 	}
-	if st := fw.RunPreScorePlugins(ctx, state, pod, reps); !st.IsSuccess() {
+	if st := sc.runPreScore(ctx, state, pod, reps); !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
 	if !scoresAlike(sc.scores, state) {
@@ -319,7 +318,7 @@ func (s *Simulator) rescore(ctx context.Context, by *scheduler, pod *v1.Pod, sco
 		}
 		nodes[i] = ni
 	}
-	if st := by.framework.RunPreScorePlugins(ctx, state, pod, nodes); !st.IsSuccess() {
+	if st := by.runPreScore(ctx, state, pod, nodes); !st.IsSuccess() {
 		return nil, st.AsError()
 	}
 	out, st := by.runScore(ctx, state, pod, nodes, nil, nil, 0)

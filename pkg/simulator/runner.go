@@ -24,8 +24,9 @@ import (
 // plugins themselves. A simulation built WithEveryNode calls the
 // framework's own runners instead (tests compare the two).
 type runner struct {
-	filters []fwk.FilterPlugin // in the profile's order
-	scores  []weightedScore
+	filters   []fwk.FilterPlugin // in the profile's order
+	preScores []preScorer
+	scores    []weightedScore
 	// raw and list are score's scratch space, and out the list it
 	// returns, kept from cycle to cycle (a simulation runs one cycle at a
 	// time, and reads a cycle's scores before the next).
@@ -85,6 +86,13 @@ func newRunner(fw framework.Framework, built plugins, prof *config.KubeScheduler
 			return nil, fmt.Errorf("filter plugin %q was not built", pl.Name)
 		}
 		r.filters = append(r.filters, p)
+	}
+	for _, pl := range list.PreScore.Enabled {
+		p, ok := built[pl.Name].(fwk.PreScorePlugin)
+		if !ok {
+			return nil, fmt.Errorf("prescore plugin %q was not built", pl.Name)
+		}
+		r.preScores = append(r.preScores, newPreScorer(p, r.keys["score"]))
 	}
 	for _, pl := range list.Score.Enabled {
 		p, ok := built[pl.Name].(fwk.ScorePlugin)

@@ -76,6 +76,15 @@ func (sc *scheduler) filterer(state fwk.CycleState, pod *v1.Pod, n int) (run fun
 	}, classVerdicts{memo: &sc.run.passes, memos: fp.memos}
 }
 
+// runPreScore is RunPreScorePlugins of sc: the runner's, else the
+// framework's own.
+func (sc *scheduler) runPreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if sc.run == nil {
+		return sc.framework.RunPreScorePlugins(ctx, state, pod, nodes)
+	}
+	return sc.run.preScore(ctx, state, pod, nodes)
+}
+
 // runScore is RunScorePlugins of sc: the runner's, else the framework's
 // own. slots are the nodes' places in the node list of total nodes (nil:
 // not known), and classes their classes when the cycle scores by class
