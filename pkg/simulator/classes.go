@@ -42,36 +42,47 @@ var (
 // so a pod or profile that selects by it is not scheduled by class.
 const nodeNameLabel = v1.LabelHostname
 
-// classes are the node classes of one cycle: for each node of the cycle's
-// list, the index of its class's first node (-1 for a node the cycle does
-// not filter through the framework: one carrying the drain taint), and
-// those first nodes.
+// classes are the node classes of one cycle: the first node of each (by
+// its index in the cycle's node list), its class, and its class's nodes.
+// A node the cycle does not filter through the framework (one carrying
+// the drain taint) is in no class.
 type classes struct {
-	first []int
-	reps  []int
+	reps []int
 	// ids are the classes of reps, by the same index: a class's id names
 	// what its nodes are alike in for the simulation's life, so the
 	// runner remembers answers by it (see memo.go).
 	ids []int
+	// members are the nodes of each class, by index in the cycle's node
+	// list, ascending (reps[k] is members[k][0]).
+	members [][]int
 	// unknown are the reps (by index) whose verdict is not remembered
 	// (filterByClass).
 	unknown []int
 }
 
-// classCache remembers the class of each node, by its place in the
-// snapshot's node list. A node's class changes only when its pods do, and
-// the simulator changes them in one place (state.go's addPod and
-// removePod), which names the node here: a cycle computes the class only
-// of those nodes, not of every node it walks. A change counts once the
+// classCache keeps the class of each node, by its place in the snapshot's
+// node list, and the nodes of each class. A node's class changes only
+// when its pods do, and the simulator changes them in one place (state.go's
+// addPod and removePod), which names the node here: a cycle computes the
+// class only of those nodes, and one over the whole list reads the classes
+// as they are kept, without walking the nodes. A change counts once the
 // snapshot shows it (synced), so a cycle between the two still sees the
 // node as it was.
 type classCache struct {
-	// at is the class of the node at each place of the list of (-1: not
-	// known); stale are the nodes whose classes at does not know since the
-	// last cycle, and changes those changed since the last sync.
+	// at is the class of the node at each place of the list of; stale are
+	// the nodes whose classes changed since the last cycle, and changes
+	// those changed since the last sync.
 	at             []int
 	of             listOf
 	stale, changes []string
+	// live are the classes with nodes, and by the same index, the places
+	// of their nodes, ascending, and the first of those: a cycle over the
+	// whole list takes them as its classes. livePlace is each class's
+	// index in live (-1: it has no node).
+	live        []int
+	liveMembers [][]int
+	liveFirst   []int
+	livePlace   []int
 	// kindAt is the kind of the node at each place (-1: not known): a
 	// class is a kind and what the node's pods request (classOf).
 	kindAt []int
@@ -79,13 +90,14 @@ type classCache struct {
 	// forget: at sync, forget every class (too many changes to list).
 	forget bool
 	ids    map[string]int
-	// seen, indexed by class: the class's first node in the current
-	// cycle, valid where it holds the cycle's number.
+	// seen, indexed by class: the class's place among the current cycle's
+	// classes, valid where it holds the cycle's number.
 	seen  []seenClass
 	cycle int
-	// classes are the current cycle's, their lists reused from cycle to
-	// cycle (cycles do not nest).
-	classes classes
+	// classes are the current cycle's when it takes the classes as kept
+	// (their lists are live's), and walked when it walks its nodes (their
+	// lists reused from cycle to cycle: cycles do not nest).
+	classes, walked classes
 	// key and names are classOf's, reused.
 	key   []byte
 	names []string
@@ -108,7 +120,7 @@ type listOf struct {
 // walk over nodes that are rarely alike.
 const unlikeFor = 15
 
-type seenClass struct{ cycle, first int }
+type seenClass struct{ cycle, k int }
 
 // changed says that node's pods changed in the scheduler's cache.
 // Beyond a quarter of the list, the classes are all forgotten at the sync.
@@ -131,21 +143,64 @@ func (cc *classCache) synced() {
 }
 
 // ready readies the cache for a cycle over all, the snapshot's node list:
-// the classes of the nodes that changed since the last are forgotten.
+// the nodes that changed since the last move to their classes now.
 func (cc *classCache) ready(s *Simulator, all []fwk.NodeInfo) {
 	if of := (listOf{first: all[0], n: len(all)}); cc.of != of {
 		cc.kindAt, cc.at, cc.of = unknown(cc.kindAt, len(all)), nil, of
 	}
 	if cc.at == nil {
 		cc.at, cc.stale = unknown(cc.at, len(all)), cc.stale[:0]
+		for _, id := range cc.live {
+			cc.livePlace[id] = -1
+		}
+		cc.live, cc.liveMembers, cc.liveFirst = cc.live[:0], cc.liveMembers[:0], cc.liveFirst[:0]
+		for i, ni := range all {
+			cc.join(i, cc.classOf(i, ni))
+		}
 		return
 	}
 	for _, name := range cc.stale {
 		if i, ok := s.placeOf(all, name); ok {
-			cc.at[i] = -1
+			cc.leave(i, cc.at[i])
+			cc.join(i, cc.classOf(i, all[i]))
 		}
 	}
 	cc.stale = cc.stale[:0]
+}
+
+// join adds the node at place i to class id.
+func (cc *classCache) join(i, id int) {
+	cc.at[i] = id
+	k := cc.livePlace[id]
+	if k < 0 {
+		cc.livePlace[id] = len(cc.live)
+		cc.live, cc.liveMembers, cc.liveFirst = append(cc.live, id), append(cc.liveMembers, []int{i}), append(cc.liveFirst, i)
+		return
+	}
+	m := cc.liveMembers[k]
+	at, _ := slices.BinarySearch(m, i)
+	m = slices.Insert(m, at, i)
+	cc.liveMembers[k], cc.liveFirst[k] = m, m[0]
+}
+
+// leave takes the node at place i out of class id.
+func (cc *classCache) leave(i, id int) {
+	k := cc.livePlace[id]
+	m := cc.liveMembers[k]
+	if at, ok := slices.BinarySearch(m, i); ok {
+		m = slices.Delete(m, at, at+1)
+	}
+	if len(m) > 0 {
+		cc.liveMembers[k], cc.liveFirst[k] = m, m[0]
+		return
+	}
+	// The last class takes its place.
+	last := len(cc.live) - 1
+	cc.livePlace[cc.live[last]] = k
+	cc.live[k], cc.liveMembers[k], cc.liveFirst[k] = cc.live[last], cc.liveMembers[last], cc.liveFirst[last]
+	cc.liveMembers[last] = nil // a class of the past keeps no list
+	cc.live, cc.liveMembers, cc.liveFirst = cc.live[:last], cc.liveMembers[:last], cc.liveFirst[:last]
+	cc.livePlace[id] = -1
 }
 
 // unknown is buf resized to n, every entry -1 (not known).
@@ -157,14 +212,11 @@ func unknown(buf []int, n int) []int {
 	return buf
 }
 
-// classOf is the class of ni, the node at place i of the list: equal for
+// classOf computes the class of ni, the node at place i of the list: equal for
 // nodes alike in everything the plugins of filtersByClass and scoresByClass
 // read. That is the node's kind (what of it the simulation never changes)
 // and what its pods request.
 func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
-	if id := cc.at[i]; id >= 0 {
-		return id
-	}
 	if cc.ids == nil {
 		cc.ids, cc.kinds = map[string]int{}, map[string]int{}
 	}
@@ -183,8 +235,8 @@ func (cc *classCache) classOf(i int, ni fwk.NodeInfo) int {
 		id = len(cc.ids)
 		cc.ids[string(cc.key)] = id
 		cc.seen = append(cc.seen, seenClass{})
+		cc.livePlace = append(cc.livePlace, -1)
 	}
-	cc.at[i] = id
 	return id
 }
 
@@ -274,27 +326,40 @@ func (s *Simulator) byClass(sc *scheduler, state fwk.CycleState, pod *v1.Pod, f 
 		return nil
 	}
 	cc.ready(s, f.all)
-	cc.cycle++
-	cl := &cc.classes
-	cl.first, cl.reps, cl.ids = reuse(&cl.first, len(nodes)), cl.reps[:0], cl.ids[:0]
 	most := len(nodes) * 3 / 4 // more classes are not worth the bookkeeping
-	for i, ni := range nodes {
+	if f.slots == nil && f.tainted == nil {
+		// Every node of the list: its classes as kept.
+		if len(cc.live) > most {
+			cc.unlike, cc.unlikeOf = unlikeFor, len(nodes)
+			return nil
+		}
+		cc.classes.reps, cc.classes.ids, cc.classes.members = cc.liveFirst, cc.live, cc.liveMembers
+		return &cc.classes
+	}
+	cl := &cc.walked
+	cl.reps, cl.ids, cl.members = cl.reps[:0], cl.ids[:0], cl.members[:cap(cl.members)]
+	cc.cycle++
+	for i := range nodes {
 		if f.tainted != nil && f.tainted[i] {
-			cl.first[i] = -1
 			continue
 		}
-		id := cc.classOf(f.slot(i), ni)
+		id := cc.at[f.slot(i)]
 		seen := &cc.seen[id]
 		if seen.cycle != cc.cycle {
-			if len(cl.reps) == most {
+			k := len(cl.reps)
+			if k == most {
 				cc.unlike, cc.unlikeOf = unlikeFor, len(nodes)
 				return nil
 			}
-			*seen = seenClass{cycle: cc.cycle, first: i}
-			cl.reps, cl.ids = append(cl.reps, i), append(cl.ids, id)
+			*seen = seenClass{cycle: cc.cycle, k: k}
+			if k == len(cl.members) {
+				cl.members = append(cl.members, nil)
+			}
+			cl.reps, cl.ids, cl.members[k] = append(cl.reps, i), append(cl.ids, id), cl.members[k][:0]
 		}
-		cl.first[i] = seen.first
+		cl.members[seen.k] = append(cl.members[seen.k], i)
 	}
+	cl.members = cl.members[:len(cl.reps)]
 	return cl
 }
 

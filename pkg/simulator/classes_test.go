@@ -3,10 +3,12 @@ package simulator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -250,4 +252,84 @@ func randomPod(random *rand.Rand, name, scheduler string) *v1.Pod {
 		p.Spec.Containers[0].Image = "registry.example.com/big:v1"
 	}
 	return p
+}
+
+// TestClassesKeptAsNodesChange: the classes the simulation keeps from
+// cycle to cycle (classCache), changed node by node as pods are placed and
+// evicted, or all forgotten after many changes at once, group the nodes
+// exactly as grouping them afresh does, each class's nodes in list order
+// and its first node first.
+func TestClassesKeptAsNodesChange(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	def, err := latest.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := &def.Profiles[0]
+	random := rand.New(rand.NewPCG(3, 9))
+	s, err := New(ctx, []*config.KubeSchedulerProfile{prof}, alikeCluster(random, prof.SchedulerName, false, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		all, err := s.snapshot.NodeInfos().List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := &s.nodeClasses
+		cc.ready(s, all)
+		fresh := &classCache{}
+		fresh.ready(s, all)
+		group := func(cc *classCache) map[string]bool {
+			t.Helper()
+			groups := map[string]bool{}
+			for k, id := range cc.live {
+				m := cc.liveMembers[k]
+				if len(m) == 0 || !slices.IsSorted(m) || cc.liveFirst[k] != m[0] || cc.livePlace[id] != k {
+					t.Fatalf("%s: class %d at %d: nodes %v, first %d, kept at %d", when, id, k, m, cc.liveFirst[k], cc.livePlace[id])
+				}
+				for _, i := range m {
+					if cc.at[i] != id {
+						t.Fatalf("%s: node %d is in class %d, but its class is %d", when, i, id, cc.at[i])
+					}
+				}
+				groups[fmt.Sprint(m)] = true
+			}
+			return groups
+		}
+		if kept, afresh := group(cc), group(fresh); !maps.Equal(kept, afresh) {
+			t.Fatalf("%s: kept classes %v, afresh %v", when, slices.Sorted(maps.Keys(kept)), slices.Sorted(maps.Keys(afresh)))
+		}
+	}
+	check("at first")
+	var bound []*v1.Pod
+	for step := range 300 {
+		if len(bound) > 0 && random.IntN(3) == 0 {
+			i := random.IntN(len(bound))
+			if err := s.Evict(bound[i]); err != nil {
+				t.Fatal(err)
+			}
+			bound = slices.Delete(bound, i, i+1)
+		} else {
+			b, _, err := s.Place(ctx, plainPod(fmt.Sprintf("p-%d", step), prof.SchedulerName, []string{"100m", "500m", "1"}[random.IntN(3)], "256Mi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b != nil {
+				bound = append(bound, b)
+			}
+		}
+		check(fmt.Sprintf("after step %d", step))
+	}
+	// More than a quarter of the nodes at once: every class is forgotten.
+	for _, b := range bound[:min(len(bound), 40)] {
+		if err := s.Evict(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !s.nodeClasses.forget && s.nodeClasses.at != nil {
+		t.Fatal("40 evictions did not forget the classes: the test shows nothing of it")
+	}
+	check("after 40 evictions")
 }

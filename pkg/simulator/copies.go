@@ -68,7 +68,7 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 		}
 	}
 	if a.spread != nil {
-		n, err := spreadCopies(ctx, a.spread, pod, all, f.feasible, req)
+		n, err := spreadCopies(ctx, a.spread, pod, all, f.feasibleNodes(), req)
 		if err != nil {
 			return 0, false, err
 		}
@@ -82,7 +82,7 @@ func (s *Simulator) CountCopies(ctx context.Context, pod *v1.Pod, max int32) (n 
 		}
 		domains = sets.New[string]()
 	}
-	for _, ni := range f.feasible {
+	for _, ni := range f.feasibleNodes() {
 		if ni == nil {
 			continue
 		}

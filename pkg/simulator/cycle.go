@@ -140,13 +140,13 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 	fw := sc.framework
 	if cl != nil && c.feasible > 0 && fw.HasScorePlugins() {
 		// Without random, every feasible node is scored: no list of them.
-		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f.nodes, f.feasible, c.feasible, cl, f.slot, len(f.all))
+		scores, ok, err := s.scoreByClass(ctx, sc, c.state, pod, f, c.feasible, cl)
 		if err != nil || ok {
 			c.byClass = scores
 			return err
 		}
 	}
-	feasible := f.feasible
+	feasible := f.feasibleNodes()
 	if random != nil && len(f.nodes) > 0 {
 		feasible = sc.sample(feasible)
 	}
@@ -186,19 +186,23 @@ func (s *Simulator) scoreFeasible(ctx context.Context, sc *scheduler, pod *v1.Po
 }
 
 // scoreByClass scores the feasible first node of each class, whose scores
-// every feasible node of the class has (classScores); ok is false when a
-// Score plugin that reads more of a node than its class (see
-// scoresByClass) did not skip itself, and the caller scores every node.
-// feasible, indexed like nodes, holds fit nodes.
-func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, nodes, feasible []fwk.NodeInfo, fit int, cl *classes, slot func(int) int, total int) (*classScores, bool, error) {
+// every node of the class has (classScores); ok is false when a Score
+// plugin that reads more of a node than its class (see scoresByClass) did
+// not skip itself, and the caller scores every node. fit is how many
+// nodes f found feasible.
+func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.CycleState, pod *v1.Pod, f *cycleFilter, fit int, cl *classes) (*classScores, bool, error) {
 	// At most one first node a class: the lists never outgrow these.
 	reps := reuse(&s.cycleLists.reps, len(cl.reps))[:0]
 	repSlots := reuse(&s.cycleLists.repSlots, len(cl.reps))[:0]
 	repClasses := reuse(&s.cycleLists.repClasses, len(cl.reps))[:0]
+	// The place of each class's scores in repScores; -1: not feasible.
+	at := reuse(&s.cycleLists.scoreOf, len(cl.reps))
 	for k, i := range cl.reps {
-		if feasible[i] != nil {
-			reps = append(reps, nodes[i])
-			repSlots = append(repSlots, slot(i))
+		at[k] = -1
+		if f.feasible[i] != nil {
+			at[k] = len(reps)
+			reps = append(reps, f.nodes[i])
+			repSlots = append(repSlots, f.slot(i))
 			repClasses = append(repClasses, cl.ids[k])
 		}
 	}
@@ -208,39 +212,29 @@ func (s *Simulator) scoreByClass(ctx context.Context, sc *scheduler, state fwk.C
 	if !scoresAlike(sc.scores, state) {
 		return nil, false, nil
 	}
-	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, repClasses, total)
+	repScores, st := sc.runScore(ctx, state, pod, reps, repSlots, repClasses, len(f.all))
 	if !st.IsSuccess() {
 		return nil, false, st.AsError()
 	}
-	// The place of each feasible class's scores, by its first node.
-	of := reuse(&s.cycleLists.scoreOf, len(nodes))
-	k := 0
-	for _, i := range cl.reps {
-		if feasible[i] != nil {
-			of[i] = k
-			k++
-		}
-	}
 	s.byClassCycles++
-	return &classScores{feasible: feasible, first: cl.first, of: of, scores: repScores, fit: fit, list: &sc.byClass}, true, nil
+	return &classScores{nodes: f.nodes, classes: cl, at: at, scores: repScores, fit: fit, lists: &sc.byClass}, true, nil
 }
 
 // classScores are the scores of a cycle scored by class: every feasible
 // node's are its class's. A cycle that only picks a node (choose) reads
 // them so, without a list of every node's.
 type classScores struct {
-	// feasible holds the cycle's nodes that passed the filters (nil
-	// where not), first the place of each node's class's first node, and
-	// of[first] that class's place in scores.
-	feasible  []fwk.NodeInfo
-	first, of []int
-	scores    []fwk.NodePluginScores
-	fit       int                     // feasible nodes
-	list      *[]fwk.NodePluginScores // the scheduler's list, which list reuses
+	nodes   []fwk.NodeInfo // the cycle's
+	classes *classes
+	// scores are the feasible classes' scores, at[k] the place of the k-th
+	// class's (-1: its nodes did not pass the filters).
+	scores []fwk.NodePluginScores
+	at     []int
+	fit    int // feasible nodes
+	// lists are the scheduler's lists, which list reuses: of every feasible
+	// node's scores, and of each node's class's place in scores.
+	lists *byClassLists
 }
-
-// score is the scores of the cycle's i-th node, its class's.
-func (cs *classScores) score(i int) *fwk.NodePluginScores { return &cs.scores[cs.of[cs.first[i]]] }
 
 // list are the cycle's scores, one per feasible node in node list order,
 // as RunScorePlugins would list them.
@@ -249,16 +243,23 @@ func (c *cycle) list() []fwk.NodePluginScores {
 	if cs == nil {
 		return c.scores
 	}
-	out := slices.Grow((*cs.list)[:0], cs.fit)
-	for i, ni := range cs.feasible {
-		if ni == nil {
-			continue // a node with the drain taint (first < 0) is among these
+	of := reuse(&cs.lists.of, len(cs.nodes)) // 1 + the place of a feasible node's scores
+	for k, j := range cs.at {
+		if j >= 0 {
+			for _, i := range cs.classes.members[k] {
+				of[i] = j + 1
+			}
 		}
-		ns := *cs.score(i)
-		ns.Name = ni.Node().Name
-		out = append(out, ns)
 	}
-	*cs.list = out
+	out := slices.Grow(cs.lists.scores[:0], cs.fit)
+	for i, j := range of {
+		if j > 0 {
+			ns := cs.scores[j-1]
+			ns.Name = cs.nodes[i].Node().Name
+			out = append(out, ns)
+		}
+	}
+	cs.lists.scores = out
 	c.scores, c.byClass = out, nil
 	return out
 }
@@ -284,14 +285,16 @@ func (c *cycle) choose(random *rand.Rand) (string, int, int64) {
 	}
 	var best string
 	ties := 0
-	for i, ni := range cs.feasible {
-		if ni == nil || cs.score(i).TotalScore != top {
+	for k, j := range cs.at {
+		if j < 0 || cs.scores[j].TotalScore != top {
 			continue
 		}
-		if name := ni.Node().Name; ties == 0 || name < best {
-			best = name
+		for _, i := range cs.classes.members[k] {
+			if name := cs.nodes[i].Node().Name; ties == 0 || name < best {
+				best = name
+			}
+			ties++
 		}
-		ties++
 	}
 	return best, ties, top
 }

@@ -23,13 +23,16 @@ type cycleFilter struct {
 	nodes []fwk.NodeInfo // those PreFilter allows, in list order
 	slots []int          // nodes[i] is all[slots[i]]; nil: nodes is all
 	// feasible holds nodes[i] where it passed the filters, else nil.
+	// In a cycle by class, only the first node of each class has its
+	// verdict until fill gives it to the others.
 	feasible []fwk.NodeInfo
 	// Why each node was refused; read only when no node fits
 	// (allReasons).
 	reasons []*fwk.Status
-	// first, in a cycle by class, is each node's class's first node
-	// (classes.first), whose reason is the node's.
-	first []int
+	// classes, in a cycle by class, are the classes filtered by; filled
+	// says fill gave every node its class's verdict.
+	classes *classes
+	filled  bool
 	// The drained and held nodes, by place in nodes (nil: none): read for
 	// every node filtered, so a slice, not a map.
 	tainted []bool
@@ -173,11 +176,11 @@ func (s *Simulator) filterNodes(ctx context.Context, sc *scheduler, pod *v1.Pod,
 	return nil
 }
 
-// filterByClass filters the first node of each class and gives every
-// other node its class's answer (its reason only when asked, allReasons);
-// it returns how many nodes passed. A class whose verdict is remembered
-// needs no filter; the others' are remembered after. The memo is read and
-// written outside the parallel part, so it takes no lock.
+// filterByClass filters the first node of each class, whose verdict is
+// every node's of the class (fill), and returns how many nodes passed. A
+// class whose verdict is remembered needs no filter; the others' are
+// remembered after. The memo is read and written outside the parallel
+// part, so it takes no lock.
 func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) (feasible int) {
 	f.verdicts.name()
 	rest := cl.unknown[:0]
@@ -198,32 +201,53 @@ func (f *cycleFilter) filterByClass(ctx context.Context, cl *classes) (feasible 
 			f.verdicts.keep(cl.ids[k], st)
 		}
 	}
-	f.first = cl.first
-	for i, first := range cl.first {
-		switch {
-		case first < 0:
+	f.classes = cl
+	for i, tainted := range f.tainted {
+		if tainted {
 			f.filter(ctx, i) // the drain taint decides
-		case first != i && f.codes != nil:
-			f.codes[i] = f.codes[first]
 		}
-		if first >= 0 && f.feasible[first] != nil {
-			f.feasible[i] = f.nodes[i]
-		}
+	}
+	for k, i := range cl.reps {
 		if f.feasible[i] != nil {
-			feasible++
+			feasible += len(cl.members[k])
 		}
+	}
+	if f.codes != nil {
+		f.fill()
 	}
 	return feasible
 }
 
-// allReasons are the filters' reasons for every node: by class, the
-// other nodes of a class take its first node's.
-func (f *cycleFilter) allReasons() []*fwk.Status {
-	for i, first := range f.first {
-		if first >= 0 && first != i {
-			f.reasons[i] = f.reasons[first]
+// fill gives every node of a class its class's first node's verdict.
+func (f *cycleFilter) fill() {
+	cl := f.classes
+	if cl == nil || f.filled {
+		return
+	}
+	f.filled = true
+	for k, first := range cl.reps {
+		for _, i := range cl.members[k][1:] {
+			if f.feasible[first] != nil {
+				f.feasible[i] = f.nodes[i]
+			} else {
+				f.reasons[i] = f.reasons[first]
+			}
+			if f.codes != nil {
+				f.codes[i] = f.codes[first]
+			}
 		}
 	}
+}
+
+// feasibleNodes holds nodes[i] where it passed the filters, else nil.
+func (f *cycleFilter) feasibleNodes() []fwk.NodeInfo {
+	f.fill()
+	return f.feasible
+}
+
+// allReasons are the filters' reasons for every node.
+func (f *cycleFilter) allReasons() []*fwk.Status {
+	f.fill()
 	return f.reasons
 }
 

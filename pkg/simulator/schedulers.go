@@ -52,11 +52,17 @@ type scheduler struct {
 	// run runs the profile's Filter and Score plugins as the framework
 	// does, at less cost per node (see runner); nil: the framework does.
 	run *runner
-	// byClass is scoreByClass's list of scores, one per feasible node,
+	// byClass are the lists of a cycle's scores by class (classScores),
 	// reused from cycle to cycle: a cycle's scores are read before the
 	// scheduler's next cycle, and a list for every node of a large
 	// cluster is most of what a cycle would allocate.
-	byClass []fwk.NodePluginScores
+	byClass byClassLists
+}
+
+// byClassLists are classScores.list's lists.
+type byClassLists struct {
+	scores []fwk.NodePluginScores
+	of     []int
 }
 
 // filterer is RunFilterPlugins for pod's cycle of sc over the n nodes of
