@@ -39,7 +39,11 @@
 # KCM_KUBE_API_BURST; default 20 and 30, its own defaults) and of
 # kube-scheduler (SCHEDULER_KUBE_API_QPS, SCHEDULER_KUBE_API_BURST; default 50
 # and 100, its own), which otherwise create and bind at most 20 and 50 pods a
-# second.
+# second, and KWOK's workers (KWOK_PARALLELISM: node leases, node and pod
+# stages; default 4, its own), with which at 5,000 nodes (500 lease renewals
+# a second) the leases lapsed and the node lifecycle controller evicted the
+# nodes' pods.
+# KWOK_LOG_LEVEL (default INFO) quiets KWOK's line per lease and pod.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -58,6 +62,8 @@ KCM_KUBE_API_QPS=${KCM_KUBE_API_QPS:-20}
 KCM_KUBE_API_BURST=${KCM_KUBE_API_BURST:-30}
 SCHEDULER_KUBE_API_QPS=${SCHEDULER_KUBE_API_QPS:-50}
 SCHEDULER_KUBE_API_BURST=${SCHEDULER_KUBE_API_BURST:-100}
+KWOK_PARALLELISM=${KWOK_PARALLELISM:-4}
+KWOK_LOG_LEVEL=${KWOK_LOG_LEVEL:-INFO}
 # How often metrics-server scrapes the nodes: its minimum, so tests wait
 # little. A CPU rate needs two scrapes with the pod in them, and KWOK may
 # leave a new pod out of the first: a new pod's usage showed after 30-45 s.
@@ -415,8 +421,16 @@ EOF
   # address metrics-server uses, and every node gets that port as its
   # kubelet port. HTTPS there has a certificate of this cluster's CA; plain
   # HTTP (/healthz) stays on the same port.
-  start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" \
-    --config="$ROOT/hack/kwok-stages.yaml" --config="$ROOT/hack/kwok-metrics.yaml" \
+  cat >"$CLUSTER_DIR/kwok.yaml" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: $KWOK_PARALLELISM
+  nodePlayStageParallelism: $KWOK_PARALLELISM
+  podPlayStageParallelism: $KWOK_PARALLELISM
+EOF
+  start kwok "$BIN_DIR/kwok" --kubeconfig="$CLUSTER_DIR/admin.kubeconfig" "--v=$KWOK_LOG_LEVEL" \
+    --config="$ROOT/hack/kwok-stages.yaml" --config="$ROOT/hack/kwok-metrics.yaml" --config="$CLUSTER_DIR/kwok.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-ip=10.0.0.1 --node-name=localhost "--node-port=$KWOK_PORT" \
     --tls-cert-file="$PKI/kwok-serving.crt" --tls-private-key-file="$PKI/kwok-serving.key" \

@@ -112,7 +112,7 @@ func run(ctx context.Context, o options) error {
 		Nodes:   o.nodes, Pods: o.pods, Burst: o.burst,
 	}
 	load := startLoadSampler(ctx)
-	cl := &cluster{root: o.root, dir: o.clusterDir, ports: ports, qps: o.clientQPS, metricsServer: o.metricsServer}
+	cl := &cluster{root: o.root, dir: o.clusterDir, ports: ports, qps: o.clientQPS, nodes: o.nodes, metricsServer: o.metricsServer}
 	t := time.Now()
 	started, err := cl.ensure()
 	if err != nil {
