@@ -28,15 +28,35 @@ const holdGate = "rebalancer.dev/e2e-hold"
 // template) until a burst of unrelated pods as large as they are has been
 // scheduled, the interleaving a busy cluster makes by chance. MostAllocated
 // would put the burst on the plan's targets, the most allocated nodes with
-// room; the held room sends it to the spare node instead, and once let go
-// every replacement lands on its planned target, none back on a source.
+// room; the held room lets it take on a target only what the plan leaves
+// free there, and once let go every replacement lands on its planned
+// target, none back on a source. Two layouts: one whose plan fills its
+// targets, one whose plan leaves a target a CPU the burst may take.
 func TestBurstTakesNoPromisedRoom(t *testing.T) {
 	needScheduler(t)
+	for _, tc := range []struct {
+		name string
+		// web places the 12 pods of web over the 6 nodes, by index; api
+		// has one pod on each.
+		web []int
+	}{
+		{"filled targets", []int{0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}},
+		{"a target left with room", []int{0, 1, 0, 3, 4, 5, 0, 1, 2, 3, 4, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { burstTakesNoPromisedRoom(t, tc.web) })
+	}
+}
+
+func burstTakesNoPromisedRoom(t *testing.T, web []int) {
 	e := newTestEnv(t)
 	nodes := e.nodeNames("hold", 6)
 	spare := e.nodeNames("hold-spare", 1)[0]
 	e.addNodes("8", append(append([]string{}, nodes...), spare)...)
-	e.fragmentedReplicaSet("web", resources("1", "1Gi"), append(append([]string{}, nodes...), nodes...))
+	webNodes := make([]string, len(web))
+	for i, n := range web {
+		webNodes[i] = nodes[n]
+	}
+	e.fragmentedReplicaSet("web", resources("1", "1Gi"), webNodes)
 	e.fragmentedReplicaSet("api", resources("1", "1Gi"), nodes)
 	for _, rs := range []string{"web", "api"} {
 		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"schedulingGates":[{"name":%q}]}}}}`, holdGate)
@@ -45,8 +65,16 @@ func TestBurstTakesNoPromisedRoom(t *testing.T) {
 		}
 	}
 	before := map[string]bool{}
-	for _, uid := range e.podUIDs() {
-		before[string(uid)] = true
+	used := map[string]int64{}  // node -> CPU requested by its pods before the run, in millicores
+	asked := map[string]int64{} // pod UID -> CPU it requests, in millicores
+	pods, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		before[string(p.UID)] = true
+		used[p.Spec.NodeName] += cpuRequest(p)
+		asked[string(p.UID)] = cpuRequest(p)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 	defer cancel()
@@ -110,16 +138,37 @@ func TestBurstTakesNoPromisedRoom(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout.String()), &res); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, stdout.String())
 	}
-	targets := map[string]bool{}
+	// What the plan leaves free on each target: its CPU less the pods that
+	// stay on it and the replacements promised to it.
+	free := map[string]int64{}
 	for _, m := range res.Plan.Moves {
-		targets[m.Target] = true
+		free[m.Target] = 0
 	}
-	for _, p := range burstNodes {
-		if targets[p.Spec.NodeName] {
-			t.Errorf("burst pod %s took room on %s, a target of the plan", p.Name, p.Spec.NodeName)
+	for n := range free {
+		node, err := client.CoreV1().Nodes().Get(e.ctx, n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		free[n] = node.Status.Allocatable.Cpu().MilliValue() - used[n]
+	}
+	for _, m := range res.Plan.Moves {
+		free[m.Target] -= asked[m.UID]
+		if _, ok := free[m.Source]; ok {
+			free[m.Source] += asked[m.UID]
 		}
 	}
-	after := append(e.boundPods("web", 12), e.boundPods("api", 6)...)
+	took := map[string]int64{}
+	for _, p := range burstNodes {
+		if _, ok := free[p.Spec.NodeName]; ok {
+			took[p.Spec.NodeName] += cpuRequest(p)
+		}
+	}
+	for n, m := range took {
+		if m > free[n] {
+			t.Errorf("the burst took %dm on %s, a target the plan leaves %dm free", m, n, free[n])
+		}
+	}
+	after := append(e.boundPods("web", len(web)), e.boundPods("api", 6)...)
 	onTarget, backOnSource := landed(res.Plan.Moves, before, after)
 	if onTarget != len(res.Plan.Moves) || backOnSource > 0 {
 		t.Errorf("%d of %d replacements on their targets, %d back on a source", onTarget, len(res.Plan.Moves), backOnSource)
@@ -128,5 +177,14 @@ func TestBurstTakesNoPromisedRoom(t *testing.T) {
 	for _, p := range burstNodes {
 		where[p.Spec.NodeName]++
 	}
-	t.Logf("%d moves; the burst of %d went to %v (targets %v); %d replacements on target", len(res.Plan.Moves), len(burstNodes), where, targets, onTarget)
+	t.Logf("%d moves; the burst of %d went to %v (room left free on the targets, in millicores: %v); %d replacements on target", len(res.Plan.Moves), len(burstNodes), where, free, onTarget)
+}
+
+// cpuRequest is the CPU a pod's containers request, in millicores.
+func cpuRequest(p v1.Pod) int64 {
+	var m int64
+	for _, c := range p.Spec.Containers {
+		m += c.Resources.Requests.Cpu().MilliValue()
+	}
+	return m
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/executor"
@@ -40,9 +41,17 @@ func (e *testEnv) fragmentedReplicaSetOf(scheduler, name string, requests v1.Res
 
 // fragmentedReplicaSetWith is fragmentedReplicaSetOf with annotations on
 // the pods and the template.
+//
+// The ReplicaSet is created after its pods. kube-controller-manager may sync
+// it before its own watch has seen them all, create a pod more and then
+// delete a surplus one, which changes the cluster the test meant to build.
+// Until the ReplicaSet has counted exactly the pods made here, its template
+// carries a scheduling gate: a surplus pod stays unassigned, and the
+// controller deletes unassigned pods first.
 func (e *testEnv) fragmentedReplicaSetWith(scheduler, name string, requests v1.ResourceList, annotations map[string]string, nodes []string) {
 	e.t.Helper()
 	sel := map[string]string{"app": name}
+	want := map[string]string{} // pod name -> node
 	for i, n := range nodes {
 		spec := e.podSpec(scheduler, requests)
 		spec.NodeName = n
@@ -50,31 +59,45 @@ func (e *testEnv) fragmentedReplicaSetWith(scheduler, name string, requests v1.R
 		if _, err := client.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{}); err != nil {
 			e.t.Fatal(err)
 		}
+		want[pod.Name] = n
 	}
+	template := e.podSpec(scheduler, requests)
+	template.SchedulingGates = []v1.PodSchedulingGate{{Name: fixtureGate}}
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
 		Spec: appsv1.ReplicaSetSpec{
 			Replicas: ptr.To(int32(len(nodes))),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations}, Spec: e.podSpec(scheduler, requests)},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations}, Spec: template},
 		},
 	}
 	if _, err := client.AppsV1().ReplicaSets(e.ns).Create(e.ctx, rs, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.poll("ReplicaSet "+name+" adopting its pods", func() (bool, error) {
+	e.poll("ReplicaSet "+name+" adopting exactly its pods", func() (bool, error) {
+		got, err := client.AppsV1().ReplicaSets(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil || got.Status.ObservedGeneration < got.Generation || got.Status.Replicas != int32(len(nodes)) {
+			return false, err
+		}
 		pods, err := client.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil || len(pods.Items) != len(nodes) {
 			return false, err
 		}
 		for _, p := range pods.Items {
-			if metav1.GetControllerOf(&p) == nil {
+			if want[p.Name] != p.Spec.NodeName || p.DeletionTimestamp != nil || metav1.GetControllerOf(&p) == nil {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
+	if _, err := client.AppsV1().ReplicaSets(e.ns).Patch(e.ctx, name, types.StrategicMergePatchType, []byte(`{"spec":{"template":{"spec":{"schedulingGates":null}}}}`), metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
 }
+
+// fixtureGate holds back the pods a fixture's ReplicaSet creates while it
+// adopts the fixture's own.
+const fixtureGate = "rebalancer.dev/e2e-fixture"
 
 // landed counts the replacements (pods of after not in before) on their
 // move's planned target, and those back on a node their workload's pods
