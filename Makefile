@@ -20,7 +20,9 @@
 #   make image-push IMAGE=registry.example.com/rebalancer:v0.1.0 \
 #                   [KARMADA_SCHEDULER_IMAGE=registry.example.com/rebalancer-karmada-scheduler:v0.1.0]
 #                   push them, with the Docker config's credentials
-#   make test-image check the image: both platforms, user, files, the binaries
+#   make test-image build and check the image for this machine's platform
+#                   (TEST_IMAGE_PLATFORMS): user, files, the binaries;
+#                   make release checks every platform
 #   make release VERSION=vX.Y.Z
 #                   binaries, image tarball, chart, SBOMs and SHA256SUMS in
 #                   _output/release
@@ -53,6 +55,12 @@
 
 SHELL := /usr/bin/env bash
 GO ?= go
+# Every build and test here compiles as the release does (static, no build
+# paths), as hack/local-cluster.sh builds the control plane: the Go
+# build cache then compiles each package once for them all. The race
+# detector alone needs cgo.
+export CGO_ENABLED := 0
+export GOFLAGS := -trimpath $(GOFLAGS)
 BIN := $(CURDIR)/_output/bin
 HELM := $(BIN)/helm
 BENCHSTAT := $(BIN)/benchstat
@@ -98,7 +106,7 @@ test: test-unit test-karmada test-image test-e2e test-karmada-live test-soak
 test-unit:
 	$(GO) test ./...
 	cd $(KARMADA_SCHEDULER) && $(GO) test -tags $(KARMADA_TAGS) ./...
-	$(GO) test -race -count=1 -run 'TestPlansAreReproducible|TestForkRevertCommit' ./pkg/planner ./pkg/simulator
+	CGO_ENABLED=1 $(GO) test -race -count=1 -run 'TestPlansAreReproducible|TestForkRevertCommit' ./pkg/planner ./pkg/simulator
 
 # Karmada's own estimator client (karmada-scheduler's) against the built
 # `rebalancer estimator`, in a module of its own (test/karmada), with the
@@ -136,14 +144,15 @@ $(HELM): hack/tools/helm/go.mod hack/tools/helm/go.sum
 
 # promtool, for the alert rule tests in the e2e suite, and the Prometheus
 # server, the Prometheus provider of its load tests, from the Prometheus
-# module.
+# module. The tests scrape static targets: remove_all_sd leaves out the
+# cloud service discoveries (file and HTTP stay), a third of the packages.
 $(PROMTOOL): hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools/prometheus && $(GO) build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
+	cd hack/tools/prometheus && $(GO) build -tags remove_all_sd -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
 $(PROMETHEUS): hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
 	@mkdir -p $(BIN)
-	cd hack/tools/prometheus && $(GO) build -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
+	cd hack/tools/prometheus && $(GO) build -tags remove_all_sd -o $(PROMETHEUS) github.com/prometheus/prometheus/cmd/prometheus
 
 # The chart carries copies of the shipped policies, RBAC and monitoring
 # files (Helm reads no file outside the chart): source:copy pairs, written by
@@ -231,7 +240,7 @@ $(IMAGE_TOOL): $(wildcard hack/tools/image/*.go) hack/tools/image/go.mod hack/to
 # 65532, /tmp; user 65532:65532, entrypoint /rebalancer. One index for
 # IMAGE_PLATFORMS in the OCI layout IMAGE_LAYOUT, and nothing else there.
 # Every time in it is BUILD_DATE, so one commit gives one digest.
-IMAGE_PLATFORMS := linux/amd64 linux/arm64
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 IMAGE_LAYOUT := $(CURDIR)/_output/image
 KARMADA_IMAGE_LAYOUT := $(CURDIR)/_output/image-karmada-scheduler
 image: $(IMAGE_TOOL) $(addprefix bin-,$(subst /,_,$(IMAGE_PLATFORMS))) $(addprefix bin-karmada-,$(subst /,_,$(IMAGE_PLATFORMS)))
@@ -251,13 +260,19 @@ image-push: $(IMAGE_TOOL)
 	$(if $(KARMADA_SCHEDULER_IMAGE),$(IMAGE_TOOL) push -layout $(KARMADA_IMAGE_LAYOUT) -image $(KARMADA_SCHEDULER_IMAGE))
 
 # The built image's checks (TestBuiltImage: platforms, config, files, the
-# amd64 binaries run, the arm64 ones are aarch64 ELF) and the image tool's
-# own tests (a push to an in-process registry among them).
-test-image: image
+# binaries of this machine's platform run, the others are ELF of their
+# architecture) and the image tool's own tests (a push to an in-process
+# registry among them). The image of TEST_IMAGE_PLATFORMS: this machine's
+# platform in `make test`, every one of IMAGE_PLATFORMS in `make release`.
+TEST_IMAGE_PLATFORMS ?= linux/$(lastword $(subst _, ,$(HOST_PLATFORM)))
+test-image:
+	$(MAKE) image IMAGE_PLATFORMS="$(TEST_IMAGE_PLATFORMS)"
 	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(IMAGE_LAYOUT) TEST_IMAGE_BINARIES=rebalancer,rebalancer-scheduler \
+		TEST_IMAGE_PLATFORMS="$(TEST_IMAGE_PLATFORMS)" \
 		TEST_IMAGE_VERSION="$(VERSION)" TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" \
 		TEST_IMAGE_UPSTREAM=$(K8S_VERSION) $(GO) test -count=1 ./...
 	cd hack/tools/image && TEST_IMAGE_LAYOUT=$(KARMADA_IMAGE_LAYOUT) TEST_IMAGE_BINARIES=rebalancer-karmada-scheduler \
+		TEST_IMAGE_PLATFORMS="$(TEST_IMAGE_PLATFORMS)" \
 		TEST_IMAGE_VERSION="$(VERSION)" TEST_IMAGE_REVISION="$(COMMIT)" TEST_IMAGE_CREATED="$(BUILD_DATE)" \
 		TEST_IMAGE_UPSTREAM="$(KARMADA_SCHEDULER_VERSION)" $(GO) test -count=1 -run TestBuiltImage ./...
 
@@ -286,7 +301,8 @@ ifeq ($(shell echo '$(VERSION)' | grep -Ex 'v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(
 $(error release: VERSION "$(VERSION)" is not a semver tag vX.Y.Z or vX.Y.Z-pre: make release VERSION=v0.1.0)
 endif
 endif
-release: image bin-darwin_arm64 $(HELM) $(SBOM)
+release: bin-darwin_arm64 $(HELM) $(SBOM)
+	$(MAKE) test-image TEST_IMAGE_PLATFORMS="$(IMAGE_PLATFORMS)"
 	rm -rf $(RELEASE) && mkdir -p $(RELEASE)
 	@set -e; for b in $(RELEASE_BINARIES); do \
 		p=$${b%/*}; p=$${p#karmada-}; out=$(RELEASE)/$${b#*/}-$${p/_/-}; \

@@ -48,6 +48,8 @@ log() { echo "karmada-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 # shellcheck source=hack/lib/processes.sh
 source "$ROOT/hack/lib/processes.sh"
+# shellcheck source=hack/lib/gobuild.sh
+source "$ROOT/hack/lib/gobuild.sh"
 # Karmada's components take longer to answer than a control plane's.
 WAIT_SECONDS=120
 
@@ -95,7 +97,7 @@ build() {
   # proto messages, which gRPC can marshal, only with it.
   for c in aggregated-apiserver controller-manager scheduler; do
     (cd "$ROOT/hack/tools/karmada" &&
-      go build -tags kubernetes_protomessage_one_more_release -o "$BIN_DIR/karmada-$c" "github.com/karmada-io/karmada/cmd/$c")
+      go_build -tags kubernetes_protomessage_one_more_release -o "$BIN_DIR/karmada-$c" "github.com/karmada-io/karmada/cmd/$c")
   done
   echo "$want" >"$stamp"
   log "built in $((SECONDS - t0)) s"

@@ -77,6 +77,8 @@ log() { echo "local-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 # shellcheck source=hack/lib/processes.sh
 source "$ROOT/hack/lib/processes.sh"
+# shellcheck source=hack/lib/gobuild.sh
+source "$ROOT/hack/lib/gobuild.sh"
 
 # build compiles the control-plane binaries unless the cached ones were built
 # from the same module files.
@@ -104,15 +106,15 @@ build() {
   done
   log "building control-plane binaries into $BIN_DIR (a cold build takes ~15 min on 2 cores)"
   (cd "$ROOT" && for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    go build -ldflags "$ldflags" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
+    go_build -ldflags "$ldflags" -o "$BIN_DIR/$c" "k8s.io/kubernetes/cmd/$c"
   done)
   (cd "$ROOT/hack/tools/cluster" &&
-    go build -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3 &&
-    go build -o "$BIN_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok)
+    go_build -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3 &&
+    go_build -o "$BIN_DIR/kwok" sigs.k8s.io/kwok/cmd/kwok)
   # metrics-server takes its version from client-go's stamp, as its own
   # Makefile sets it.
   (cd "$ROOT/hack/tools/metrics-server" &&
-    go build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$(go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)" \
+    go_build -ldflags "-X k8s.io/client-go/pkg/version.gitVersion=$(go list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)" \
       -o "$BIN_DIR/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
   echo "$want" >"$stamp"
   log "built in $((SECONDS - t0)) s"

@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -44,8 +43,11 @@ type options struct {
 }
 
 func main() {
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
+	root, err := harness.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	o := options{root: root, bounds: defaultBounds}
 	flag.StringVar(&o.binDir, "bin-dir", filepath.Join(root, "_output", "bin"), "where the built binaries are (make build)")
 	flag.StringVar(&o.out, "out", filepath.Join(root, "_output", "soak"), "output directory: soak.csv, soak.html, the processes' logs")

@@ -19,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -37,12 +36,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		fmt.Fprintln(os.Stderr, "badinput: cannot find the test file's location")
+	// go test runs in the package's directory.
+	var err error
+	if root, err = filepath.Abs(filepath.Join("..", "..")); err != nil {
+		fmt.Fprintf(os.Stderr, "badinput: %v\n", err)
 		return 1
 	}
-	root = filepath.Join(filepath.Dir(file), "..", "..")
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		fmt.Fprintf(os.Stderr, "badinput: module root %s: %v\n", root, err)
 		return 1

@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -34,8 +33,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot = filepath.Join(filepath.Dir(file), "..", "..")
+	// go test runs in the package's directory.
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	repoRoot = root
 	binDir = envOr("BIN_DIR", filepath.Join(repoRoot, "_output", "bin"))
 	kubeconfig = envOr("KUBECONFIG", filepath.Join(repoRoot, "_output", "local-cluster", "admin.kubeconfig"))
 	if err := setup(); err != nil {

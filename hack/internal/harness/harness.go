@@ -11,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -190,4 +192,21 @@ func Matching(family *dto.MetricFamily, want ...string) []*dto.Metric {
 		}
 	}
 	return out
+}
+
+// RepoRoot is the directory of rebalancer's go.mod at or above the working
+// directory, where `make` and `go run ./hack/...` run.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if mod, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && slices.Contains(strings.Split(string(mod), "\n"), "module github.com/rebalancer-dev/rebalancer") {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod of github.com/rebalancer-dev/rebalancer at or above %s: run from within the repository", dir)
+		}
+	}
 }

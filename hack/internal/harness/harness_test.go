@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,5 +53,27 @@ calls_total{verb="filter",code="200"} 7
 	}
 	if got := Matching(families["absent"]); got != nil {
 		t.Errorf("a family the page lacks: %v", got)
+	}
+}
+
+func TestRepoRoot(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "rebalancer")); err != nil {
+		t.Errorf("RepoRoot() = %s, not the repository's root: %v", root, err)
+	}
+	// A go.mod of another module on the way up is passed over.
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.com/other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(other)
+	if got, err := RepoRoot(); err == nil {
+		t.Errorf("RepoRoot() outside the repository = %s, want an error", got)
 	}
 }

@@ -21,7 +21,8 @@ import (
 )
 
 // TestBuiltImage checks an image `make image` wrote, as `make test-image`
-// runs it: TEST_IMAGE_LAYOUT is the layout, TEST_IMAGE_BINARIES its
+// runs it: TEST_IMAGE_LAYOUT is the layout, TEST_IMAGE_PLATFORMS the
+// platforms it must have (space-separated), TEST_IMAGE_BINARIES its
 // binaries (comma-separated, the first the entrypoint), and
 // TEST_IMAGE_VERSION, _REVISION, _CREATED and _UPSTREAM (the Kubernetes or
 // Karmada version its scheduler reports) what the Makefile built it with. Without
@@ -32,7 +33,7 @@ func TestBuiltImage(t *testing.T) {
 		t.Skip("TEST_IMAGE_LAYOUT not set: run make test-image")
 	}
 	want := map[string]string{}
-	for _, k := range []string{"BINARIES", "VERSION", "REVISION", "CREATED", "UPSTREAM"} {
+	for _, k := range []string{"PLATFORMS", "BINARIES", "VERSION", "REVISION", "CREATED", "UPSTREAM"} {
 		if want[k] = os.Getenv("TEST_IMAGE_" + k); want[k] == "" {
 			t.Fatalf("TEST_IMAGE_%s not set", k)
 		}
@@ -61,9 +62,11 @@ func TestBuiltImage(t *testing.T) {
 			checkBinaries(t, files, *desc.Platform, bins, labels, want["UPSTREAM"])
 		})
 	}
+	wantPlatforms := strings.Fields(want["PLATFORMS"])
 	slices.Sort(platforms)
-	if !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
-		t.Errorf("index platforms %v, want linux/amd64 and linux/arm64", platforms)
+	slices.Sort(wantPlatforms)
+	if !slices.Equal(platforms, wantPlatforms) {
+		t.Errorf("index platforms %v, want %v", platforms, wantPlatforms)
 	}
 	if m.Annotations[labelVersion] != want["VERSION"] {
 		t.Errorf("index annotation %s = %q, want %q", labelVersion, m.Annotations[labelVersion], want["VERSION"])
