@@ -60,7 +60,7 @@ GO ?= go
 # build cache then compiles each package once for them all. The race
 # detector alone needs cgo.
 export CGO_ENABLED := 0
-export GOFLAGS := -trimpath $(GOFLAGS)
+export GOFLAGS := -trimpath $(shell $(GO) env GOFLAGS)
 BIN := $(CURDIR)/_output/bin
 HELM := $(BIN)/helm
 BENCHSTAT := $(BIN)/benchstat

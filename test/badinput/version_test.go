@@ -23,7 +23,8 @@ func modVersion(t *testing.T, path string) string {
 }
 
 // TestVersionsOfAPlainBuild: binaries built with a plain `go build` (no
-// -ldflags, as TestMain builds rebalancer) still name the Kubernetes and
+// -ldflags and no VCS stamp, as TestMain builds rebalancer, as from a
+// source archive) still name the Kubernetes and
 // descheduler versions go.mod pins, and rebalancer-scheduler --version
 // names Kubernetes' as kube-scheduler does.
 func TestVersionsOfAPlainBuild(t *testing.T) {
@@ -49,7 +50,7 @@ func TestVersionsOfAPlainBuild(t *testing.T) {
 	}
 
 	sched := filepath.Join(t.TempDir(), "rebalancer-scheduler")
-	build := exec.Command("go", "build", "-o", sched, "./cmd/rebalancer-scheduler")
+	build := exec.Command("go", "build", "-buildvcs=false", "-o", sched, "./cmd/rebalancer-scheduler")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/rebalancer-scheduler: %v\n%s", err, out)
