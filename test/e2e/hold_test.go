@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/rebalancer-dev/rebalancer/pkg/requests"
 )
 
 // holdGate keeps the replacements pending while the burst is scheduled.
@@ -73,8 +75,8 @@ func burstTakesNoPromisedRoom(t *testing.T, web []int) {
 	}
 	for _, p := range pods.Items {
 		before[string(p.UID)] = true
-		used[p.Spec.NodeName] += cpuRequest(p)
-		asked[string(p.UID)] = cpuRequest(p)
+		used[p.Spec.NodeName] += cpuOf(&p)
+		asked[string(p.UID)] = cpuOf(&p)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Minute)
 	defer cancel()
@@ -142,14 +144,14 @@ func burstTakesNoPromisedRoom(t *testing.T, web []int) {
 	// stay on it and the replacements promised to it.
 	free := map[string]int64{}
 	for _, m := range res.Plan.Moves {
-		free[m.Target] = 0
-	}
-	for n := range free {
-		node, err := client.CoreV1().Nodes().Get(e.ctx, n, metav1.GetOptions{})
+		if _, ok := free[m.Target]; ok {
+			continue
+		}
+		node, err := client.CoreV1().Nodes().Get(e.ctx, m.Target, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		free[n] = node.Status.Allocatable.Cpu().MilliValue() - used[n]
+		free[m.Target] = node.Status.Allocatable.Cpu().MilliValue() - used[m.Target]
 	}
 	for _, m := range res.Plan.Moves {
 		free[m.Target] -= asked[m.UID]
@@ -160,7 +162,7 @@ func burstTakesNoPromisedRoom(t *testing.T, web []int) {
 	took := map[string]int64{}
 	for _, p := range burstNodes {
 		if _, ok := free[p.Spec.NodeName]; ok {
-			took[p.Spec.NodeName] += cpuRequest(p)
+			took[p.Spec.NodeName] += cpuOf(&p)
 		}
 	}
 	for n, m := range took {
@@ -180,11 +182,8 @@ func burstTakesNoPromisedRoom(t *testing.T, web []int) {
 	t.Logf("%d moves; the burst of %d went to %v (room left free on the targets, in millicores: %v); %d replacements on target", len(res.Plan.Moves), len(burstNodes), where, free, onTarget)
 }
 
-// cpuRequest is the CPU a pod's containers request, in millicores.
-func cpuRequest(p v1.Pod) int64 {
-	var m int64
-	for _, c := range p.Spec.Containers {
-		m += c.Resources.Requests.Cpu().MilliValue()
-	}
-	return m
+// cpuOf is the CPU pod requests as kube-scheduler counts it, in millicores.
+func cpuOf(pod *v1.Pod) int64 {
+	r := requests.Of(pod)
+	return r.Cpu().MilliValue()
 }
