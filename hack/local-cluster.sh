@@ -42,7 +42,11 @@
 # second, and KWOK's workers (KWOK_PARALLELISM: node leases, node and pod
 # stages; default 4, its own), with which at 5,000 nodes (500 lease renewals
 # a second) the leases lapsed and the node lifecycle controller evicted the
-# nodes' pods.
+# nodes' pods. Larger still, KWOK_NODE_LEASE_SECONDS (default 40, a kubelet's)
+# lengthens the nodes' leases, which KWOK renews at a quarter of their
+# length, and KCM_NODE_MONITOR_GRACE_PERIOD (default 50s, its own) how long
+# the node lifecycle controller waits for a renewal: at least the lease's
+# length.
 # KWOK_LOG_LEVEL (default INFO) quiets KWOK's line per lease and pod.
 set -euo pipefail
 
@@ -63,6 +67,8 @@ KCM_KUBE_API_BURST=${KCM_KUBE_API_BURST:-30}
 SCHEDULER_KUBE_API_QPS=${SCHEDULER_KUBE_API_QPS:-50}
 SCHEDULER_KUBE_API_BURST=${SCHEDULER_KUBE_API_BURST:-100}
 KWOK_PARALLELISM=${KWOK_PARALLELISM:-4}
+KWOK_NODE_LEASE_SECONDS=${KWOK_NODE_LEASE_SECONDS:-40}
+KCM_NODE_MONITOR_GRACE_PERIOD=${KCM_NODE_MONITOR_GRACE_PERIOD:-50s}
 KWOK_LOG_LEVEL=${KWOK_LOG_LEVEL:-INFO}
 # How often metrics-server scrapes the nodes: its minimum, so tests wait
 # little. A CPU rate needs two scrapes with the pod in them, and KWOK may
@@ -401,6 +407,7 @@ EOF
     --bind-address=127.0.0.1 "--secure-port=$KCM_PORT" --leader-elect=false --use-service-account-credentials=true \
     --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
     "--kube-api-qps=$KCM_KUBE_API_QPS" "--kube-api-burst=$KCM_KUBE_API_BURST" \
+    "--node-monitor-grace-period=$KCM_NODE_MONITOR_GRACE_PERIOD" \
     --controllers=serviceaccount-controller,serviceaccount-token-controller,namespace-controller,garbage-collector-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,disruption-controller,node-lifecycle-controller,pod-garbage-collector-controller,root-ca-certificate-publisher-controller,taint-eviction-controller,resourceclaim-controller
   # kube-scheduler started with --config ignores --kubeconfig: the file
   # carries it. No profiles: kube-scheduler's own default-scheduler, with
@@ -436,7 +443,7 @@ EOF
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --node-ip=10.0.0.1 --node-name=localhost "--node-port=$KWOK_PORT" \
     --tls-cert-file="$PKI/kwok-serving.crt" --tls-private-key-file="$PKI/kwok-serving.key" \
-    --cidr=10.244.0.0/16 --node-lease-duration-seconds=40 "--server-address=127.0.0.1:$KWOK_PORT"
+    --cidr=10.244.0.0/16 "--node-lease-duration-seconds=$KWOK_NODE_LEASE_SECONDS" "--server-address=127.0.0.1:$KWOK_PORT"
   wait_for kube-controller-manager "https://127.0.0.1:$KCM_PORT/healthz" -k
   wait_for kwok "http://127.0.0.1:$KWOK_PORT/healthz"
   wait_for kube-scheduler "https://127.0.0.1:$SCHEDULER_PORT/healthz" -k

@@ -115,6 +115,7 @@ type cluster struct {
 	ports         portList
 	qps           int
 	nodes         int
+	nodeLease     time.Duration
 	metricsServer bool
 }
 
@@ -122,6 +123,10 @@ type cluster struct {
 // every 10 s, and with KWOK's own 4 workers 4,100 of 5,000 nodes' leases
 // lapsed on 2 shared cores. One worker per 100 nodes, never fewer than 4.
 func kwokParallelism(nodes int) int { return max(4, nodes/100) }
+
+// nodeMonitorGracePeriod is the node lifecycle controller's wait for a
+// lease renewal: its default of 50 s, or the lease's length if longer.
+func nodeMonitorGracePeriod(lease time.Duration) time.Duration { return max(50*time.Second, lease) }
 
 func (cl *cluster) kubeconfig() string      { return filepath.Join(cl.dir, "admin.kubeconfig") }
 func (cl *cluster) schedulerConfig() string { return filepath.Join(cl.dir, "kube-scheduler.yaml") }
@@ -132,6 +137,8 @@ func (cl *cluster) script(verb string) error {
 		"KCM_KUBE_API_QPS="+strconv.Itoa(cl.qps), "KCM_KUBE_API_BURST="+strconv.Itoa(2*cl.qps),
 		"SCHEDULER_KUBE_API_QPS="+strconv.Itoa(cl.qps), "SCHEDULER_KUBE_API_BURST="+strconv.Itoa(2*cl.qps),
 		"KWOK_PARALLELISM="+strconv.Itoa(kwokParallelism(cl.nodes)), "KWOK_LOG_LEVEL=WARN",
+		"KWOK_NODE_LEASE_SECONDS="+strconv.Itoa(int(cl.nodeLease/time.Second)),
+		"KCM_NODE_MONITOR_GRACE_PERIOD="+nodeMonitorGracePeriod(cl.nodeLease).String(),
 		"METRICS_SERVER="+strconv.FormatBool(cl.metricsServer))
 	for _, p := range cl.ports {
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", p.Name, p.Value))
@@ -226,6 +233,23 @@ func createNodes(ctx context.Context, c kubernetes.Interface, n int, timeout tim
 		return err
 	}
 	return harness.WaitNodesReady(ctx, c, nodeLabel, n, 2*time.Second, timeout)
+}
+
+// countUnready records in r how many of the run's nodes are not Ready or
+// carry a node lifecycle controller's taint: pods on them are the plan's
+// to move, which makes the round measure something else.
+func countUnready(ctx context.Context, c kubernetes.Interface, r *Round) error {
+	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeLabel, ResourceVersion: "0"})
+	if err != nil {
+		return fmt.Errorf("nodes: %w", err)
+	}
+	r.UnreadyNodes = 0
+	for i := range list.Items {
+		if !harness.Ready(&list.Items[i]) {
+			r.UnreadyNodes++
+		}
+	}
+	return nil
 }
 
 // deployment is one Deployment of the run.

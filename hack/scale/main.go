@@ -36,9 +36,11 @@ type options struct {
 	defaultShare                  float64
 	ports                         string
 	clientQPS                     int
+	nodeLease                     time.Duration
 	metricsServer, keepCluster    bool
 	scheduleFill                  bool
 	policy, schedulerConfig       string
+	snapshot                      string
 	timeout                       time.Duration
 }
 
@@ -60,16 +62,25 @@ func main() {
 	flag.IntVar(&o.burst, "burst", 1000, "pods created at once for default-scheduler, while the extender's latency is measured")
 	flag.IntVar(&o.rounds, "rounds", 1, "measurement rounds (burst, plan, run --once) on the filled cluster, each after the last one's replacements are Running: filling it takes most of the time")
 	flag.IntVar(&o.clientQPS, "kube-api-qps", 500, "client-side QPS of kube-controller-manager, kube-scheduler, rebalancer-scheduler and this command's own client, so the cluster fills in minutes (their defaults: 20, 50, 50)")
+	flag.DurationVar(&o.nodeLease, "node-lease", 40*time.Second, "the KWOK nodes' lease duration, renewed at a quarter of it, and at least as long the node lifecycle controller's grace period (a kubelet's 40 s renews 1,000 leases a second at 10,000 nodes, which 2 shared cores do not keep up with: leases lapse and the controller taints nodes and evicts their pods)")
 	flag.BoolVar(&o.metricsServer, "metrics-server", false, "start metrics-server too (only policies that read usage need it; it scrapes every node each 10 s)")
 	flag.BoolVar(&o.scheduleFill, "schedule-fill", false, "let the schedulers place the Deployments' pods (at 2,000 nodes, 4-15 pods a second on 2 shared cores); by default they are created bound, default-scheduler's spread over the nodes and rebalancer-scheduler's packed, and the schedulers place only the burst and the replacements")
 	flag.BoolVar(&o.keepCluster, "keep-cluster", false, "leave a control plane this command started running (stop it with CLUSTER_DIR=... hack/local-cluster.sh down)")
 	flag.StringVar(&o.policy, "policy", filepath.Join(root, "policies", "binpacking-policy.yaml"), "the DeschedulerPolicy of plan and run")
 	flag.StringVar(&o.schedulerConfig, "scheduler-config", filepath.Join(root, "policies", "binpacking-scheduler.yaml"), "rebalancer-scheduler's KubeSchedulerConfiguration, given to plan and run too")
+	flag.StringVar(&o.snapshot, "snapshot", "", "write the filled cluster, before any burst, to this snapshot file and stop, without a control plane (for `rebalancer plan --snapshot`)")
 	flag.DurationVar(&o.timeout, "timeout", time.Hour, "how long the nodes and pods may take to be Ready and Running")
 	flag.Parse()
 	if err := checkOptions(o); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(2)
+	}
+	if o.snapshot != "" {
+		if err := writeSnapshot(o.snapshot, o.nodes, workloads(o.pods, o.replicas, o.defaultShare)); err != nil {
+			fmt.Fprintln(os.Stderr, "scale:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -91,6 +102,8 @@ func checkOptions(o options) error {
 		return errors.New("--default-scheduler-share must be in [0, 1]")
 	case o.clientQPS < 1:
 		return errors.New("--kube-api-qps must be positive")
+	case o.nodeLease < time.Second || o.nodeLease%time.Second != 0:
+		return errors.New("--node-lease must be whole seconds, at least one")
 	case (o.pods+o.rounds*o.burst)*averageMilliCPU > o.nodes*nodeCPUMilli*9/10:
 		return fmt.Errorf("%d pods of %dm CPU on average do not fit in 90%% of %d nodes of %dm", o.pods+o.rounds*o.burst, averageMilliCPU, o.nodes, nodeCPUMilli)
 	}
@@ -114,7 +127,7 @@ func run(ctx context.Context, o options) error {
 		Nodes:   o.nodes, Pods: o.pods, Burst: o.burst,
 	}
 	load := startLoadSampler(ctx)
-	cl := &cluster{root: o.root, dir: o.clusterDir, ports: ports, qps: o.clientQPS, nodes: o.nodes, metricsServer: o.metricsServer}
+	cl := &cluster{root: o.root, dir: o.clusterDir, ports: ports, qps: o.clientQPS, nodes: o.nodes, nodeLease: o.nodeLease, metricsServer: o.metricsServer}
 	t := time.Now()
 	started, err := cl.ensure()
 	if err != nil {
@@ -196,6 +209,12 @@ func run(ctx context.Context, o options) error {
 // rebalancer run --once, each measured.
 func measureRound(ctx context.Context, o options, cl *cluster, c kubernetes.Interface, procs procSet, n int) (Round, error) {
 	var r Round
+	if err := countUnready(ctx, c, &r); err != nil {
+		return r, err
+	}
+	if r.UnreadyNodes > 0 {
+		log.Printf("round %d: %d of %d nodes not Ready or tainted by the node lifecycle controller", n, r.UnreadyNodes, o.nodes)
+	}
 	if o.burst > 0 {
 		b, err := measureBurst(ctx, c, o.burst, procs.extender.metricsURL)
 		if err != nil {

@@ -39,9 +39,12 @@ type Result struct {
 
 // Round is one measurement round on the filled cluster.
 type Round struct {
-	Extender *BurstResult   `json:"extenderBurst,omitempty"`
-	Plan     *CommandResult `json:"plan"`
-	Run      *CommandResult `json:"run"`
+	// UnreadyNodes were not Ready, or tainted by the node lifecycle
+	// controller, as the round began.
+	UnreadyNodes int            `json:"unreadyNodes"`
+	Extender     *BurstResult   `json:"extenderBurst,omitempty"`
+	Plan         *CommandResult `json:"plan"`
+	Run          *CommandResult `json:"run"`
 }
 
 // Machine is where the run ran.
@@ -118,6 +121,9 @@ func table(r Result) string {
 	w.Flush()
 	fmt.Fprintf(&b, "rebalancer-scheduler peak RSS %s; extender peak RSS %s\n", mib(r.Scheduler.PeakRSSBytes), mib(r.ExtenderPeakRSSBytes))
 	for i, rd := range r.Rounds {
+		if rd.UnreadyNodes > 0 {
+			fmt.Fprintf(&b, "#%d began with %d of %d nodes not Ready or tainted by the node lifecycle controller\n", i+1, rd.UnreadyNodes, r.Nodes)
+		}
 		if e := rd.Extender; e != nil {
 			fmt.Fprintf(&b, "#%d burst of %d pods (created in %s): half bound %s, all bound %s; extender prioritize p50 %.2f ms, p99 %.2f ms, mean %.2f ms (%d requests)\n",
 				i+1, e.Pods, secs(e.CreatedSeconds), secs(e.HalfBoundSeconds), secs(e.AllBoundSeconds), e.P50Millis, e.P99Millis, e.MeanMillis, e.Requests)

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,7 +11,7 @@ import (
 
 func TestTable(t *testing.T) {
 	r := Result{Nodes: 2000, Pods: 30000, Burst: 1000, Commit: "0123456789abcdef", Machine: Machine{CPUs: 2, Model: "AMD EPYC"},
-		Rounds: []Round{{Plan: &CommandResult{WallSeconds: 20, CPUSeconds: 30, PeakRSSBytes: 900 << 20, Moves: 500, Evicted: -1,
+		Rounds: []Round{{UnreadyNodes: 12, Plan: &CommandResult{WallSeconds: 20, CPUSeconds: 30, PeakRSSBytes: 900 << 20, Moves: 500, Evicted: -1,
 			Phases: Phases{FirstPlanSeconds: 19.5, ReadSeconds: 8, SimulationSeconds: 4, PlanSeconds: 7}},
 			Run: &CommandResult{WallSeconds: 60, PeakRSSBytes: 1000 << 20, Moves: 500, Evicted: 480,
 				Phases: Phases{FirstPlanSeconds: 21, ExecuteSeconds: 39}},
@@ -24,9 +25,18 @@ func TestTable(t *testing.T) {
 		"run --once #1  21.0 s      -              -           -      39.0 s   60.0 s  -       1000 MiB  500    480",
 		"rebalancer-scheduler peak RSS 300 MiB; extender peak RSS 200 MiB",
 		"all bound 12.3 s; extender prioritize p50 1.50 ms, p99 9.00 ms",
+		"#1 began with 12 of 2000 nodes not Ready or tainted by the node lifecycle controller",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestNodeMonitorGracePeriod(t *testing.T) {
+	for lease, want := range map[time.Duration]time.Duration{40 * time.Second: 50 * time.Second, 20 * time.Minute: 20 * time.Minute} {
+		if got := nodeMonitorGracePeriod(lease); got != want {
+			t.Errorf("lease %s: grace period %s, want %s", lease, got, want)
 		}
 	}
 }

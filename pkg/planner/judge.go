@@ -64,6 +64,13 @@ func (p *planner) evictionsLeft(node string) (int, string) {
 	return max(0, int(*limit)-int(p.perNode[node])), fmt.Sprintf("maxNoOfPodsToEvictPerNode %d", *limit)
 }
 
+// namespaceFull says whether the plan holds the policy's
+// maxNoOfPodsToEvictPerNamespace moves of ns's pods.
+func (p *planner) namespaceFull(ns string) bool {
+	max := p.policy.MaxNoOfPodsToEvictPerNamespace
+	return max != nil && p.perNamespace[ns] >= *max
+}
+
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on
 // to its next candidate.
 var errSkipped = errors.New("eviction not in the plan")
@@ -95,8 +102,8 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	if left, limit := p.evictionsLeft(pod.Spec.NodeName); left == 0 {
 		return skip(plan.ReasonLimit, fmt.Sprintf("%s reached on %s", limit, pod.Spec.NodeName), evictions.NewEvictionNodeLimitError(pod.Spec.NodeName))
 	}
-	if max := p.policy.MaxNoOfPodsToEvictPerNamespace; max != nil && p.perNamespace[pod.Namespace] >= *max {
-		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNamespace %d reached in %s", *max, pod.Namespace), evictions.NewEvictionNamespaceLimitError(pod.Namespace))
+	if p.namespaceFull(pod.Namespace) {
+		return skip(plan.ReasonLimit, fmt.Sprintf("maxNoOfPodsToEvictPerNamespace %d reached in %s", *p.policy.MaxNoOfPodsToEvictPerNamespace, pod.Namespace), evictions.NewEvictionNamespaceLimitError(pod.Namespace))
 	}
 	owner := metav1.GetControllerOf(pod)
 	if owner != nil {

@@ -43,7 +43,7 @@ func inOrder(pl frameworktypes.Plugin, j *judge) frameworktypes.Plugin {
 	b, balance := pl.(frameworktypes.BalancePlugin)
 	if sequential(pl) {
 		if j.ties != nil && balance && !deschedule {
-			return &tieBroken{BalancePlugin: b, ties: j.ties, budget: j.budget}
+			return &tieBroken{BalancePlugin: b, ties: j.ties, budget: j.budget, logger: j.p.logger}
 		}
 		return pl
 	}

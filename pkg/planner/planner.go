@@ -481,8 +481,16 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 			j := &judge{Evictor: h.Evictor(), p: p, profile: prof.Name, strategy: name, ties: newTies(name), budget: newDrainBudget(p, name, prof)}
 			if j.ties != nil {
 				j.ties.full = p.full
+				// A node whose pods the policy's limits keep from moving
+				// asks for nothing the plan can take: its turn would be
+				// refused pod by pod, a whole walk of the plugin for each.
 				j.ties.asks = func(node string) bool {
-					pods, _ := p.podsOnNode(node, func(pod *v1.Pod) bool { return !simulator.NodeBound(pod) && j.Filter(pod) })
+					if left, _ := p.evictionsLeft(node); left == 0 {
+						return false
+					}
+					pods, _ := p.podsOnNode(node, func(pod *v1.Pod) bool {
+						return !simulator.NodeBound(pod) && !p.namespaceFull(pod.Namespace) && j.Filter(pod)
+					})
 					return len(pods) > 0
 				}
 				if conflict.Packs(name) {

@@ -160,6 +160,10 @@ func TestTiedPlansAreReproducible(t *testing.T) {
 	// the limit skips must not depend on how many turns there were left.
 	limited := binpacking.DeepCopy()
 	limited.MaxNoOfPodsToEvictTotal = ptrTo(uint(2))
+	// The namespace limits spent while tied sources wait: those whose pods
+	// they hold take no turn.
+	perNamespace := binpacking.DeepCopy()
+	perNamespace.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(1))
 	_, unsteered, err := profile.Load(mostAllocated(t), "")
 	if err != nil {
 		t.Fatal(err)
@@ -180,6 +184,7 @@ func TestTiedPlansAreReproducible(t *testing.T) {
 		{"load-aware", loadAware, loadProfile, ""},
 		{"binpacking, unsteered", binpacking, unsteered, "default-scheduler"},
 		{"binpacking, total limit reached", limited, packing, ""},
+		{"binpacking, namespace limits reached", perNamespace, packing, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			samePlans(t, runs, func() (*plan.Plan, error) {

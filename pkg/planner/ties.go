@@ -35,8 +35,11 @@ var sourceCategory = map[string]string{
 // refused pod and counts nothing for it), and they get their turn in a
 // later run, on the cluster as the earlier runs left it. Only sources the
 // plugin may ask to evict from take a turn (a pod on them passes the
-// evictor's filter): which of the others it asked about before it stopped
-// walking depends on its own order, so it must not decide the next turn.
+// evictor's filter, and the per-node and per-namespace limits let the plan
+// take it): which of the others it asked about before it stopped walking
+// depends on its own order, so it must not decide the next turn. So once
+// the limits are spent the runs end, rather than walk the cluster once
+// more for each member of the largest tie.
 // Untied sources keep the plugin's own order. The usage is the plugin's
 // own, read from the classification it logs.
 type ties struct {
@@ -61,7 +64,7 @@ type ties struct {
 	// node costs: of tied sources the cheapest goes first. nil: by name.
 	cost func(node string) float64
 	// asks says whether the plugin may ask to evict from node: a pod on it
-	// passes the profile's evictor filter.
+	// passes the profile's evictor filter, within the policy's limits.
 	asks func(node string) bool
 }
 
@@ -85,26 +88,29 @@ func (t *ties) logger(l logr.Logger) logr.Logger {
 // run runs balance once per rank of a tie, while sources that may ask
 // have not had their turn. Each run has at least one source its turn, or
 // asks for nothing: nodes bound the runs.
-func (t *ties) run(nodes int, balance func() *frameworktypes.Status) *frameworktypes.Status {
+// It returns how many runs it made too.
+func (t *ties) run(nodes int, balance func() *frameworktypes.Status) (*frameworktypes.Status, int) {
 	t.done = sets.New[string]()
-	for runs := 0; runs <= nodes; runs++ {
+	runs := 0
+	for runs <= nodes {
 		t.usage, t.turn, t.left = map[string]int64{}, nil, false
 		st := balance()
+		runs++
 		if t.err != nil {
-			return &frameworktypes.Status{Err: t.err}
+			return &frameworktypes.Status{Err: t.err}, runs
 		}
 		if st != nil && st.Err != nil {
-			return st
+			return st, runs
 		}
 		if t.turn == nil {
-			return st // no eviction asked for: nothing waits either
+			return st, runs // no eviction asked for: nothing waits either
 		}
 		if (t.full != nil && t.full()) || !t.left {
-			return st
+			return st, runs
 		}
 		t.done = t.done.Union(t.turn)
 	}
-	return nil
+	return nil, runs
 }
 
 // admit says whether an eviction from node is judged in this run.
@@ -245,11 +251,14 @@ type tieBroken struct {
 	frameworktypes.BalancePlugin
 	ties   *ties
 	budget *drainBudget
+	logger klog.Logger
 }
 
 func (b *tieBroken) Balance(ctx context.Context, nodes []*v1.Node) *frameworktypes.Status {
 	if b.budget != nil {
 		b.budget.begin(nodes)
 	}
-	return b.ties.run(len(nodes), func() *frameworktypes.Status { return b.BalancePlugin.Balance(ctx, nodes) })
+	st, runs := b.ties.run(len(nodes), func() *frameworktypes.Status { return b.BalancePlugin.Balance(ctx, nodes) })
+	b.logger.V(3).Info("Ran the plugin once per rank of its tied sources", "plugin", b.ties.plugin, "runs", runs)
+	return st
 }
