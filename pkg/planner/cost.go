@@ -81,6 +81,9 @@ func (b *drainBudget) admit(profile, strategy, node string) error {
 	cost := b.p.drainCost(node)
 	ok := b.budget.Allows(cost)
 	b.allowed[node] = ok
+	if s := b.p.survey; s != nil {
+		s.undo(func() { delete(b.allowed, node) }) // its skip is recorded in its turn
+	}
 	if ok {
 		return nil
 	}

@@ -164,11 +164,14 @@ func (p *planner) judge(ctx context.Context, profile, strategy string, pod *v1.P
 	switch v.reason {
 	case "":
 	case plan.ReasonUnsteered:
-		p.unsteered[pred.Scheduler]++
 		p.skipFor(profile, strategy, pod, pred.Scheduler, v.reason, v.detail)
 		return errSkipped
 	default:
 		return skip(v.reason, v.detail, errSkipped)
+	}
+	if p.survey != nil {
+		p.survey.move() // a survey only finds the turns that would move
+		return errSkipped
 	}
 
 	replacement, err := p.sim.Relocate(ctx, pod, pred.Node)
@@ -401,13 +404,25 @@ func (p *planner) skip(profile, strategy string, pod *v1.Pod, why, detail string
 
 // skipFor records an eviction the plan refuses because of the pod's
 // scheduler. While a gang is judged, the first refusal is its own.
+// A move skipped as unsteered is counted for the plan's warning. In a
+// survey the record waits until the source's turn is taken.
 func (p *planner) skipFor(profile, strategy string, pod *v1.Pod, scheduler, why, detail string) {
-	if p.group != nil {
-		p.group.refuse(pod, why, detail)
+	record := func() {
+		if why == plan.ReasonUnsteered {
+			p.unsteered[scheduler]++
+		}
+		if p.group != nil {
+			p.group.refuse(pod, why, detail)
+			return
+		}
+		p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Reason: why, Detail: detail})
+		p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
+	}
+	if p.survey != nil {
+		p.survey.keep(record)
 		return
 	}
-	p.out.Skipped = append(p.out.Skipped, plan.Skip{Pod: key(pod), UID: string(pod.UID), Profile: profile, Strategy: strategy, Scheduler: scheduler, Reason: why, Detail: detail})
-	p.logger.V(3).Info("Eviction skipped", "pod", klog.KObj(pod), "strategy", strategy, "why", why, "detail", detail)
+	record()
 }
 
 func key(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }

@@ -327,6 +327,9 @@ type planner struct {
 	// version, counting every move entering or leaving the plan, stands.
 	refusedGangs map[string]gangRefused
 	version      uint64
+	// survey, while a tie-broken plugin surveys its waiting sources
+	// (ties), records what judge would do rather than doing it.
+	survey *surveyRecord
 }
 
 type profileRunner struct {
@@ -496,6 +499,8 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 				if conflict.Packs(name) {
 					j.ties.cost = p.drainCost // its sources are emptied: the cheapest first
 				}
+				j.ties.version = func() uint64 { return p.version }
+				j.ties.setSurvey = func(s *surveyRecord) { p.survey = s }
 				ctx = klog.NewContext(ctx, j.ties.logger(klog.FromContext(ctx)))
 			}
 			pl, err := build(ctx, args, &judgingHandle{Handle: h, evictor: j})
@@ -560,6 +565,10 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 // profile's evictor filters too.
 func (j *judge) move(ctx context.Context, pod *v1.Pod, opts evictions.EvictOptions, simOpts simulator.PredictOptions, room string) error {
 	if room == "" && gangKey(pod) != "" {
+		if s := j.p.survey; s != nil {
+			s.move() // a gang's moves are judged in turn, whatever they would be
+			return errSkipped
+		}
 		return j.p.moveGang(ctx, j.profile, j.strategy, pod, opts, simOpts, func(q *v1.Pod) bool { return j.Filter(q) && j.PreEvictionFilter(q) })
 	}
 	return j.p.judge(ctx, j.profile, j.strategy, pod, opts, simOpts, room)

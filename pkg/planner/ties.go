@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/go-logr/logr"
 	v1 "k8s.io/api/core/v1"
@@ -42,6 +44,19 @@ var sourceCategory = map[string]string{
 // more for each member of the largest tie.
 // Untied sources keep the plugin's own order. The usage is the plugin's
 // own, read from the classification it logs.
+//
+// A run that moves nothing leaves the cluster, the plan and the plugin as
+// they were, so the runs after it start from the same state. The run
+// after one that moved nothing is also a survey: beside its own turns,
+// whose evictions are judged as usual, the judge tells what it would do
+// with every other waiting source's, each pod as its own turn would, and
+// does nothing. If the turns moved nothing again, the survey holds: up to
+// the first rank of a tie in which some source would move a pod, every
+// turn would be refused; those turns are taken at once, their refusals
+// recorded as their runs would have recorded them, and the next run begins
+// at that rank. Otherwise the survey is forgotten. Ties whose pods all
+// stay (PDBs, no better node) then cost two walks of the plugin, not one
+// per member of the largest tie, and no run is added.
 type ties struct {
 	plugin   string
 	category string
@@ -66,7 +81,18 @@ type ties struct {
 	// asks says whether the plugin may ask to evict from node: a pod on it
 	// passes the profile's evictor filter, within the policy's limits.
 	asks func(node string) bool
+	// version changes whenever a move enters or leaves the plan.
+	version func() uint64
+	// survey records the current run's survey, nil when it is none.
+	survey *surveyRecord
+	// setSurvey hands the planner the survey's record while the judge
+	// judges a surveyed source's eviction, nil otherwise: the judge then
+	// records what it would do rather than do it.
+	setSurvey func(*surveyRecord)
 }
+
+// surveys is off only in tests that compare plans made without them.
+var surveys = true
 
 // errNotItsTurn refuses an eviction from a tied source whose turn comes in
 // a later run.
@@ -86,15 +112,23 @@ func (t *ties) logger(l logr.Logger) logr.Logger {
 }
 
 // run runs balance once per rank of a tie, while sources that may ask
-// have not had their turn. Each run has at least one source its turn, or
-// asks for nothing: nodes bound the runs.
-// It returns how many runs it made too.
+// have not had their turn, surveying the others after a run that moved
+// nothing. Each run has at least one source its turn, or asks for nothing:
+// nodes bound the runs. It returns how many runs it made too.
 func (t *ties) run(nodes int, balance func() *frameworktypes.Status) (*frameworktypes.Status, int) {
-	t.done = sets.New[string]()
+	t.done, t.survey = sets.New[string](), nil
+	surveying := false
 	runs := 0
 	for runs <= nodes {
 		t.usage, t.turn, t.left = map[string]int64{}, nil, false
+		version := t.version()
+		if surveying {
+			t.survey = newSurveyRecord()
+		}
 		st := balance()
+		t.setSurvey(nil)
+		survey := t.survey
+		t.survey = nil
 		runs++
 		if t.err != nil {
 			return &frameworktypes.Status{Err: t.err}, runs
@@ -105,21 +139,115 @@ func (t *ties) run(nodes int, balance func() *frameworktypes.Status) (*framework
 		if t.turn == nil {
 			return st, runs // no eviction asked for: nothing waits either
 		}
+		moved := t.version() != version
+		t.done = t.done.Union(t.turn)
+		surveying = surveys && !moved
+		if survey != nil {
+			if moved {
+				survey.forget()
+			} else if !t.settle(survey) {
+				return st, runs // every waiting turn would be refused
+			} else {
+				surveying = false // the next turns move a pod
+			}
+		}
 		if (t.full != nil && t.full()) || !t.left {
 			return st, runs
 		}
-		t.done = t.done.Union(t.turn)
 	}
 	return nil, runs
 }
+
+// settle takes, after a survey whose run moved nothing, the turns up to
+// the first rank of a tie in which a source would move a pod: their
+// refusals enter the plan as in their own runs, and what the survey did
+// for the others is undone. It says whether turns are left.
+func (t *ties) settle(s *surveyRecord) bool {
+	for node, pos := range s.pos {
+		if pos < s.first {
+			t.done.Insert(node)
+		}
+	}
+	for _, node := range s.order {
+		fs := s.undone[node]
+		if t.done.Has(node) {
+			fs = s.kept[node]
+		}
+		for _, f := range fs {
+			f()
+		}
+	}
+	return s.first != math.MaxInt
+}
+
+// surveyRecord is what the judge would do in a survey: which tied sources
+// would move a pod, the refusals it would record, and how to undo what it
+// did for the sources whose turns are not taken.
+type surveyRecord struct {
+	// pos is each surveyed source's rank among the waiting sources of its
+	// tie; first is the lowest rank at which a source would move a pod
+	// (MaxInt: none). Sources of that rank or later are not judged.
+	pos   map[string]int
+	first int
+	// node is the source being judged; order the sources judged, in the
+	// order the plugin asked.
+	node  string
+	order []string
+	// kept runs if node's turn is taken, undone if it is not.
+	kept, undone map[string][]func()
+}
+
+func newSurveyRecord() *surveyRecord {
+	return &surveyRecord{first: math.MaxInt, pos: map[string]int{}, kept: map[string][]func(){}, undone: map[string][]func(){}}
+}
+
+// forget undoes what the survey did: its run moved a pod, so the next
+// turns start from another state.
+func (s *surveyRecord) forget() {
+	for _, node := range s.order {
+		for _, f := range s.undone[node] {
+			f()
+		}
+	}
+}
+
+// judges says whether node is judged in the survey, and makes it the
+// source of what the judge records next.
+func (s *surveyRecord) judges(node string) bool {
+	pos, ok := s.pos[node]
+	if !ok || pos >= s.first {
+		return false
+	}
+	if _, seen := s.kept[node]; !seen {
+		s.order = append(s.order, node)
+		s.kept[node] = nil
+	}
+	s.node = node
+	return true
+}
+
+// move records that the source being judged would move a pod.
+func (s *surveyRecord) move() { s.first = min(s.first, s.pos[s.node]) }
+
+// keep defers f, a record of the judge's, until the source's turn is taken.
+func (s *surveyRecord) keep(f func()) { s.kept[s.node] = append(s.kept[s.node], f) }
+
+// undo runs f if the source's turn is not taken.
+func (s *surveyRecord) undo(f func()) { s.undone[s.node] = append(s.undone[s.node], f) }
 
 // admit says whether an eviction from node is judged in this run.
 func (t *ties) admit(node string) error {
 	if t.turn == nil {
 		t.turn = t.choose()
 	}
+	if t.survey != nil {
+		t.setSurvey(nil) // its turns are judged as in any run
+	}
 	switch {
 	case t.turn.Has(node):
+		return nil
+	case t.survey != nil && t.survey.judges(node):
+		t.setSurvey(t.survey)
 		return nil
 	case t.done.Has(node):
 		return errNotItsTurn // it had its turn in an earlier run
@@ -137,8 +265,9 @@ func (t *ties) classifiedSource(node string) bool {
 
 // choose picks this run's sources: of each usage, the first among those
 // that have not had their turn and may ask, the cheapest to empty first
-// when the plugin empties its sources, then by name. It records whether
-// other sources that may ask are left for later runs.
+// when the plugin empties its sources, then by name; in a survey all of
+// them, each with its rank in that order. It records whether other
+// sources that may ask are left for later runs.
 func (t *ties) choose() sets.Set[string] {
 	costs := map[string]float64{} // of tied sources only, computed once a run
 	costOf := func(node string) float64 {
@@ -157,20 +286,35 @@ func (t *ties) choose() sets.Set[string] {
 		}
 		return a < b
 	}
-	first := map[int64]string{}
+	waiting := map[int64][]string{}
 	eligible := 0
 	for node, key := range t.usage {
 		if t.done.Has(node) || (t.asks != nil && !t.asks(node)) {
 			continue
 		}
 		eligible++
-		if f, ok := first[key]; !ok || before(node, f) {
-			first[key] = node
-		}
+		waiting[key] = append(waiting[key], node)
 	}
 	turn := sets.New[string]()
-	for _, node := range first {
-		turn.Insert(node)
+	for _, tie := range waiting {
+		first := tie[0]
+		for _, node := range tie[1:] {
+			if before(node, first) {
+				first = node
+			}
+		}
+		turn.Insert(first)
+		if t.survey != nil {
+			slices.SortFunc(tie, func(a, b string) int {
+				if before(a, b) {
+					return -1
+				}
+				return 1 // names differ: never equal
+			})
+			for i, node := range tie[1:] { // tie[0] has its turn
+				t.survey.pos[node] = i + 1
+			}
+		}
 	}
 	t.left = eligible > len(turn)
 	return turn
