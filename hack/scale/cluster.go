@@ -222,7 +222,7 @@ feed:
 // the not-ready taints of the node lifecycle controller.
 func createNodes(ctx context.Context, c kubernetes.Interface, n int, timeout time.Duration) error {
 	err := parallel(ctx, n, 32, func(ctx context.Context, i int) error {
-		node := harness.KWOKNode(fmt.Sprintf("scale-%04d", i), nodeLabel, nodeCPUMilli, nodeMemory)
+		node := harness.KWOKNode(nodeName(i), nodeLabel, nodeCPUMilli, nodeMemory)
 		_, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
@@ -239,18 +239,13 @@ func createNodes(ctx context.Context, c kubernetes.Interface, n int, timeout tim
 // carry a node lifecycle controller's taint: pods on them are the plan's
 // to move, which makes the round measure something else.
 func countUnready(ctx context.Context, c kubernetes.Interface, r *Round) error {
-	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodeLabel, ResourceVersion: "0"})
-	if err != nil {
-		return fmt.Errorf("nodes: %w", err)
-	}
-	r.UnreadyNodes = 0
-	for i := range list.Items {
-		if !harness.Ready(&list.Items[i]) {
-			r.UnreadyNodes++
-		}
-	}
-	return nil
+	ready, all, err := harness.CountReady(ctx, c, nodeLabel)
+	r.UnreadyNodes = all - ready
+	return err
 }
+
+// nodeName names the run's i-th node.
+func nodeName(i int) string { return fmt.Sprintf("scale-%04d", i) }
 
 // deployment is one Deployment of the run.
 type deployment struct {

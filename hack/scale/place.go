@@ -122,16 +122,8 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 	t := time.Now()
 	err = parallel(ctx, len(jobs), 32, func(ctx context.Context, k int) error {
 		j := jobs[k]
-		d := deps[j.dep]
-		tmpl := deploymentObject(d).Spec.Template
-		labels := tmpl.Labels
-		labels[appsv1.DefaultDeploymentUniqueLabelKey] = hashes[j.dep]
-		tmpl.Spec.NodeName = fmt.Sprintf("scale-%04d", where[j.dep][j.replica])
-		pod := &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%s-%05d", d.Name, hashes[j.dep], j.replica), Labels: labels},
-			Spec:       tmpl.Spec,
-		}
-		_, err := c.CoreV1().Pods(d.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		pod := boundPod(deps[j.dep], hashes[j.dep], j.replica, where[j.dep][j.replica])
+		_, err := c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
@@ -165,6 +157,18 @@ func createBound(ctx context.Context, c kubernetes.Interface, deps []deployment,
 		return fmt.Errorf("the Deployments: %w", err)
 	}
 	return waitRunning(ctx, c, len(jobs), timeout)
+}
+
+// boundPod is d's replica-th pod, bound to the node-th node, as its
+// ReplicaSet (pod-template-hash hash) would create it.
+func boundPod(d deployment, hash string, replica, node int) *v1.Pod {
+	tmpl := deploymentObject(d).Spec.Template
+	tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	tmpl.Spec.NodeName = nodeName(node)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%s-%05d", d.Name, hash, replica), Labels: tmpl.Labels},
+		Spec:       tmpl.Spec,
+	}
 }
 
 // templateHash is the pod-template-hash the deployment controller gives

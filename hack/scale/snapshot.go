@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,30 +27,23 @@ func writeSnapshot(path string, nodes int, deps []deployment) error {
 		s.Namespaces = append(s.Namespaces, &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
 	for i := range nodes {
-		node := harness.KWOKNode(fmt.Sprintf("scale-%04d", i), nodeLabel, nodeCPUMilli, nodeMemory)
+		node := harness.KWOKNode(nodeName(i), nodeLabel, nodeCPUMilli, nodeMemory)
 		node.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}
 		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 		s.Nodes = append(s.Nodes, node)
 	}
 	for di, d := range deps {
 		tmpl := deploymentObject(d).Spec.Template
-		rs := d.Name + "-rs"
+		hash := templateHash(&tmpl)
+		rs := d.Name + "-" + hash
 		for r, n := range where[di] {
-			labels := map[string]string{}
-			for k, v := range tmpl.Labels {
-				labels[k] = v
-			}
-			spec := *tmpl.Spec.DeepCopy()
-			spec.NodeName = fmt.Sprintf("scale-%04d", n)
-			s.Pods = append(s.Pods, &v1.Pod{
-				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-				ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: fmt.Sprintf("%s-%05d", rs, r), Labels: labels,
-					UID: types.UID(fmt.Sprintf("%s/%s-%05d", d.Namespace, rs, r)),
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
-						UID: types.UID(d.Namespace + "/" + rs), Controller: ptr.To(true)}}},
-				Spec:   spec,
-				Status: v1.PodStatus{Phase: v1.PodRunning},
-			})
+			pod := boundPod(d, hash, r, n)
+			pod.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+			pod.UID = types.UID(d.Namespace + "/" + pod.Name)
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs,
+				UID: types.UID(d.Namespace + "/" + rs), Controller: ptr.To(true)}}
+			pod.Status = v1.PodStatus{Phase: v1.PodRunning}
+			s.Pods = append(s.Pods, pod)
 		}
 	}
 	f, err := os.Create(path)

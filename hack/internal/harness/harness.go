@@ -32,19 +32,24 @@ import (
 // none of the node lifecycle controller's taints (node.kubernetes.io/...).
 func WaitNodesReady(ctx context.Context, c kubernetes.Interface, selector string, n int, interval, timeout time.Duration) error {
 	return wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
-		// From the API server's cache: thousands of nodes, listed again and again.
-		list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for _, node := range list.Items {
-			if Ready(&node) {
-				ready++
-			}
-		}
-		return ready >= n, nil
+		ready, _, err := CountReady(ctx, c, selector)
+		return err == nil && ready >= n, nil
 	})
+}
+
+// CountReady counts the nodes selector selects, and those of them Ready.
+func CountReady(ctx context.Context, c kubernetes.Interface, selector string) (ready, all int, err error) {
+	// From the API server's cache: thousands of nodes, listed again and again.
+	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+	if err != nil {
+		return 0, 0, fmt.Errorf("nodes: %w", err)
+	}
+	for i := range list.Items {
+		if Ready(&list.Items[i]) {
+			ready++
+		}
+	}
+	return ready, len(list.Items), nil
 }
 
 // Ready says whether the node is Ready without a node.kubernetes.io taint.
