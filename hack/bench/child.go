@@ -72,6 +72,8 @@ func child(sub string, args []string) error {
 		m, err = benchHint(ctx, *nodes, *count)
 	case "thin":
 		m, err = benchThin(ctx, *nodes)
+	case "held":
+		m, err = benchHeld(ctx, *nodes)
 	case "gang":
 		m, err = benchGang(ctx, *nodes, *count)
 	case "estimate":

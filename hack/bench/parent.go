@@ -109,6 +109,11 @@ func parent(out, openbDir string, sizes []int, upstreamMax, runs int) error {
 		return err
 	}
 	res.PlanThin = ThinResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count, Emptied: int(m.Value)}
+	m, err = timed("plan_held_5000", "held", "--nodes", "5000")
+	if err != nil {
+		return err
+	}
+	res.PlanHeld = HeldResult{Seconds: round(m.Seconds, 2), RSSMiB: round(m.RSSMiB, 0), Moves: m.Count, Skips: int(m.Value)}
 	m, err = timed("plan_gang_10000", "gang", "--nodes", "1000", "--count", "10000")
 	if err != nil {
 		return err
@@ -160,6 +165,7 @@ func parent(out, openbDir string, sizes []int, upstreamMax, runs int) error {
 		"upstream: sigs.k8s.io/descheduler v0.36.0's library entry point RunDeschedulerStrategies, one cycle, on a fake clientset seeded with the same objects; evictions go to the fake's eviction endpoint (PDBs enforced, nothing deleted). Its policy is ours without rebalancer's own plugins (Consolidation).",
 		"plan_file_5000: rebalancer plan --snapshot on the 5,000-node synthetic cluster written as a file (as snapshot synthetic -o cluster.yaml writes it), with the bin-packing pair and -o json, in a process of its own: reading, decoding and admitting the file, building the simulation, planning and printing. RSS is that process's peak. plan_file_json_5000: the same cluster written as snapshot synthetic -o cluster.json writes it.",
 		"plan_gang_10000: a plan of the shipped bin-packing pair on 1,000 synthetic nodes holding 2 pods each and one gang of 10,000 members (hack/bench/gang.go), which the policy's namespace limit keeps from moving whole; the time covers building the simulation and planning.",
+		"plan_held_5000: a plan of the shipped bin-packing pair on a held fleet (hack/bench/held.go): 5,000 identical nodes of 8 CPUs, every tenth running six pods of a CPU, the others two (tied, underutilized), every pod under a PDB that allows no disruption; the time covers building the simulation and planning, not generating the cluster.",
 		"plan_thin_5000: a plan of the shipped bin-packing pair on a thin fleet (hack/bench/thin.go): 5,000 identical nodes of 32 CPUs and 128 GiB, 30 pods of 100-500 millicores each, owned by ReplicaSets of 300 pods; the time covers building the simulation and planning, not generating the cluster.",
 		"consolidation_5000: a plan of Consolidation alone (maxNodesPerCycle 5000, no eviction limits, the shipped bin-packing profile) on the synthetic cluster of 5,000 nodes and 100,000 pods (snapshot synthetic --nodes 5000 --pods 100000 --seed 1); the time covers building the simulation and planning, not generating the cluster.",
 		"openb: each pod list of the trace in the directory (the default one, and the GPU-sharing, GPU-model, multi-GPU and CPU kinds where present) replayed onto all 1,523 nodes with kube-scheduler's default profile, snapshot at the first moment the most pods ran, its pods then set to rebalancer-scheduler; then 10 rounds each of rebalancer and the upstream baseline with the bin-packing pair, Consolidation at maxNodesPerCycle 10. Bounds: per resource, and by node class (what each pod may take).",
@@ -228,6 +234,7 @@ func printTable(r Results) {
 	}
 	fmt.Fprintf(tw, "\nrebalancer plan --snapshot, 5000 nodes\t%.2f s\t%.0f MiB\t%d moves\n", r.PlanFile.Seconds, r.PlanFile.RSSMiB, r.PlanFile.Moves)
 	fmt.Fprintf(tw, "plan of a thin fleet, 5000 nodes x 30 pods\t%.2f s\t%.0f MiB\t%d moves\t%d nodes emptied\n", r.PlanThin.Seconds, r.PlanThin.RSSMiB, r.PlanThin.Moves, r.PlanThin.Emptied)
+	fmt.Fprintf(tw, "plan of a held fleet, 5000 nodes, every pod under a PDB\t%.2f s\t%.0f MiB\t%d moves\t%d skips\n", r.PlanHeld.Seconds, r.PlanHeld.RSSMiB, r.PlanHeld.Moves, r.PlanHeld.Skips)
 	fmt.Fprintf(tw, "plan of 1000 nodes holding a gang of 10000\t%.2f s\t%.0f MiB\t%d moves\t%d gang skips\n", r.PlanGang.Seconds, r.PlanGang.RSSMiB, r.PlanGang.Moves, r.PlanGang.GangSkips)
 	fmt.Fprintf(tw, "predictions/s at 5000 nodes\t%.0f\n", r.PredictionsPerS5000)
 	fmt.Fprintf(tw, "RebalanceHint overhead, pods without a hint\t%.2f %%\n", r.HintOverheadPct)

@@ -13,6 +13,9 @@ type Results struct {
 	// PlanThin is one plan of the shipped pair on a thin fleet of 5,000
 	// identical nodes of 30 small pods each (thin.go).
 	PlanThin ThinResult `json:"plan_thin_5000"`
+	// PlanHeld is one plan of the shipped pair on a fleet of 5,000 nodes
+	// that no plugin may change (held.go).
+	PlanHeld HeldResult `json:"plan_held_5000"`
 	// PlanGang is one plan of the shipped pair on 1,000 nodes holding a
 	// gang of 10,000 members (gang.go).
 	PlanGang            GangResult `json:"plan_gang_10000"`
@@ -82,6 +85,15 @@ type ThinResult struct {
 	Moves   int     `json:"moves"`
 	// Emptied are the nodes the plan empties.
 	Emptied int `json:"emptied"`
+}
+
+// HeldResult is one plan of the held fleet.
+type HeldResult struct {
+	Seconds float64 `json:"s"`
+	RSSMiB  float64 `json:"rss_mib"`
+	Moves   int     `json:"moves"`
+	// Skips are the evictions the plan refused.
+	Skips int `json:"skips"`
 }
 
 // GangResult is one plan of a cluster holding a gang.
