@@ -107,6 +107,12 @@ func Plan(ctx context.Context, sim *simulator.Simulator, policy *api.Descheduler
 		return nil, err
 	}
 	p.budgets = disruption.New(state.PodDisruptionBudgets)
+	if policy.MaxNoOfPodsToEvictPerNamespace != nil {
+		p.podsByNamespace = map[string][]*v1.Pod{}
+		for _, pod := range state.Pods {
+			p.podsByNamespace[pod.Namespace] = append(p.podsByNamespace[pod.Namespace], pod)
+		}
+	}
 	p.ownerPods = countOwnerPods(state)
 	inFlight := p.countInFlight(state)
 	before, err := sim.Usage()
@@ -305,7 +311,10 @@ type planner struct {
 	// unsteered counts the moves skipped as unsteered, per scheduler.
 	unsteered map[string]int
 	// notRun are the plugins not run because the plan was full (whileRoom).
-	notRun []string
+	notRun []notRun
+	// podsByNamespace are the cluster's pods by namespace, when the policy
+	// limits the moves per namespace (whileRoom).
+	podsByNamespace map[string][]*v1.Pod
 	// usage serves the plugins the nodes' and pods' usage; nil when the
 	// policy reads none.
 	usage *usageSource
@@ -510,7 +519,7 @@ func (p *planner) judgingRegistry(registry pluginregistry.Registry, prof api.Des
 			if d, ok := pl.(frameworktypes.DeschedulePlugin); ok && nothingToEvict(name, pods) {
 				return idle{d}, nil
 			}
-			return p.whileRoom(prof.Name, name, inOrder(pl, j)), nil
+			return p.whileRoom(prof.Name, name, inOrder(pl, j), j.Filter), nil
 		}
 		out[name] = u
 	}

@@ -1156,3 +1156,63 @@ func TestFullPlanRunsNoMorePlugins(t *testing.T) {
 		t.Errorf("with room, warnings %q say plugins did not run", roomy.Warnings)
 	}
 }
+
+// TestNamespaceLimitsRunNoMorePlugins: once every namespace holding a pod
+// the profile may evict has its maxNoOfPodsToEvictPerNamespace moves, the
+// plugins after the one that filled them are not run (none records a
+// skip), and the plan says once which did not, naming the limit. A
+// namespace whose pods no plugin may evict (kube-system's DaemonSet pods)
+// keeps no plugin running; one with room does.
+func TestNamespaceLimitsRunNoMorePlugins(t *testing.T) {
+	c := newCluster()
+	for _, n := range []*v1.Node{c.node("tainted", "8", "32Gi", noSchedule), c.node("a", "8", "32Gi"), c.node("b", "8", "32Gi")} {
+		c.pod("kube-system", "log-agent", "DaemonSet", n.Name, "100m", "128Mi")
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		for i := range 2 {
+			c.pod(ns, fmt.Sprintf("app%d", i), "ReplicaSet", "tainted", "500m", "1Gi")
+		}
+	}
+	// Duplicates on a, which RemoveDuplicates asks to spread.
+	for range 3 {
+		c.pod("team-b", "web", "ReplicaSet", "a", "500m", "1Gi")
+	}
+	pol, prof := loadPair(t, "binpacking")
+	_, ctx := ktesting.NewTestContext(t)
+	later := []string{"Consolidation", "HighNodeUtilization", "RemoveDuplicates"}
+
+	pol.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(2))
+	full, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Moves) != 4 {
+		t.Fatalf("%d moves, want 4 (off the tainted node, 2 in each namespace)", len(full.Moves))
+	}
+	for _, s := range full.Skipped {
+		if slices.Contains(later, s.Strategy) {
+			t.Errorf("%s ran with every namespace full: skipped %s (%s)", s.Strategy, s.Pod, s.Detail)
+		}
+	}
+	warned := slices.ContainsFunc(full.Warnings, func(w string) bool {
+		return strings.Contains(w, "maxNoOfPodsToEvictPerNamespace (2) is reached in every namespace") &&
+			!slices.ContainsFunc(later, func(name string) bool { return !strings.Contains(w, name+" (profile binpacking)") })
+	})
+	if !warned {
+		t.Errorf("warnings %q do not say that %v did not run", full.Warnings, later)
+	}
+
+	pol.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(3))
+	roomy, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := slices.ContainsFunc(roomy.Skipped, func(s plan.Skip) bool { return s.Strategy == "RemoveDuplicates" }) ||
+		slices.ContainsFunc(roomy.Moves, func(m plan.Move) bool { return m.Strategy == "RemoveDuplicates" })
+	if !asked {
+		t.Errorf("with room in team-b, RemoveDuplicates asked for nothing (moves %+v, skipped %+v): the full plan's test proves nothing", roomy.Moves, roomy.Skipped)
+	}
+	if slices.ContainsFunc(roomy.Warnings, func(w string) bool { return strings.Contains(w, "did not run") }) {
+		t.Errorf("with room, warnings %q say plugins did not run", roomy.Warnings)
+	}
+}
