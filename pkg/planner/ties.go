@@ -306,10 +306,13 @@ func (t *ties) choose() sets.Set[string] {
 		turn.Insert(first)
 		if t.survey != nil {
 			slices.SortFunc(tie, func(a, b string) int {
-				if before(a, b) {
+				switch {
+				case a == b:
+					return 0
+				case before(a, b):
 					return -1
 				}
-				return 1 // names differ: never equal
+				return 1
 			})
 			for i, node := range tie[1:] { // tie[0] has its turn
 				t.survey.pos[node] = i + 1
