@@ -9,13 +9,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -45,43 +43,28 @@ func heldFleet(nodes int) *snapshot.Snapshot {
 	n := 0
 	for i := range nodes {
 		name := fmt.Sprintf("held-%05d", i)
-		capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourceMemory: resource.MustParse("32Gi"), v1.ResourcePods: resource.MustParse("110")}
-		snap.Nodes = append(snap.Nodes, &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
-			Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
-				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
-		})
+		snap.Nodes = append(snap.Nodes, fleetNode(name, "8", "32Gi"))
 		pods := 2
 		if i%10 == 0 {
 			pods = 6
 		}
 		for range pods {
 			owner := n / heldPodsPerOwner
-			pod := fmt.Sprintf("app%d-%d", owner, n)
+			pod := replicaPod(fmt.Sprintf("app%d-%d", owner, n), owner, name, request)
+			pod.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}} // PDBs count it
+			snap.Pods = append(snap.Pods, pod)
 			n++
-			snap.Pods = append(snap.Pods, &v1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: fmt.Sprintf("team-%d", owner%20), UID: types.UID(pod),
-					Labels: map[string]string{"app": fmt.Sprintf("app%d", owner)},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("app%d", owner),
-						UID: types.UID(fmt.Sprintf("rs-%d", owner)), Controller: ptr.To(true)}}},
-				Spec: v1.PodSpec{NodeName: name, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "app", Image: "app",
-					Resources: v1.ResourceRequirements{Requests: request}}}},
-				Status: v1.PodStatus{Phase: v1.PodRunning, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}},
-			})
 		}
 	}
 	return snap
 }
 
-// benchHeld plans the held fleet with the shipped bin-packing pair, as
-// `rebalancer plan --snapshot` does once the file is decoded. Count is
-// the plan's moves, Value its refusals.
+// benchHeld plans the held fleet with the shipped bin-packing pair. Count
+// is the plan's moves, Value its refusals.
 func benchHeld(ctx context.Context, nodes int) (measurement, error) {
-	snap := heldFleet(nodes)
-	start := time.Now()
-	p, err := planAsUsers(ctx, policyFile, snap)
+	p, seconds, err := timedPlan(ctx, heldFleet(nodes))
 	if err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves), Value: float64(len(p.Skipped))}, nil
+	return measurement{Seconds: seconds, Count: len(p.Moves), Value: float64(len(p.Skipped))}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 	"github.com/rebalancer-dev/rebalancer/pkg/snapshot"
 )
 
@@ -38,41 +39,55 @@ func thinFleet(nodes int) *snapshot.Snapshot {
 	owners := max(1, nodes*thinPodsPerNode/thinPodsPerOwner)
 	for i := range nodes {
 		name := fmt.Sprintf("thin-%05d", i)
-		capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse("32"), v1.ResourceMemory: resource.MustParse("128Gi"), v1.ResourcePods: resource.MustParse("110")}
-		snap.Nodes = append(snap.Nodes, &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
-			Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
-				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
-		})
+		snap.Nodes = append(snap.Nodes, fleetNode(name, "32", "128Gi"))
 		for j := range thinPodsPerNode {
 			owner := r.IntN(owners)
 			milli := []int64{100, 200, 250, 300, 400, 500}[r.IntN(6)]
-			pod := fmt.Sprintf("app%d-%d-%d", owner, i, j)
-			snap.Pods = append(snap.Pods, &v1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: fmt.Sprintf("team-%d", owner%20), UID: types.UID(pod),
-					Labels: map[string]string{"app": fmt.Sprintf("app%d", owner)},
-					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("app%d", owner),
-						UID: types.UID(fmt.Sprintf("rs-%d", owner)), Controller: ptr.To(true)}}},
-				Spec: v1.PodSpec{NodeName: name, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "app", Image: "app",
-					Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
-						v1.ResourceCPU:    *resource.NewMilliQuantity(milli, resource.DecimalSI),
-						v1.ResourceMemory: *resource.NewQuantity(2*milli<<20, resource.BinarySI)}}}}},
-				Status: v1.PodStatus{Phase: v1.PodRunning},
-			})
+			snap.Pods = append(snap.Pods, replicaPod(fmt.Sprintf("app%d-%d-%d", owner, i, j), owner, name, v1.ResourceList{
+				v1.ResourceCPU:    *resource.NewMilliQuantity(milli, resource.DecimalSI),
+				v1.ResourceMemory: *resource.NewQuantity(2*milli<<20, resource.BinarySI)}))
 		}
 	}
 	return snap
 }
 
-// benchThin plans the thin fleet with the shipped bin-packing pair, as
-// `rebalancer plan --snapshot` does once the file is decoded.
-func benchThin(ctx context.Context, nodes int) (measurement, error) {
-	snap := thinFleet(nodes)
+// fleetNode is a Ready node of cpu and memory, and room for 110 pods.
+func fleetNode(name, cpu, memory string) *v1.Node {
+	capacity := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse(memory), v1.ResourcePods: resource.MustParse("110")}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}},
+		Status: v1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}},
+	}
+}
+
+// replicaPod is a running pod of ReplicaSet app<owner>, in namespace
+// team-<owner mod 20>, on node, for rebalancer-scheduler.
+func replicaPod(name string, owner int, node string, requests v1.ResourceList) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fmt.Sprintf("team-%d", owner%20), UID: types.UID(name),
+			Labels: map[string]string{"app": fmt.Sprintf("app%d", owner)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("app%d", owner),
+				UID: types.UID(fmt.Sprintf("rs-%d", owner)), Controller: ptr.To(true)}}},
+		Spec: v1.PodSpec{NodeName: node, SchedulerName: "rebalancer-scheduler", Containers: []v1.Container{{Name: "app", Image: "app",
+			Resources: v1.ResourceRequirements{Requests: requests}}}},
+		Status: v1.PodStatus{Phase: v1.PodRunning},
+	}
+}
+
+// timedPlan plans snap with the shipped bin-packing pair, as `rebalancer
+// plan --snapshot` does once the file is decoded, and times it.
+func timedPlan(ctx context.Context, snap *snapshot.Snapshot) (*plan.Plan, float64, error) {
 	start := time.Now()
 	p, err := planAsUsers(ctx, policyFile, snap)
+	return p, time.Since(start).Seconds(), err
+}
+
+// benchThin plans the thin fleet with the shipped bin-packing pair.
+func benchThin(ctx context.Context, nodes int) (measurement, error) {
+	p, seconds, err := timedPlan(ctx, thinFleet(nodes))
 	if err != nil {
 		return measurement{}, err
 	}
-	return measurement{Seconds: time.Since(start).Seconds(), Count: len(p.Moves),
-		Value: float64(p.Summary.NodesInUseBefore - p.Summary.NodesInUseAfter)}, nil
+	return measurement{Seconds: seconds, Count: len(p.Moves), Value: float64(p.Summary.NodesInUseBefore - p.Summary.NodesInUseAfter)}, nil
 }

@@ -1129,23 +1129,31 @@ func TestFullPlanRunsNoMorePlugins(t *testing.T) {
 	if len(full.Moves) != 2 {
 		t.Fatalf("%d moves, want 2 (the total)", len(full.Moves))
 	}
+	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(100))
+	roomy, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notRunWhenFull(t, full, roomy, "maxNoOfPodsToEvictTotal (2)", later)
+}
+
+// notRunWhenFull checks that the plugins later did not run on the full
+// plan (no skip of theirs) and that a warning naming limit names them,
+// and that on roomy, the same cluster with room, RemoveDuplicates asked
+// and no plugin was left out.
+func notRunWhenFull(t *testing.T, full, roomy *plan.Plan, limit string, later []string) {
+	t.Helper()
 	for _, s := range full.Skipped {
 		if slices.Contains(later, s.Strategy) {
 			t.Errorf("%s ran on a full plan: skipped %s (%s)", s.Strategy, s.Pod, s.Detail)
 		}
 	}
 	warned := slices.ContainsFunc(full.Warnings, func(w string) bool {
-		return strings.Contains(w, "maxNoOfPodsToEvictTotal (2)") &&
+		return strings.Contains(w, limit) &&
 			!slices.ContainsFunc(later, func(name string) bool { return !strings.Contains(w, name+" (profile binpacking)") })
 	})
 	if !warned {
 		t.Errorf("warnings %q do not say that %v did not run", full.Warnings, later)
-	}
-
-	pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(100))
-	roomy, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
-	if err != nil {
-		t.Fatal(err)
 	}
 	asked := slices.ContainsFunc(roomy.Skipped, func(s plan.Skip) bool { return s.Strategy == "RemoveDuplicates" }) ||
 		slices.ContainsFunc(roomy.Moves, func(m plan.Move) bool { return m.Strategy == "RemoveDuplicates" })
@@ -1189,30 +1197,10 @@ func TestNamespaceLimitsRunNoMorePlugins(t *testing.T) {
 	if len(full.Moves) != 4 {
 		t.Fatalf("%d moves, want 4 (off the tainted node, 2 in each namespace)", len(full.Moves))
 	}
-	for _, s := range full.Skipped {
-		if slices.Contains(later, s.Strategy) {
-			t.Errorf("%s ran with every namespace full: skipped %s (%s)", s.Strategy, s.Pod, s.Detail)
-		}
-	}
-	warned := slices.ContainsFunc(full.Warnings, func(w string) bool {
-		return strings.Contains(w, "maxNoOfPodsToEvictPerNamespace (2) is reached in every namespace") &&
-			!slices.ContainsFunc(later, func(name string) bool { return !strings.Contains(w, name+" (profile binpacking)") })
-	})
-	if !warned {
-		t.Errorf("warnings %q do not say that %v did not run", full.Warnings, later)
-	}
-
 	pol.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(3))
 	roomy, err := planOn(ctx, pol, prof, c.snap, Options{MinScoreGain: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := slices.ContainsFunc(roomy.Skipped, func(s plan.Skip) bool { return s.Strategy == "RemoveDuplicates" }) ||
-		slices.ContainsFunc(roomy.Moves, func(m plan.Move) bool { return m.Strategy == "RemoveDuplicates" })
-	if !asked {
-		t.Errorf("with room in team-b, RemoveDuplicates asked for nothing (moves %+v, skipped %+v): the full plan's test proves nothing", roomy.Moves, roomy.Skipped)
-	}
-	if slices.ContainsFunc(roomy.Warnings, func(w string) bool { return strings.Contains(w, "did not run") }) {
-		t.Errorf("with room, warnings %q say plugins did not run", roomy.Warnings)
-	}
+	notRunWhenFull(t, full, roomy, "maxNoOfPodsToEvictPerNamespace (2) is reached in every namespace", later)
 }

@@ -20,6 +20,21 @@ import (
 	"github.com/rebalancer-dev/rebalancer/pkg/simulator"
 )
 
+// lowTies is two busy nodes (team-b) and 30 tied low ones, a pod of
+// team-a's web on each.
+func lowTies() *cluster {
+	c := newCluster()
+	for i := range 2 {
+		n := c.node(fmt.Sprintf("full-%d", i), "8", "32Gi")
+		c.pod("team-b", "db", "StatefulSet", n.Name, "5", "20Gi")
+	}
+	for i := range 30 {
+		n := c.node(fmt.Sprintf("low-%02d", i), "8", "32Gi")
+		c.pod("team-a", "web", "ReplicaSet", n.Name, "500m", "1Gi")
+	}
+	return c
+}
+
 // TestTiesEndWithTheLimits: once the per-namespace limit is spent, tied
 // sources whose pods it keeps from moving take no turn, so
 // HighNodeUtilization runs twice (the run whose move spends the limit, and
@@ -31,15 +46,7 @@ func TestTiesEndWithTheLimits(t *testing.T) {
 	_, prof := loadPair(t, "binpacking")
 	pol := loadPolicy(t, fmt.Sprintf(packingByHNU, 0))
 	pol.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(1))
-	c := newCluster()
-	for i := range 2 {
-		n := c.node(fmt.Sprintf("full-%d", i), "8", "32Gi")
-		c.pod("team-b", "db", "StatefulSet", n.Name, "5", "20Gi")
-	}
-	for i := range 30 {
-		n := c.node(fmt.Sprintf("low-%02d", i), "8", "32Gi")
-		c.pod("team-a", "web", "ReplicaSet", n.Name, "500m", "1Gi")
-	}
+	c := lowTies()
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(3)))
 	ctx := klog.NewContext(context.Background(), logger)
 	p, err := planOn(ctx, pol, prof, c.snap, Options{ID: "ties"})
@@ -86,15 +93,7 @@ func runsOf(t *testing.T, logger klog.Logger, plugin string) int {
 func TestTiesThatAllStay(t *testing.T) {
 	_, prof := loadPair(t, "binpacking")
 	pol := loadPolicy(t, fmt.Sprintf(packingByHNU, 0))
-	c := newCluster()
-	for i := range 2 {
-		n := c.node(fmt.Sprintf("full-%d", i), "8", "32Gi")
-		c.pod("team-b", "db", "StatefulSet", n.Name, "5", "20Gi")
-	}
-	for i := range 30 {
-		n := c.node(fmt.Sprintf("low-%02d", i), "8", "32Gi")
-		c.pod("team-a", "web", "ReplicaSet", n.Name, "500m", "1Gi")
-	}
+	c := lowTies()
 	c.pdb("team-a", "web", 0)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(3)))
 	p, err := planOn(klog.NewContext(context.Background(), logger), pol, prof, c.snap, Options{ID: "ties"})
