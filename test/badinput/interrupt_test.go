@@ -177,6 +177,8 @@ func TestInterruptedGangPlanIsNoPlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates and plans a cluster of 10,000 gang members")
 	}
+	// Beside the other tests: what it checks holds wherever the signal lands.
+	t.Parallel()
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "cluster.json")
 	if r := rebalancer(t, []string{"snapshot", "synthetic", "--nodes", "500", "--pods", "25000", "--gang", "10000", "--seed", "4", "-o", snap}); r.exit != 0 {
@@ -285,6 +287,8 @@ func TestInterruptedLargePlanEveryPhase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("plans a cluster of 5,000 nodes")
 	}
+	// Beside the other tests: what it checks holds wherever the signal lands.
+	t.Parallel()
 	dir := t.TempDir()
 	snap := filepath.Join(dir, "cluster.json")
 	if r := rebalancer(t, []string{"snapshot", "synthetic", "--nodes", "5000", "--pods", "150000", "--gang", "10000", "--seed", "4", "-o", snap}); r.exit != 0 {
