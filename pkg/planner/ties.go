@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -278,13 +279,13 @@ func (t *ties) choose() sets.Set[string] {
 		}
 		return c
 	}
-	before := func(a, b string) bool {
+	order := func(a, b string) int {
 		if t.cost != nil {
-			if ca, cb := costOf(a), costOf(b); ca != cb {
-				return ca < cb
+			if c := cmp.Compare(costOf(a), costOf(b)); c != 0 {
+				return c
 			}
 		}
-		return a < b
+		return cmp.Compare(a, b)
 	}
 	waiting := map[int64][]string{}
 	eligible := 0
@@ -297,23 +298,9 @@ func (t *ties) choose() sets.Set[string] {
 	}
 	turn := sets.New[string]()
 	for _, tie := range waiting {
-		first := tie[0]
-		for _, node := range tie[1:] {
-			if before(node, first) {
-				first = node
-			}
-		}
-		turn.Insert(first)
+		turn.Insert(slices.MinFunc(tie, order))
 		if t.survey != nil {
-			slices.SortFunc(tie, func(a, b string) int {
-				switch {
-				case a == b:
-					return 0
-				case before(a, b):
-					return -1
-				}
-				return 1
-			})
+			slices.SortFunc(tie, order)
 			for i, node := range tie[1:] { // tie[0] has its turn
 				t.survey.pos[node] = i + 1
 			}
