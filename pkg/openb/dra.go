@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -143,4 +144,23 @@ func claimGPUs(pod *v1.Pod, p Pod, sharing bool) {
 	c.Resources.Claims = []v1.ResourceClaim{{Name: gpuClaim}}
 	pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: gpuClaim, ResourceClaimTemplateName: ptr.To(gpuTemplateName(p.GPUs, sharedMilli(p, sharing), p.GPUModels))}}
 	pod.Spec.Affinity = nil
+}
+
+// stableShares is claim with each share of a device named after the claim
+// and the result, not by the random UUID kube-scheduler's allocator draws:
+// the same trace then imports to the same file. A claim's results are its
+// own, so the names stay unique on every device.
+func stableShares(claim *resourceapi.ResourceClaim) *resourceapi.ResourceClaim {
+	if claim.Status.Allocation == nil {
+		return claim
+	}
+	c := claim.DeepCopy()
+	for i := range c.Status.Allocation.Devices.Results {
+		r := &c.Status.Allocation.Devices.Results[i]
+		if r.ShareID != nil {
+			id := types.UID(uuid.NewSHA1(uuid.NameSpaceURL, []byte(fmt.Sprintf("openb:%s/%d", c.UID, i))).String())
+			r.ShareID = &id
+		}
+	}
+	return c
 }

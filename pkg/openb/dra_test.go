@@ -1,6 +1,7 @@
 package openb
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -159,5 +160,46 @@ func TestImportSharedGPUs(t *testing.T) {
 				t.Errorf("sharing %v: GPU %s gives %d milli", c.sharing, dev, n)
 			}
 		}
+	}
+}
+
+// TestSharedGPUsImportAlike: a trace whose pods share GPUs imports to the
+// same file every time, though kube-scheduler's allocator draws a random
+// shareID for each share, and the shares of a device keep distinct IDs.
+func TestSharedGPUsImportAlike(t *testing.T) {
+	nodes, pods := smallTrace(t, ""+
+		"a,1000,1024,1,300,,BE,Running,0,,0\n"+
+		"b,1000,1024,1,300,,BE,Running,1,,1\n"+
+		"c,1000,1024,1,300,,BE,Running,2,,2\n")
+	var files []string
+	for range 2 {
+		snap, _, err := Import(context.Background(), nodes, pods, Options{At: Peak, DRA: true, GPUSharing: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for _, c := range snap.ResourceClaims {
+			for _, r := range c.Status.Allocation.Devices.Results {
+				if r.ShareID == nil {
+					t.Fatalf("claim %s holds a shared GPU without a shareID", c.Name)
+				}
+				share := r.Pool + "/" + r.Device + "/" + string(*r.ShareID)
+				if ids[share] {
+					t.Errorf("share %s is allocated twice", share)
+				}
+				ids[share] = true
+			}
+		}
+		if len(ids) != 3 {
+			t.Errorf("%d shares allocated, want the 3 pods' own", len(ids))
+		}
+		var b bytes.Buffer
+		if err := snap.Encode(&b); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b.String())
+	}
+	if files[0] != files[1] {
+		t.Error("the same trace imported to two different files")
 	}
 }

@@ -291,7 +291,7 @@ func Import(ctx context.Context, nodes []Node, pods []Pod, opts Options) (*snaps
 		}
 		for _, c := range sim.State().ResourceClaims {
 			if owner := metav1.GetControllerOf(c); owner != nil && running[owner.UID] {
-				snap.ResourceClaims = append(snap.ResourceClaims, c)
+				snap.ResourceClaims = append(snap.ResourceClaims, stableShares(c))
 			}
 		}
 	}
