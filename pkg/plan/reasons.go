@@ -8,7 +8,9 @@ const (
 	// carrying it out, the Eviction API kept refusing with 429, the answer
 	// of a PodDisruptionBudget with no disruption left.
 	ReasonPDB = "pdb"
-	// ReasonLimit: a policy's limit on evictions is reached.
+	// ReasonLimit: a policy's limit on evictions is reached, or leaves
+	// too few to empty the node a packing plugin would empty (the detail
+	// names the limit and what the node needs).
 	ReasonLimit = "limit"
 	// ReasonWorkloadLimit: the pod's owner had as many pods moved within
 	// the cooldown, this plan's included, as --max-per-workload allows.
@@ -58,9 +60,10 @@ const (
 	// does not move pods off a node it fills (it would undo itself).
 	ReasonTarget = "target"
 	// ReasonNoNodeFreed: a packing plugin's move whose source the plan
-	// leaves in use, or that takes the plan above the nodes in use it began
-	// with (a RemoveDuplicates move too, when the policy packs): under a
-	// packing policy it only moves the pod.
+	// leaves in use (another pod on it stays, named in the detail), or that
+	// takes the plan above the nodes in use it began with (a
+	// RemoveDuplicates move too, when the policy packs): under a packing
+	// policy it only moves the pod.
 	ReasonNoNodeFreed = "no-node-freed"
 	// ReasonEvicting: the pod's owner is evicting it in the background (it
 	// carries descheduler.alpha.kubernetes.io/eviction-in-progress): it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -69,6 +70,56 @@ func (p *planner) evictionsLeft(node string) (int, string) {
 func (p *planner) namespaceFull(ns string) bool {
 	max := p.policy.MaxNoOfPodsToEvictPerNamespace
 	return max != nil && p.perNamespace[ns] >= *max
+}
+
+// cannotEmpty says why the plan cannot empty the node of asked, the
+// first pod a packing plugin asks to evict from it, "" when it may or when
+// asked itself must stay (the judge names that reason): another pod on it
+// stays (the evictor's filter, mustStay), or the policy's limits cannot
+// take all of its pods. A packing plugin's move holds only if the plan empties
+// its source (packingChurn), so the first eviction from such a node is
+// refused, and the limits are left to the nodes the plugin can free. Pods
+// their owners evict in the background leave on their own.
+func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why, detail string) {
+	if why, _ := p.mustStay(asked); why != "" {
+		return "", ""
+	}
+	node := asked.Spec.NodeName
+	pods, err := p.podsOnNode(node, nil)
+	if err != nil {
+		return "", "" // the judge finds out
+	}
+	n, byNamespace := 0, map[string]int{}
+	for _, pod := range pods {
+		if simulator.NodeBound(pod) || evictingInBackground(pod) {
+			continue
+		}
+		n++
+		byNamespace[pod.Namespace]++
+		if pod.UID == asked.UID {
+			continue
+		}
+		if !evictable(pod) {
+			return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s: its profile's evictor does not evict it", key(pod), node)
+		}
+		if why, detail := p.mustStay(pod); why != "" {
+			return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s (%s: %s)", key(pod), node, why, detail)
+		}
+	}
+	if max := p.policy.MaxNoOfPodsToEvictTotal; max != nil && int(p.total)+n > int(*max) {
+		return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions and maxNoOfPodsToEvictTotal %d leaves %d", node, n, *max, int(*max)-int(p.total))
+	}
+	if left, limit := p.evictionsLeft(node); left >= 0 && n > left {
+		return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions and %s leaves %d", node, n, limit, left)
+	}
+	if max := p.policy.MaxNoOfPodsToEvictPerNamespace; max != nil {
+		for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
+			if need := byNamespace[ns]; int(p.perNamespace[ns])+need > int(*max) {
+				return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions in %s and maxNoOfPodsToEvictPerNamespace %d leaves %d", node, need, ns, *max, int(*max)-int(p.perNamespace[ns]))
+			}
+		}
+	}
+	return "", ""
 }
 
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on

@@ -559,6 +559,15 @@ func (j *judge) Evict(ctx context.Context, pod *v1.Pod, opts evictions.EvictOpti
 	}
 	var simOpts simulator.PredictOptions
 	if conflict.Packs(j.strategy) {
+		// Its move holds only if the plan empties the node: refused at
+		// the node's first eviction, it goes on to the next node. (The
+		// judge refuses every move off a node the plan fills.)
+		if node := pod.Spec.NodeName; j.p.sources[node] == 0 && j.p.targets[node] == 0 {
+			if why, detail := j.p.cannotEmpty(pod, j.Filter); why != "" {
+				j.p.skip(j.profile, j.strategy, pod, why, detail)
+				return evictions.NewEvictionNodeLimitError(node)
+			}
+		}
 		// A packing plugin of the descheduler's empties a node for the
 		// scheduler to place its pods: onto nodes in use, never onto an
 		// empty one, which would take a node into use for the one it frees
