@@ -76,11 +76,14 @@ func (p *planner) namespaceFull(ns string) bool {
 // first pod a packing plugin asks to evict from it, "" when it may or when
 // asked itself must stay (the judge names that reason): another pod on it
 // stays (the evictor's filter, mustStay), or the policy's limits cannot
-// take all of its pods. A packing plugin's move holds only if the plan empties
-// its source (packingChurn), so the first eviction from such a node is
-// refused, and the limits are left to the nodes the plugin can free. Pods
-// their owners evict in the background leave on their own.
+// take all of its pods. A packing plugin's move holds only if the plan
+// empties its source (packingChurn), so the first eviction from such a
+// node is refused, and the limits are left to the nodes the plugin can
+// free. Pods their owners evict in the background leave on their own.
 func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why, detail string) {
+	if p.full() {
+		return "", "" // the judge's refusal stops the plugin
+	}
 	if why, _ := p.mustStay(asked); why != "" {
 		return "", ""
 	}
