@@ -6,24 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/descheduler/pkg/api"
+
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
 
 // packingWithinLimits is HighNodeUtilization alone under a namespace limit.
-const packingWithinLimits = `apiVersion: descheduler/v1alpha2
-kind: DeschedulerPolicy
-maxNoOfPodsToEvictPerNamespace: %d
-profiles:
-- name: hnu
-  pluginConfig:
-  - name: DefaultEvictor
-  - name: HighNodeUtilization
-    args:
-      thresholds: {cpu: 40, memory: 40}
-  plugins:
-    balance:
-      enabled: [HighNodeUtilization]
-`
+func packingWithinLimits(t *testing.T, perNamespace uint) *api.DeschedulerPolicy {
+	pol := loadPolicy(t, fmt.Sprintf(packingByHNU, 0))
+	pol.MaxNoOfPodsToEvictPerNamespace = &perNamespace
+	return pol
+}
 
 // thinNodes is a cluster where HighNodeUtilization empties thin nodes onto
 // dest (busy, room for all of them): each thin node holds the pods of
@@ -63,7 +56,7 @@ func withdrawn(p *plan.Plan) []plan.Skip {
 // empty.
 func TestPackingSpendsNoLimitOnNodesItCannotEmpty(t *testing.T) {
 	_, prof := loadPair(t, "binpacking")
-	pol := loadPolicy(t, fmt.Sprintf(packingWithinLimits, 2))
+	pol := packingWithinLimits(t, 2)
 	// thin-00 spends team-a's 2; thin-01 and thin-02 each need one more of
 	// team-a; thin-03 needs 2 of team-b, which only the first two would
 	// have spent.
@@ -103,7 +96,7 @@ func TestPackingWithinLimitsOnRandomClusters(t *testing.T) {
 				nodes[i] = append(nodes[i], teams[r.Intn(len(teams))])
 			}
 		}
-		p := planCost(t, loadPolicy(t, fmt.Sprintf(packingWithinLimits, limit)), prof, thinNodes(nodes))
+		p := planCost(t, packingWithinLimits(t, uint(limit)), prof, thinNodes(nodes))
 		if w := withdrawn(p); len(w) > 0 {
 			t.Errorf("seed %d: moves taken back after spending the limits: %+v", seed, w)
 		}
@@ -140,7 +133,7 @@ func TestPackingLeavesANodeWithAPodThatStays(t *testing.T) {
 	_, prof := loadPair(t, "binpacking")
 	c := thinNodes([][]string{{"team-a", "team-b"}})
 	c.pdb("team-a", "app0", 0)
-	p := planCost(t, loadPolicy(t, fmt.Sprintf(packingWithinLimits, 10)), prof, c)
+	p := planCost(t, packingWithinLimits(t, 10), prof, c)
 	if len(p.Moves) != 0 {
 		t.Fatalf("%d moves, want none: thin-00 cannot be emptied; %+v", len(p.Moves), p.Moves)
 	}
