@@ -32,7 +32,7 @@ func TestInterruptedPlanIsNoPlan(t *testing.T) {
 	// during the packages' initialisation, before main, would end the
 	// process by the signal's default action, silently.
 	const first = "Reading the cluster"
-	full := interruptAt(t, args, first, never, 60*time.Second)
+	full := interruptAt(t, args, first, never, 5*time.Minute)
 	if full.err != nil || !strings.Contains(full.stdout, `"moves"`) {
 		t.Fatalf("the plan, uninterrupted: %v\n%s", full.err, errorLines(full.stderr))
 	}
@@ -212,7 +212,10 @@ func interruptAt(t *testing.T, args []string, at string, delay, limit time.Durat
 		return end(err, signalled)
 	case <-time.After(limit):
 		_ = cmd.Process.Kill()
-		t.Fatalf("%v: still running %s after %q (SIGTERM %s after it)", args, limit, at, delay)
+		if signalled.IsZero() {
+			t.Fatalf("%v: still running %s after %q", args, limit, at)
+		}
+		t.Fatalf("%v: SIGTERM %s after %q: still running %s later", args, delay, at, limit)
 		return ending{}
 	}
 }
@@ -270,7 +273,7 @@ func TestInterruptedSyntheticLeavesNoFile(t *testing.T) {
 	for _, c := range []struct{ name, nodes, pods string }{{"cluster.yaml", "2000", "60000"}, {"cluster.json", "5000", "150000"}} {
 		name, dir := c.name, t.TempDir()
 		args := []string{"snapshot", "synthetic", "--nodes", c.nodes, "--pods", c.pods, "--gang", "10000", "--seed", "4", "-o", filepath.Join(dir, name)}
-		whole := interruptAt(t, args, "", never, 60*time.Second)
+		whole := interruptAt(t, args, "", never, 5*time.Minute)
 		if whole.err != nil {
 			t.Fatalf("snapshot synthetic: %v\n%s", whole.err, whole.stderr)
 		}
