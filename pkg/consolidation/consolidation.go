@@ -125,8 +125,8 @@ type round struct {
 	emptied       int
 	// overLimit is the lightest node the per-node eviction limit refused.
 	overLimit struct {
-		pods  int
-		limit string
+		pods   int
+		detail string
 	}
 }
 
@@ -215,8 +215,8 @@ func (r *round) report() {
 		}
 	}
 	if r.emptied == 0 && r.overLimit.pods > 0 {
-		r.c.sim.Warn(fmt.Sprintf("%s emptied no node: nodes it could empty run more pods than %s lets a plan evict from a node (the lightest, %d)",
-			Name, r.overLimit.limit, r.overLimit.pods))
+		r.c.sim.Warn(fmt.Sprintf("%s emptied no node: nodes it could empty run more pods than maxNoOfPodsToEvictPerNode lets a plan evict from a node (the lightest: %s)",
+			Name, r.overLimit.detail))
 	}
 }
 

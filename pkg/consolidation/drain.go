@@ -3,7 +3,6 @@ package consolidation
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
@@ -39,15 +38,15 @@ func (r *round) emptyOneByOne(ctx context.Context) error {
 			}
 			continue
 		}
-		if left, limit := c.sim.EvictionsLeft(name); left >= 0 && len(movable) > left {
+		if detail, perNode := c.sim.LimitsForbid(name, movable); detail != "" {
 			// Asked, the moves would be simulated one by one up to the
 			// limit, then taken back: on a fleet of nodes all above it,
 			// that is most of the plan's time, for nothing.
 			r.tried[name] = true
 			c.sim.Consider(name, plan.ReasonLimit)
-			c.sim.Skip(movable[left], plan.ReasonLimit, fmt.Sprintf("%s: emptying node %s takes %d evictions, %d left", limit, name, len(movable), left))
-			if r.overLimit.pods == 0 || len(movable) < r.overLimit.pods {
-				r.overLimit.pods, r.overLimit.limit = len(movable), limit
+			c.sim.Skip(movable[0], plan.ReasonLimit, detail)
+			if perNode && (r.overLimit.pods == 0 || len(movable) < r.overLimit.pods) {
+				r.overLimit.pods, r.overLimit.detail = len(movable), detail
 			}
 			continue
 		}

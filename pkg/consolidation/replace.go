@@ -134,7 +134,7 @@ func (c *Consolidation) replace(ctx context.Context, targets []string, sources [
 		if !ok || blocker != nil || len(movable) == 0 {
 			continue
 		}
-		if left, _ := c.sim.EvictionsLeft(src.node.Name); left >= 0 && len(movable) > left {
+		if detail, _ := c.sim.LimitsForbid(src.node.Name, movable); detail != "" {
 			continue
 		}
 		gone.Insert(src.node.Name)

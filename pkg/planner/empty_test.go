@@ -148,3 +148,75 @@ func TestPackingLeavesANodeWithAPodThatStays(t *testing.T) {
 		t.Errorf("team-b/app1-4 skipped as %q, want %q...", why, want)
 	}
 }
+
+// consolidationAlone is Consolidation alone, on CPU and memory.
+const consolidationAlone = `apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: consolidation
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: Consolidation
+    args:
+      resources: [cpu, memory]
+      maxNodesPerCycle: 50
+  plugins:
+    balance:
+      enabled: [Consolidation]
+`
+
+// TestConsolidationAsksNoDrainTheLimitsCannotTake: Consolidation drains a
+// node all or nothing, so it does not begin one whose pods the namespace
+// or total limits cannot all take: the node is refused up front, naming
+// the limit and the need, and the plugin goes on to the next, which may
+// need fewer evictions.
+func TestConsolidationAsksNoDrainTheLimitsCannotTake(t *testing.T) {
+	_, prof := loadPair(t, "binpacking")
+	refused := func(p *plan.Plan, detail string) bool {
+		for _, s := range p.Skipped {
+			if s.Strategy == "Consolidation" && s.Reason == plan.ReasonLimit && s.Detail == detail {
+				return true
+			}
+		}
+		return false
+	}
+
+	t.Run("namespace", func(t *testing.T) {
+		pol := loadPolicy(t, consolidationAlone)
+		pol.MaxNoOfPodsToEvictPerNamespace = ptrTo(uint(2))
+		p := planCost(t, pol, prof, thinNodes([][]string{
+			{"team-a", "team-a"}, {"team-a", "team-b"}, {"team-b", "team-a"}, {"team-b", "team-b"},
+		}))
+		if got := drained(p); len(got) != 2 || got["thin-00"] == 0 || got["thin-03"] == 0 {
+			t.Errorf("drained %v, want thin-00 and thin-03; moves %+v", got, p.Moves)
+		}
+		for _, node := range []string{"thin-01", "thin-02"} {
+			if want := "emptying " + node + " takes 1 evictions in team-a and maxNoOfPodsToEvictPerNamespace 2 leaves 0"; !refused(p, want) {
+				t.Errorf("no Consolidation skip says %q: %+v", want, p.Skipped)
+			}
+		}
+	})
+
+	t.Run("total", func(t *testing.T) {
+		// Tried lightest first: light (2 pods) fits the total of 3, mid's
+		// 3 pods do not fit the 1 left, heavy's single pod does.
+		c := newCluster()
+		c.node("dest", "64", "256Gi")
+		c.pod("team-c", "db", "ReplicaSet", "dest", "40", "100Gi")
+		for node, pods := range map[string][]string{"light": {"200m", "200m"}, "mid": {"200m", "200m", "200m"}, "heavy": {"2"}} {
+			c.node(node, "8", "32Gi")
+			for i, cpu := range pods {
+				c.pod("team-a", fmt.Sprintf("%s%d", node, i), "ReplicaSet", node, cpu, "1Gi")
+			}
+		}
+		pol := loadPolicy(t, consolidationAlone)
+		pol.MaxNoOfPodsToEvictTotal = ptrTo(uint(3))
+		p := planCost(t, pol, prof, c)
+		if got := drained(p); len(got) != 2 || got["light"] == 0 || got["heavy"] == 0 {
+			t.Errorf("drained %v, want light and heavy; moves %+v", got, p.Moves)
+		}
+		if want := "emptying mid takes 3 evictions and maxNoOfPodsToEvictTotal 3 leaves 1"; !refused(p, want) {
+			t.Errorf("no Consolidation skip says %q: %+v", want, p.Skipped)
+		}
+	})
+}

@@ -107,10 +107,8 @@ func (h *judgingHandle) Warn(text string) {
 	}
 }
 
-// EvictionsLeft is how many more pods the policy's maxNoOfPodsToEvictPerNode
-// lets the plan evict from node, -1 without that limit.
-func (h *judgingHandle) EvictionsLeft(node string) (int, string) {
-	return h.evictor.p.evictionsLeft(node)
+func (h *judgingHandle) LimitsForbid(node string, pods []*v1.Pod) (string, bool) {
+	return h.evictor.p.limitsForbid(node, pods)
 }
 
 func (h *judgingHandle) Consider(node, outcome string) {

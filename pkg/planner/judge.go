@@ -92,13 +92,12 @@ func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why,
 	if err != nil {
 		return "", "" // the judge finds out
 	}
-	n, byNamespace := 0, map[string]int{}
+	var counted []*v1.Pod
 	for _, pod := range pods {
 		if simulator.NodeBound(pod) || evictingInBackground(pod) {
 			continue
 		}
-		n++
-		byNamespace[pod.Namespace]++
+		counted = append(counted, pod)
 		if pod.UID == asked.UID {
 			continue
 		}
@@ -109,20 +108,42 @@ func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why,
 			return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s (%s: %s)", key(pod), node, why, detail)
 		}
 	}
-	if max := p.policy.MaxNoOfPodsToEvictTotal; max != nil && int(p.total)+n > int(*max) {
-		return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions and maxNoOfPodsToEvictTotal %d leaves %d", node, n, *max, int(*max)-int(p.total))
+	if detail, _ := p.limitsForbid(node, counted); detail != "" {
+		return plan.ReasonLimit, detail
 	}
+	return "", ""
+}
+
+// limitsForbid says which of the policy's limits keeps the plan from
+// evicting pods, all from node, on top of its moves: a skip detail naming
+// the limit, what the pods need and what it leaves, and whether that is
+// maxNoOfPodsToEvictPerNode, which the node's pods exceed in any plan,
+// rather than the total or a namespace's, which the plan's moves spent.
+// "" when the limits take them all, or when the plan is full: the judge's
+// refusal then stops the plugin.
+func (p *planner) limitsForbid(node string, pods []*v1.Pod) (detail string, perNode bool) {
+	if p.full() {
+		return "", false
+	}
+	n := len(pods)
 	if left, limit := p.evictionsLeft(node); left >= 0 && n > left {
-		return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions and %s leaves %d", node, n, limit, left)
+		return fmt.Sprintf("emptying %s takes %d evictions and %s leaves %d", node, n, limit, left), true
+	}
+	if max := p.policy.MaxNoOfPodsToEvictTotal; max != nil && int(p.total)+n > int(*max) {
+		return fmt.Sprintf("emptying %s takes %d evictions and maxNoOfPodsToEvictTotal %d leaves %d", node, n, *max, int(*max)-int(p.total)), false
 	}
 	if max := p.policy.MaxNoOfPodsToEvictPerNamespace; max != nil {
-		for _, ns := range slices.Sorted(maps.Keys(byNamespace)) {
-			if need := byNamespace[ns]; int(p.perNamespace[ns])+need > int(*max) {
-				return plan.ReasonLimit, fmt.Sprintf("emptying %s takes %d evictions in %s and maxNoOfPodsToEvictPerNamespace %d leaves %d", node, need, ns, *max, int(*max)-int(p.perNamespace[ns]))
+		need := map[string]int{}
+		for _, pod := range pods {
+			need[pod.Namespace]++
+		}
+		for _, ns := range slices.Sorted(maps.Keys(need)) {
+			if int(p.perNamespace[ns])+need[ns] > int(*max) {
+				return fmt.Sprintf("emptying %s takes %d evictions in %s and maxNoOfPodsToEvictPerNamespace %d leaves %d", node, need[ns], ns, *max, int(*max)-int(p.perNamespace[ns])), false
 			}
 		}
 	}
-	return "", ""
+	return "", false
 }
 
 // errSkipped tells a plugin its eviction was not taken; the plugin moves on

@@ -884,7 +884,7 @@ func TestConsolidationAboveThePerNodeLimit(t *testing.T) {
 		}
 		return p
 	}
-	warning := "Consolidation emptied no node: nodes it could empty run more pods than maxNoOfPodsToEvictPerNode 10 lets a plan evict from a node (the lightest, 12)"
+	warning := "Consolidation emptied no node: nodes it could empty run more pods than maxNoOfPodsToEvictPerNode lets a plan evict from a node (the lightest: emptying node-00 takes 12 evictions and maxNoOfPodsToEvictPerNode 10 leaves 10)"
 
 	c := fleet(false)
 	p := plan10(c)
@@ -900,7 +900,7 @@ func TestConsolidationAboveThePerNodeLimit(t *testing.T) {
 	}
 	limited := 0
 	for _, s := range p.Skipped {
-		if s.Strategy == "Consolidation" && strings.HasPrefix(s.Detail, "maxNoOfPodsToEvictPerNode 10: emptying node ") {
+		if s.Strategy == "Consolidation" && strings.HasPrefix(s.Detail, "emptying node-") && strings.Contains(s.Detail, "and maxNoOfPodsToEvictPerNode 10 leaves 10") {
 			limited++
 		}
 	}

@@ -50,11 +50,15 @@ type Handle interface {
 	MustStay(pod *v1.Pod) (why, detail string)
 	// Pin records that pod keeps its node in use, for the plan to show.
 	Pin(pod *v1.Pod, why, detail string)
-	// EvictionsLeft is how many more pods the policy's
-	// maxNoOfPodsToEvictPerNode lets the plan evict from node, and that
-	// limit in words; -1 without the limit. A plugin that must move every
-	// pod of a node asks first, instead of simulating moves it cannot make.
-	EvictionsLeft(node string) (n int, limit string)
+	// LimitsForbid says which of the policy's limits keeps the plan from
+	// evicting pods, all from node, on top of its moves: a skip detail
+	// naming the limit, what the pods need and what it leaves, and whether
+	// that is maxNoOfPodsToEvictPerNode, which the node's pods exceed in
+	// any plan; "" when the limits take them all or the plan is full (its
+	// next move is refused with the descheduler's total-limit error). A
+	// plugin that must move every pod of a node asks first, instead of
+	// simulating moves it cannot make.
+	LimitsForbid(node string, pods []*v1.Pod) (detail string, perNode bool)
 	// Warn adds a warning to the plan (once per text): something about
 	// the policy worth fixing.
 	Warn(text string)
