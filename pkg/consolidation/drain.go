@@ -81,20 +81,8 @@ func planFull(err error) error {
 // does, and why: one the evictor's filters protect, or one the planner
 // would not move (opted out, sticky, in its cooldown, held by a PDB).
 func (c *Consolidation) pinnedBy(node string) (*v1.Pod, string, string) {
-	pods, _ := c.handle.GetPodsAssignedToNodeFunc()(node, nil)
 	ev := c.handle.Evictor()
-	for _, p := range pods {
-		if simulator.NodeBound(p) {
-			continue
-		}
-		if !ev.Filter(p) || !ev.PreEvictionFilter(p) {
-			return p, plan.ReasonProtected, "the evictor's filters protect it"
-		}
-		if why, detail := c.sim.MustStay(p); why != "" {
-			return p, why, detail
-		}
-	}
-	return nil, "", ""
+	return c.sim.PinnedBy(node, func(p *v1.Pod) bool { return ev.Filter(p) && ev.PreEvictionFilter(p) })
 }
 
 // movablePods lists the pods that must leave a node to empty it, biggest

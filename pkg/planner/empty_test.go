@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sigs.k8s.io/descheduler/pkg/api"
+	"sigs.k8s.io/descheduler/pkg/descheduler/evictions"
 
 	"github.com/rebalancer-dev/rebalancer/pkg/plan"
 )
@@ -146,6 +147,39 @@ func TestPackingLeavesANodeWithAPodThatStays(t *testing.T) {
 	}
 	if why, want := reasons["team-b/app1-4"], "no-node-freed: team-a/app0-3 stays on thin-00 (pdb: "; !strings.HasPrefix(why, want) {
 		t.Errorf("team-b/app1-4 skipped as %q, want %q...", why, want)
+	}
+}
+
+// TestPackingLeavesANodeEvictedInTheBackground: a pod its owner evicts in
+// the background leaves in its own time, after this plan, so its node
+// stays in use: neither packing plugin begins to empty it (nothing is
+// taken back after spending the limits), and both empty the next node.
+func TestPackingLeavesANodeEvictedInTheBackground(t *testing.T) {
+	_, prof := loadPair(t, "binpacking")
+	for name, pol := range map[string]*api.DeschedulerPolicy{
+		"HighNodeUtilization": packingWithinLimits(t, 10),
+		"Consolidation":       loadPolicy(t, consolidationAlone),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := thinNodes([][]string{{"team-a", "team-b"}, {"team-b", "team-b"}})
+			for _, pod := range c.snap.Pods {
+				if pod.Spec.NodeName == "thin-00" && pod.Namespace == "team-a" {
+					pod.Annotations = map[string]string{evictions.EvictionInProgressAnnotationKey: ""}
+				}
+			}
+			p := planCost(t, pol, prof, c)
+			if got := drained(p); len(got) != 1 || got["thin-01"] == 0 {
+				t.Errorf("drained %v, want thin-01 alone; moves %+v", got, p.Moves)
+			}
+			for _, m := range p.Moves {
+				if m.Source == "thin-00" {
+					t.Errorf("move %s off thin-00, which its pod evicted in the background keeps in use", m.Pod)
+				}
+			}
+			if w := withdrawn(p); len(w) > 0 {
+				t.Errorf("moves taken back after spending the limits: %+v", w)
+			}
+		})
 	}
 }
 

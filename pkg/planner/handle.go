@@ -99,6 +99,10 @@ func (h *judgingHandle) Skip(pod *v1.Pod, why, detail string) {
 
 func (h *judgingHandle) MustStay(pod *v1.Pod) (why, detail string) { return h.evictor.p.mustStay(pod) }
 
+func (h *judgingHandle) PinnedBy(node string, evictable func(*v1.Pod) bool) (*v1.Pod, string, string) {
+	return h.evictor.p.pinnedBy(node, evictable)
+}
+
 // Warn adds text to the plan's warnings, once.
 func (h *judgingHandle) Warn(text string) {
 	p := h.evictor.p

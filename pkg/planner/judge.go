@@ -74,12 +74,11 @@ func (p *planner) namespaceFull(ns string) bool {
 
 // cannotEmpty says why the plan cannot empty the node of asked, the
 // first pod a packing plugin asks to evict from it, "" when it may or when
-// asked itself must stay (the judge names that reason): another pod on it
-// stays (the evictor's filter, mustStay), or the policy's limits cannot
-// take all of its pods. A packing plugin's move holds only if the plan
-// empties its source (packingChurn), so the first eviction from such a
-// node is refused, and the limits are left to the nodes the plugin can
-// free. Pods their owners evict in the background leave on their own.
+// asked itself must stay (the judge names that reason): a pod on it stays
+// (pinnedBy), or the policy's limits cannot take all of its pods. A
+// packing plugin's move holds only if the plan empties its source
+// (packingChurn), so the first eviction from such a node is refused, and
+// the limits are left to the nodes the plugin can free.
 func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why, detail string) {
 	if p.full() {
 		return "", "" // the judge's refusal stops the plugin
@@ -88,30 +87,37 @@ func (p *planner) cannotEmpty(asked *v1.Pod, evictable func(*v1.Pod) bool) (why,
 		return "", ""
 	}
 	node := asked.Spec.NodeName
-	pods, err := p.podsOnNode(node, nil)
+	if pod, why, detail := p.pinnedBy(node, evictable); pod != nil {
+		return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s (%s: %s)", key(pod), node, why, detail)
+	}
+	pods, err := p.podsOnNode(node, func(pod *v1.Pod) bool { return !simulator.NodeBound(pod) })
 	if err != nil {
 		return "", "" // the judge finds out
 	}
-	var counted []*v1.Pod
-	for _, pod := range pods {
-		if simulator.NodeBound(pod) || evictingInBackground(pod) {
-			continue
-		}
-		counted = append(counted, pod)
-		if pod.UID == asked.UID {
-			continue
-		}
-		if !evictable(pod) {
-			return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s: its profile's evictor does not evict it", key(pod), node)
-		}
-		if why, detail := p.mustStay(pod); why != "" {
-			return plan.ReasonNoNodeFreed, fmt.Sprintf("%s stays on %s (%s: %s)", key(pod), node, why, detail)
-		}
-	}
-	if detail, _ := p.limitsForbid(node, counted); detail != "" {
+	if detail, _ := p.limitsForbid(node, pods); detail != "" {
 		return plan.ReasonLimit, detail
 	}
 	return "", ""
+}
+
+// pinnedBy returns the first pod that keeps node in use whatever the plan
+// does, and why: one evictable refuses (the profile's evictor filters), or
+// one the planner would not move (mustStay: opted out, sticky, in its
+// cooldown, held by a PDB, evicted by its owner in the background, ...).
+func (p *planner) pinnedBy(node string, evictable func(*v1.Pod) bool) (*v1.Pod, string, string) {
+	pods, _ := p.podsOnNode(node, nil) // the node is in the simulation: no error
+	for _, pod := range pods {
+		if simulator.NodeBound(pod) {
+			continue
+		}
+		if !evictable(pod) {
+			return pod, plan.ReasonProtected, "the evictor's filters protect it"
+		}
+		if why, detail := p.mustStay(pod); why != "" {
+			return pod, why, detail
+		}
+	}
+	return nil, "", ""
 }
 
 // limitsForbid says which of the policy's limits keeps the plan from

@@ -48,6 +48,11 @@ type Handle interface {
 	// reason and detail), "" when it might move it; a gang's member only
 	// moves with its whole gang, through Move.
 	MustStay(pod *v1.Pod) (why, detail string)
+	// PinnedBy returns the first pod on node that keeps it in use whatever
+	// the plan does, and why (a skip reason and detail): one evictable
+	// refuses (plan.ReasonProtected), or one MustStay names; nil when
+	// every pod may move.
+	PinnedBy(node string, evictable func(*v1.Pod) bool) (pod *v1.Pod, why, detail string)
 	// Pin records that pod keeps its node in use, for the plan to show.
 	Pin(pod *v1.Pod, why, detail string)
 	// LimitsForbid says which of the policy's limits keeps the plan from
