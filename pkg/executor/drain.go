@@ -65,9 +65,9 @@ type drainGuard struct {
 	evicted map[types.UID]int
 	names   map[types.UID]string
 	// bound are the owners' new pods seen bound to a node; targets the
-	// nodes the plan sent each owner's replacements to.
+	// nodes the plan sent each owner's replacements to, with how many.
 	bound   map[types.UID]sets.Set[types.UID]
-	targets map[types.UID]sets.Set[string]
+	targets map[types.UID]map[string]int
 	// landed is told of each replacement bound elsewhere than any target
 	// of its owner's (a drain left to its scheduler's choice), so the
 	// cooldown holds it where it landed; nil: nobody is told.
@@ -97,7 +97,7 @@ func newDrainGuard(client kubernetes.Interface, recorder events.EventRecorder, m
 		// Creation times have whole seconds.
 		since:   since.Truncate(time.Second),
 		tainted: sets.New[string](), held: sets.New[string](), evicted: map[types.UID]int{}, names: map[types.UID]string{},
-		bound: map[types.UID]sets.Set[types.UID]{}, targets: map[types.UID]sets.Set[string]{}, evicting: true,
+		bound: map[types.UID]sets.Set[types.UID]{}, targets: map[types.UID]map[string]int{}, evicting: true,
 	}
 }
 
@@ -131,9 +131,10 @@ func (g *drainGuard) hold(ctx context.Context, node string) error {
 	return nil
 }
 
-// evict notes the eviction of move m's pod (a pod without an owner has no
-// replacement to wait for).
-func (g *drainGuard) evict(m plan.Move) {
+// expect notes the eviction of move m's pod before it is requested: the
+// owner's controller may bind its replacement before the request returns
+// (a pod without an owner has no replacement to wait for).
+func (g *drainGuard) expect(m plan.Move) {
 	if m.Owner == nil {
 		return
 	}
@@ -143,9 +144,26 @@ func (g *drainGuard) evict(m plan.Move) {
 	g.evicted[uid]++
 	g.names[uid] = m.Owner.Kind + " " + m.Owner.Name
 	if g.targets[uid] == nil {
-		g.targets[uid] = sets.New[string]()
+		g.targets[uid] = map[string]int{}
 	}
-	g.targets[uid].Insert(m.Target)
+	g.targets[uid][m.Target]++
+}
+
+// forget takes back what expect noted, for an eviction that did not
+// happen.
+func (g *drainGuard) forget(m plan.Move) {
+	if m.Owner == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uid := types.UID(m.Owner.UID)
+	if g.evicted[uid]--; g.evicted[uid] <= 0 {
+		delete(g.evicted, uid)
+	}
+	if g.targets[uid][m.Target]--; g.targets[uid][m.Target] <= 0 {
+		delete(g.targets[uid], m.Target)
+	}
 }
 
 // done is called after the node's last move of the plan: the node waits
@@ -186,7 +204,7 @@ func (g *drainGuard) watch(ctx context.Context) {
 		// A replacement, not one more new pod of the owner (a scale-up),
 		// bound on none of the owner's targets.
 		elsewhere := ours && !g.bound[owner.UID].Has(pod.UID) && g.bound[owner.UID].Len() < g.evicted[owner.UID] &&
-			!g.targets[owner.UID].Has(pod.Spec.NodeName)
+			g.targets[owner.UID][pod.Spec.NodeName] == 0
 		g.mu.Unlock()
 		if !ours {
 			return

@@ -212,9 +212,6 @@ func (e *Executor) Execute(ctx context.Context, p *plan.Plan, validate Validate)
 		if o.reason == "" {
 			o = e.carry(ctx, p, m, o.pod, guard)
 		}
-		if o.reason == "" {
-			guard.evict(m)
-		}
 		e.record(ctx, p, &r, m, o)
 		if last, ok := lastDrain[m.Source]; ok && last == i {
 			guard.done(ctx, m.Source)
@@ -351,7 +348,11 @@ func (e *Executor) carry(ctx context.Context, p *plan.Plan, m plan.Move, pod *v1
 		e.clearHint(ctx, pod)
 		return outcome{pod: pod, reason: plan.ReasonHistoryFailed, detail: err.Error(), err: err, historyErr: err}
 	}
+	guard.expect(m)
 	o := e.evict(ctx, pod)
+	if o.reason != "" {
+		guard.forget(m)
+	}
 	switch o.reason {
 	case "", plan.ReasonError:
 		// Evicted, or maybe (an error after the request was sent): the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
@@ -930,6 +932,49 @@ func TestExecuteDrainGuard(t *testing.T) {
 			t.Errorf("API calls %q: want no hint and no eviction off node-a", f.calls())
 		}
 	})
+}
+
+// TestReplacementBoundBeforeItsEvictionReturns: the owner's controller may
+// create the replacement, and its scheduler bind it, before the eviction
+// request returns to the executor. The drain guard counts it all the
+// same: the drained node is released as the plan ends, not at its
+// timeout with an Event saying a replacement is pending.
+func TestReplacementBoundBeforeItsEvictionReturns(t *testing.T) {
+	f := newFixture(newNode("node-a"), newNode("node-b"), newPod("web-1", "node-a"))
+	m := newMove("web-1", "node-a", "node-b")
+	m.Drain = true
+	// The fake clientset does not replay to a watch what was added before
+	// it opened, and runs its reactors one at a time.
+	watching := make(chan struct{})
+	var open sync.Once
+	f.client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		open.Do(func() { close(watching) })
+		return false, nil, nil
+	})
+	f.onEvict(func(ev *policyv1.Eviction) error {
+		select {
+		case <-watching:
+			f.replace(t, ev.Name, "node-b")
+			time.Sleep(200 * time.Millisecond) // the watch sees it before the request returns
+		default:
+			// Not open yet (it opens as the guard syncs, before the
+			// first eviction): added once it is, without forcing the order.
+			go func() { <-watching; f.replace(t, ev.Name, "node-b") }()
+		}
+		return nil
+	})
+	r := f.executor(func(o *Options) { o.DrainTimeout = 2 * time.Second }).Execute(context.Background(), newPlan(m), nil)
+	if got := names(r.Evicted); !slices.Equal(got, []string{"web-1"}) {
+		t.Fatalf("evicted %v, want web-1", got)
+	}
+	if got := f.taints(t, "node-a"); len(got) != 0 {
+		t.Errorf("node-a taints after the plan: %v, want none", got)
+	}
+	for len(f.recorder.Events) > 0 {
+		if ev := <-f.recorder.Events; strings.Contains(ev, EventDrainTimeout) {
+			t.Errorf("event %q: the replacement was bound before the plan ended", ev)
+		}
+	}
 }
 
 func TestCleanupDrainTaints(t *testing.T) {
