@@ -111,9 +111,28 @@ func TestSamplerKeepsTheWindow(t *testing.T) {
 		Pods: []*v1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "default"}, Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}}}
 	filled := make(chan error, 1)
 	go func() { filled <- s.Fill(ctx, snap) }()
+	// readTwice waits for two more reads: one begun after the last change,
+	// whatever the machine's load.
+	readTwice := func() {
+		t.Helper()
+		s.mu.Lock()
+		want := s.reads + 2
+		s.mu.Unlock()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			s.mu.Lock()
+			n := s.reads
+			s.mu.Unlock()
+			if n >= want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d reads in 30 s, want %d", n, want)
+			}
+		}
+	}
 	// Fill waits until the window is covered; meanwhile the usage changes.
 	for _, cpu := range []string{"2", "500m", "3500m"} {
-		time.Sleep(20 * time.Millisecond)
+		readTwice()
 		select {
 		case err := <-filled:
 			t.Fatalf("Fill returned %v before the window was covered", err)
@@ -121,8 +140,13 @@ func TestSamplerKeepsTheWindow(t *testing.T) {
 		}
 		advance(10*time.Second, cpu)
 	}
-	if err := <-filled; err != nil {
-		t.Fatal(err)
+	select {
+	case err := <-filled:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Fill still waits a minute after the window was covered")
 	}
 	var got []string
 	for _, m := range snap.NodeMetrics {
