@@ -99,14 +99,16 @@ func TestCyclesNeverOverlap(t *testing.T) {
 }
 
 // runReplica runs a replica named id with leader election on client's
-// Lease until ctx ends; Run's result arrives on the channel.
+// Lease until ctx ends; Run's result arrives on the channel. The handovers
+// are by release, so a long lease costs no time, and a renewal a loaded
+// machine stalls for a second does not lose it.
 func runReplica(ctx context.Context, t *testing.T, client *fake.Clientset, id string, cycle func(context.Context) error) chan error {
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{
 			Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
 			LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
-				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
+				LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: 100 * time.Millisecond},
 			Cycle: cycle,
 		})
 	}()

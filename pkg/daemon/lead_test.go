@@ -29,7 +29,7 @@ func TestLeadRunsBeforeTheFirstCycle(t *testing.T) {
 				done <- Run(ctx, Options{
 					Schedule: mustSchedule(t, 20*time.Millisecond), RunAtStart: true,
 					LeaderElection: &LeaderElection{Client: client, Namespace: "rebalancer-system", Name: "rebalancer", Identity: id,
-						LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 100 * time.Millisecond},
+						LeaseDuration: 10 * time.Second, RenewDeadline: 5 * time.Second, RetryPeriod: 100 * time.Millisecond},
 					Lead:  func(context.Context) error { note("lead " + id); return errors.New("cannot list nodes") },
 					Cycle: func(context.Context) error { note("cycle " + id); return nil },
 				})
