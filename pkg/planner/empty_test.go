@@ -237,10 +237,13 @@ func TestConsolidationAsksNoDrainTheLimitsCannotTake(t *testing.T) {
 		c := newCluster()
 		c.node("dest", "64", "256Gi")
 		c.pod("team-c", "db", "ReplicaSet", "dest", "40", "100Gi")
-		for node, pods := range map[string][]string{"light": {"200m", "200m"}, "mid": {"200m", "200m", "200m"}, "heavy": {"2"}} {
-			c.node(node, "8", "32Gi")
-			for i, cpu := range pods {
-				c.pod("team-a", fmt.Sprintf("%s%d", node, i), "ReplicaSet", node, cpu, "1Gi")
+		for _, n := range []struct {
+			node string
+			pods []string
+		}{{"light", []string{"200m", "200m"}}, {"mid", []string{"200m", "200m", "200m"}}, {"heavy", []string{"2"}}} {
+			c.node(n.node, "8", "32Gi")
+			for i, cpu := range n.pods {
+				c.pod("team-a", fmt.Sprintf("%s%d", n.node, i), "ReplicaSet", n.node, cpu, "1Gi")
 			}
 		}
 		pol := loadPolicy(t, consolidationAlone)
